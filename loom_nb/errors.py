@@ -1,0 +1,150 @@
+"""The loom_nb error hierarchy, split by fault.
+
+::
+
+    LoomError
+    ├── UsageError                 the developer's mistake; the message says the fix
+    │   └── ResumeValidationError  a resume payload that fails the gate's schema
+    ├── JournalError               the event log
+    │   ├── JournalLockedError     another process holds the DuckDB file
+    │   ├── NonDeterminismError    a replayed step differs from the record
+    │   └── ReplayDivergedError    a pure replay would have to run an effect
+    ├── EffectError                raised around an effect call
+    │   ├── EffectNotFoundError
+    │   ├── NotAuthorizedError
+    │   ├── QuotaExceededError
+    │   ├── RetriesExhaustedError
+    │   ├── InDoubtError
+    │   ├── PromptIntegrityError
+    │   └── ClaimCheckError
+    ├── ProviderError              a model provider's failure
+    │   ├── ProviderHTTPError      status, body, retry_after
+    │   ├── ProviderTimeout
+    │   └── ProviderProtocolError  a malformed response or stream
+    └── FlowNotFoundError          a flow name no cell has registered (also a UsageError)
+
+``Suspend`` derives from ``BaseException`` so a user's ``except Exception`` cannot swallow it.
+Every error keeps its constructor arguments in ``args`` so it pickles and can be rebuilt from
+the journal.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class LoomError(Exception):
+    """Root of every error loom_nb raises on purpose."""
+
+
+class UsageError(LoomError):
+    """A usage mistake by the developer. The message says what to change."""
+
+
+class ResumeValidationError(UsageError):
+    """A resume payload failed the gate's schema; nothing was recorded and the gate stays open."""
+
+    def __init__(self, message: str, *, execution_id: str = "", gate_id: str = "") -> None:
+        super().__init__(message)
+        self.execution_id = execution_id
+        self.gate_id = gate_id
+
+    def __reduce__(self) -> Any:
+        return (_rebuild, (type(self), self.args, self.__dict__))
+
+
+class FlowNotFoundError(UsageError):
+    """A flow or effect is looked up by a name nothing registered in this process."""
+
+
+class JournalError(LoomError):
+    """A problem with the event log."""
+
+
+class JournalLockedError(JournalError):
+    """Another process holds the DuckDB journal file."""
+
+
+class NonDeterminismError(JournalError):
+    """A replayed step's effect or input differs from what the journal recorded."""
+
+
+class ReplayDivergedError(JournalError):
+    """A pure replay reached a step the journal does not hold, so it would have to run an effect."""
+
+
+class EffectError(LoomError):
+    """Raised around an effect call by the runtime or an interceptor."""
+
+
+class EffectNotFoundError(EffectError, UsageError):
+    """No effect is registered under the requested id."""
+
+
+class NotAuthorizedError(EffectError):
+    """The principal lacks a scope the effect requires. The effect was not invoked."""
+
+
+class QuotaExceededError(EffectError):
+    """A call would exceed a quota. The effect was not invoked."""
+
+
+class RetriesExhaustedError(EffectError):
+    """Every attempt the retry policy allowed failed; ``__cause__`` holds the last failure."""
+
+
+class InDoubtError(EffectError):
+    """A non-idempotent effect was cut in flight and its outcome is unknown."""
+
+
+class PromptIntegrityError(EffectError):
+    """A model request would put tainted (untrusted) text where the model obeys it."""
+
+
+class ClaimCheckError(EffectError):
+    """A claim-check envelope turned up where a real value is needed."""
+
+
+class ProviderError(LoomError):
+    """A model provider failed."""
+
+    retryable: bool = False
+
+
+class ProviderHTTPError(ProviderError):
+    """The provider answered with an error status."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status_code: int = 0,
+        body: str = "",
+        retry_after: float | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status_code = status_code
+        self.body = body
+        self.retry_after = retry_after
+        self.retryable = status_code == 429 or status_code >= 500
+
+    def __reduce__(self) -> Any:
+        return (_rebuild, (type(self), self.args, self.__dict__))
+
+
+class ProviderTimeout(ProviderError):
+    """The provider did not answer in time, or the connection failed. Retryable."""
+
+    retryable = True
+    retry_after: float | None = None
+
+
+class ProviderProtocolError(ProviderError):
+    """The provider's response or stream was malformed."""
+
+
+def _rebuild(cls: type[BaseException], args: tuple[Any, ...], state: dict[str, Any]) -> BaseException:
+    exc = cls.__new__(cls)
+    exc.args = args
+    exc.__dict__.update(state)
+    return exc

@@ -1,0 +1,199 @@
+"""``DuckDBJournal``: the embedded default journal, one DuckDB file (or ``:memory:``).
+
+Appends are one autocommitted multi-row INSERT when only events are written (one fsync), and one
+explicit transaction when content blobs or projection changes come along. DuckDB allows one
+writing process per file; a second process gets ``JournalLockedError``, never DuckDB's raw error.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+from loom_nb.errors import JournalError, JournalLockedError
+from loom_nb.journal.canonical import canonical_json
+from loom_nb.journal.events import ContentBlob, Event, ExecutionRecord
+from loom_nb.journal.migrations import CREATE_MIGRATIONS_TABLE, MIGRATIONS
+from loom_nb.journal.store import projection_changes
+
+_NO_NETWORK = {"autoinstall_known_extensions": False, "autoload_known_extensions": False}
+_ROW = "(?, ?, ?, ?, make_timestamp(?), ?)"
+_PID = re.compile(r"\(PID (\d+)\)")
+
+
+def _us(seconds: float) -> int:
+    return round(seconds * 1_000_000)
+
+
+def _lock_error(path: str, exc: BaseException) -> JournalLockedError:
+    match = _PID.search(str(exc))
+    holder = f"process {match.group(1)}" if match else "another process"
+    return JournalLockedError(
+        f"the journal {path} is held by {holder} (DuckDB allows one writing process per file). "
+        "Close that kernel or process first, then open it here; or open a copy "
+        "(EXPORT DATABASE / COPY events TO 'events.parquet') read-only; or use a server journal."
+    )
+
+
+class DuckDBJournal:
+    """A ``JournalStore`` in a DuckDB file.
+
+    Args:
+        path: A file path, or ``":memory:"``.
+        read_only: Open the file read-only (no writer may hold it then).
+    """
+
+    def __init__(self, path: str | Path = ":memory:", *, read_only: bool = False) -> None:
+        self.location = str(path)
+        self.read_only = read_only
+        try:
+            self.connection: Any = duckdb.connect(self.location, read_only=read_only, config=dict(_NO_NETWORK))
+        except duckdb.IOException as exc:
+            if "lock" in str(exc).lower():
+                raise _lock_error(self.location, exc) from None
+            raise JournalError(f"cannot open the journal {self.location}: {exc}") from exc
+        except duckdb.ConnectionException as exc:
+            raise JournalError(
+                f"cannot open the journal {self.location} "
+                f"{'read-only' if read_only else 'read-write'}: this process already has it open "
+                f"the other way ({exc}). Use the runtime that is already open."
+            ) from exc
+        self._insert_sql: dict[int, str] = {}
+        self._closed = False
+        if not read_only:
+            self._migrate()
+
+    # -- schema ---------------------------------------------------------------------------------
+    def _migrate(self) -> None:
+        con = self.connection
+        con.execute(CREATE_MIGRATIONS_TABLE)
+        applied = {row[0] for row in con.execute("SELECT name FROM schema_migrations").fetchall()}
+        for name, statements in MIGRATIONS:
+            if name in applied:
+                continue
+            con.execute("BEGIN")
+            try:
+                for sql in statements:
+                    con.execute(sql)
+                con.execute(
+                    "INSERT INTO schema_migrations VALUES (?, make_timestamp(?))", [name, 0]
+                )
+                con.execute("COMMIT")
+            except BaseException:
+                con.execute("ROLLBACK")
+                raise
+
+    def applied_migrations(self) -> list[str]:
+        """Names of the applied migrations, in order."""
+        rows = self.connection.execute("SELECT name FROM schema_migrations ORDER BY name").fetchall()
+        return [r[0] for r in rows]
+
+    # -- writes ---------------------------------------------------------------------------------
+    def _sql_for(self, n: int) -> str:
+        sql = self._insert_sql.get(n)
+        if sql is None:
+            sql = "INSERT INTO events VALUES " + ", ".join([_ROW] * n)
+            self._insert_sql[n] = sql
+        return sql
+
+    def append(self, events: Sequence[Event], contents: Sequence[ContentBlob] = ()) -> None:
+        """Atomically append events and content, updating the executions projection."""
+        if self.read_only:
+            raise JournalError(f"the journal {self.location} is open read-only; open it read-write to write")
+        params: list[Any] = []
+        for e in events:
+            params += [e.execution_id, e.seq, str(e.kind), e.step_id, _us(e.at), canonical_json(e.data)]
+        changes = projection_changes(events)
+        con = self.connection
+        if not contents and not changes:
+            if events:
+                self._execute(self._sql_for(len(events)), params)
+            return
+        at = _us(events[0].at) if events else 0
+        con.execute("BEGIN")
+        try:
+            for blob in contents:
+                con.execute(
+                    "INSERT INTO content VALUES (?, ?, ?, ?, ?, make_timestamp(?)) ON CONFLICT DO NOTHING",
+                    [blob.digest, len(blob.data), blob.media_type, blob.data, blob.tainted, at],
+                )
+            if events:
+                con.execute(self._sql_for(len(events)), params)
+            for execution_id, status, flow, when in changes:
+                if flow is not None:
+                    con.execute(
+                        "INSERT INTO executions VALUES (?, ?, ?, make_timestamp(?), make_timestamp(?))",
+                        [execution_id, flow, status, _us(when), _us(when)],
+                    )
+                else:
+                    con.execute(
+                        "UPDATE executions SET status = ?, updated_at = make_timestamp(?) WHERE execution_id = ?",
+                        [status, _us(when), execution_id],
+                    )
+            con.execute("COMMIT")
+        except duckdb.ConstraintException as exc:
+            con.execute("ROLLBACK")
+            raise JournalError(f"the journal refused an append (a duplicate seq or execution?): {exc}") from exc
+        except BaseException:
+            con.execute("ROLLBACK")
+            raise
+
+    def _execute(self, sql: str, params: list[Any]) -> None:
+        try:
+            self.connection.execute(sql, params)
+        except duckdb.ConstraintException as exc:
+            raise JournalError(f"the journal refused an append (a duplicate seq?): {exc}") from exc
+
+    # -- reads ----------------------------------------------------------------------------------
+    def read(self, execution_id: str) -> list[Event]:
+        """Return an execution's events in order."""
+        rows = self.connection.execute(
+            'SELECT seq, kind, step_id, epoch_us("at"), data FROM events WHERE execution_id = ? ORDER BY seq',
+            [execution_id],
+        ).fetchall()
+        return [Event(execution_id, seq, kind, step, us / 1e6, json.loads(data)) for seq, kind, step, us, data in rows]
+
+    def _record(self, row: tuple[Any, ...]) -> ExecutionRecord:
+        return ExecutionRecord(row[0], row[1], row[2], row[3] / 1e6, row[4] / 1e6)
+
+    def get_execution(self, execution_id: str) -> ExecutionRecord | None:
+        """Return one execution's projection row."""
+        row = self.connection.execute(
+            "SELECT execution_id, flow, status, epoch_us(created_at), epoch_us(updated_at) "
+            "FROM executions WHERE execution_id = ?",
+            [execution_id],
+        ).fetchone()
+        return None if row is None else self._record(row)
+
+    def list_executions(self, status: str | None = None) -> list[ExecutionRecord]:
+        """Return executions, oldest first."""
+        sql = "SELECT execution_id, flow, status, epoch_us(created_at), epoch_us(updated_at) FROM executions"
+        params: list[Any] = []
+        if status is not None:
+            sql += " WHERE status = ?"
+            params.append(status)
+        rows = self.connection.execute(sql + " ORDER BY created_at, execution_id", params).fetchall()
+        return [self._record(r) for r in rows]
+
+    def get_content(self, digest: str) -> bytes | None:
+        """Return stored bytes, or None."""
+        row = self.connection.execute("SELECT bytes FROM content WHERE digest = ?", [digest]).fetchone()
+        return None if row is None else bytes(row[0])
+
+    def content_info(self, digest: str) -> tuple[int, str, bool] | None:
+        """Return size, media type and taint of stored content."""
+        row = self.connection.execute(
+            "SELECT size, media_type, tainted FROM content WHERE digest = ?", [digest]
+        ).fetchone()
+        return None if row is None else (int(row[0]), str(row[1]), bool(row[2]))
+
+    def close(self) -> None:
+        """Close the connection (idempotent)."""
+        if not self._closed:
+            self._closed = True
+            self.connection.close()

@@ -1,0 +1,74 @@
+"""``InMemoryJournal``: the test fake of ``JournalStore``, with the same semantics as DuckDB's."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import replace
+
+from loom_nb.errors import JournalError
+from loom_nb.journal.canonical import canonical_json
+from loom_nb.journal.events import ContentBlob, Event, ExecutionRecord
+from loom_nb.journal.store import projection_changes
+
+
+class InMemoryJournal:
+    """A journal held in Python lists; payloads round-trip through canonical JSON like the real one."""
+
+    def __init__(self) -> None:
+        self.location = ":memory:"
+        self._events: dict[str, list[Event]] = {}
+        self._executions: dict[str, ExecutionRecord] = {}
+        self._content: dict[str, tuple[bytes, str, bool]] = {}
+        self.commits = 0
+
+    def append(self, events: Sequence[Event], contents: Sequence[ContentBlob] = ()) -> None:
+        """Atomically append events and content, updating the projection."""
+        staged: dict[str, list[Event]] = {}
+        for event in events:
+            log = staged.setdefault(event.execution_id, list(self._events.get(event.execution_id, ())))
+            if log and log[-1].seq >= event.seq:
+                raise JournalError(
+                    f"duplicate or out-of-order seq {event.seq} for execution {event.execution_id!r}"
+                )
+            log.append(replace(event, data=json.loads(canonical_json(event.data))))
+        self._events.update(staged)
+        for blob in contents:
+            self._content.setdefault(blob.digest, (blob.data, blob.media_type, blob.tainted))
+        for execution_id, status, flow, at in projection_changes(events):
+            row = self._executions.get(execution_id)
+            if row is None:
+                self._executions[execution_id] = ExecutionRecord(execution_id, flow or "", status, at, at)
+            else:
+                self._executions[execution_id] = replace(row, status=status, updated_at=at)
+        self.commits += 1
+
+    def read(self, execution_id: str) -> list[Event]:
+        """Return an execution's events in order."""
+        return list(self._events.get(execution_id, ()))
+
+    def get_execution(self, execution_id: str) -> ExecutionRecord | None:
+        """Return one execution's projection row."""
+        return self._executions.get(execution_id)
+
+    def list_executions(self, status: str | None = None) -> list[ExecutionRecord]:
+        """Return executions, oldest first."""
+        rows = sorted(self._executions.values(), key=lambda r: (r.created_at, r.execution_id))
+        return [r for r in rows if status is None or r.status == status]
+
+    def get_content(self, digest: str) -> bytes | None:
+        """Return stored bytes, or None."""
+        item = self._content.get(digest)
+        return None if item is None else item[0]
+
+    def content_info(self, digest: str) -> tuple[int, str, bool] | None:
+        """Return size, media type and taint of stored content."""
+        item = self._content.get(digest)
+        return None if item is None else (len(item[0]), item[1], item[2])
+
+    def all_events(self) -> list[Event]:
+        """Every event of every execution (for tests and exports)."""
+        return [e for log in self._events.values() for e in log]
+
+    def close(self) -> None:
+        """Nothing to release."""

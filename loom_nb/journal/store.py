@@ -1,0 +1,62 @@
+"""The ``JournalStore`` protocol every journal implements, and the projection helper they share."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol, runtime_checkable
+
+from loom_nb.journal.events import STATUS_OF_KIND, ContentBlob, Event, EventKind, ExecutionRecord
+
+
+@runtime_checkable
+class JournalStore(Protocol):
+    """An append-only event log with an ``executions`` projection and a content store.
+
+    ``append`` is atomic: the events, the content blobs and the projection change land together
+    or not at all, and are durable when it returns.
+    """
+
+    location: str
+
+    def append(self, events: Sequence[Event], contents: Sequence[ContentBlob] = ()) -> None:
+        """Atomically append events (and content blobs), updating the executions projection."""
+        ...
+
+    def read(self, execution_id: str) -> list[Event]:
+        """Return an execution's events in ``seq`` order."""
+        ...
+
+    def get_execution(self, execution_id: str) -> ExecutionRecord | None:
+        """Return the projection row of one execution, or None."""
+        ...
+
+    def list_executions(self, status: str | None = None) -> list[ExecutionRecord]:
+        """Return executions (optionally of one status), oldest first."""
+        ...
+
+    def get_content(self, digest: str) -> bytes | None:
+        """Return stored bytes by tagged digest, or None."""
+        ...
+
+    def content_info(self, digest: str) -> tuple[int, str, bool] | None:
+        """Return ``(size, media_type, tainted)`` of stored content, or None."""
+        ...
+
+    def close(self) -> None:
+        """Release the store (idempotent)."""
+        ...
+
+
+def projection_changes(events: Sequence[Event]) -> list[tuple[str, str, str | None, float]]:
+    """Return ``(execution_id, status, flow_or_None, at)`` for each status-changing event, in order.
+
+    ``flow`` is set only for ``execution_started`` (the row is created then).
+    """
+    changes: list[tuple[str, str, str | None, float]] = []
+    for event in events:
+        status = STATUS_OF_KIND.get(event.kind)
+        if status is None:
+            continue
+        flow = str(event.data.get("flow", "")) if event.kind == EventKind.EXECUTION_STARTED else None
+        changes.append((event.execution_id, status, flow, event.at))
+    return changes

@@ -1,0 +1,235 @@
+"""Message value types shared by providers and the agent loop, and a transcript's running byte count.
+
+These sit low in the layering (beside the journal) so that ``providers/`` and ``agent/`` can both
+use them without depending on each other.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from loom_nb.journal.canonical import canonical_json
+
+Role = Literal["system", "user", "assistant", "tool"]
+
+
+class ToolCall(BaseModel):
+    """A tool call the model asked for.
+
+    Attributes:
+        id: The provider's id for the call (tool results refer to it).
+        name: The tool's name.
+        arguments: The parsed JSON object of arguments (empty when they did not parse).
+        raw_arguments: The argument text as received when it was not a JSON object, else None.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    id: str
+    name: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    raw_arguments: str | None = None
+
+
+class Message(BaseModel):
+    """One message of a transcript.
+
+    Attributes:
+        role: ``system``, ``user``, ``assistant`` or ``tool``.
+        text: The text content.
+        tool_calls: Tool calls (assistant messages only).
+        tool_call_id: The call this message answers (tool messages only).
+        name: The tool's name (tool messages only).
+        is_error: True for a tool result that reports an error to the model.
+        tainted: True when the text came from an untrusted source; the guard fences it.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    role: Role
+    text: str = ""
+    tool_calls: tuple[ToolCall, ...] = ()
+    tool_call_id: str | None = None
+    name: str | None = None
+    is_error: bool = False
+    tainted: bool = False
+
+    @classmethod
+    def system(cls, text: str) -> Message:
+        """A system message."""
+        return cls(role="system", text=text)
+
+    @classmethod
+    def user(cls, text: str) -> Message:
+        """A user message."""
+        return cls(role="user", text=text)
+
+    @classmethod
+    def assistant(cls, text: str = "", tool_calls: Sequence[ToolCall] = ()) -> Message:
+        """An assistant message."""
+        return cls(role="assistant", text=text, tool_calls=tuple(tool_calls))
+
+    @classmethod
+    def tool(
+        cls, call: ToolCall, text: str, *, is_error: bool = False, tainted: bool = False
+    ) -> Message:
+        """The result of ``call`` as a tool message."""
+        return cls(role="tool", text=text, tool_call_id=call.id, name=call.name, is_error=is_error, tainted=tainted)
+
+
+class Usage(BaseModel):
+    """Token usage (and cost, when the provider reports one) of a model call.
+
+    Attributes:
+        input_tokens: Prompt tokens.
+        output_tokens: Completion tokens.
+        cost: Cost in the provider's currency, if known.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost: float | None = None
+
+    def __add__(self, other: Usage) -> Usage:
+        cost = None if self.cost is None and other.cost is None else (self.cost or 0.0) + (other.cost or 0.0)
+        return Usage(
+            input_tokens=self.input_tokens + other.input_tokens,
+            output_tokens=self.output_tokens + other.output_tokens,
+            cost=cost,
+        )
+
+
+class ToolSpec(BaseModel):
+    """A tool as the model sees it.
+
+    Attributes:
+        name: The tool's name.
+        description: What it does (from the function's docstring).
+        parameters: JSON schema of its arguments object.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    description: str = ""
+    parameters: dict[str, Any] = Field(default_factory=lambda: {"type": "object", "properties": {}})
+
+
+class ModelRequest(BaseModel):
+    """What a model call is sent.
+
+    Attributes:
+        messages: The transcript, system messages included (first).
+        tools: The tools the model may call.
+        model: A provider-specific model name override, if any.
+        max_tokens: An output cap, if any.
+        temperature: Sampling temperature, if any.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    messages: tuple[Message, ...]
+    tools: tuple[ToolSpec, ...] = ()
+    model: str | None = None
+    max_tokens: int | None = None
+    temperature: float | None = None
+
+    @property
+    def system(self) -> str | None:
+        """The text of the system messages joined, or None."""
+        parts = [m.text for m in self.messages if m.role == "system"]
+        return "\n\n".join(parts) if parts else None
+
+
+class ModelResponse(BaseModel):
+    """A model's answer.
+
+    Attributes:
+        message: The assistant message (text and tool calls).
+        usage: Token usage.
+        finish_reason: Why the model stopped (``stop``, ``tool_calls``, ``length``...), if known.
+        response_id: The provider's id of the response, if any.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    message: Message
+    usage: Usage = Field(default_factory=Usage)
+    finish_reason: str | None = None
+    response_id: str | None = None
+
+    @classmethod
+    def text(cls, text: str, *, usage: Usage | None = None) -> ModelResponse:
+        """A final answer with no tool calls."""
+        return cls(message=Message.assistant(text), usage=usage or Usage(), finish_reason="stop")
+
+    @classmethod
+    def tool_calls(
+        cls,
+        calls: Iterable[tuple[str, dict[str, Any]] | ToolCall],
+        *,
+        text: str = "",
+        usage: Usage | None = None,
+    ) -> ModelResponse:
+        """A response that calls tools: ``[(name, arguments), ...]`` (ids are assigned ``call_<j>``)."""
+        built: list[ToolCall] = []
+        for j, call in enumerate(calls):
+            if isinstance(call, ToolCall):
+                built.append(call)
+            else:
+                name, arguments = call
+                built.append(ToolCall(id=f"call_{j}", name=name, arguments=dict(arguments)))
+        return cls(message=Message.assistant(text, built), usage=usage or Usage(), finish_reason="tool_calls")
+
+
+def message_bytes(message: Message) -> int:
+    """UTF-8 size of a message's canonical JSON (the unit of the transcript byte count)."""
+    return len(canonical_json(message.model_dump(mode="json")).encode("utf-8"))
+
+
+class Transcript:
+    """A list of messages with a running UTF-8 byte count, updated in O(1) per appended message."""
+
+    __slots__ = ("_messages", "_sizes", "nbytes")
+
+    def __init__(self, messages: Iterable[Message] = ()) -> None:
+        self._messages: list[Message] = []
+        self._sizes: list[int] = []
+        self.nbytes = 0
+        for m in messages:
+            self.append(m)
+
+    def append(self, message: Message) -> None:
+        """Append a message and add its size to the running count."""
+        size = message_bytes(message)
+        self._messages.append(message)
+        self._sizes.append(size)
+        self.nbytes += size
+
+    def extend(self, messages: Iterable[Message]) -> None:
+        """Append several messages."""
+        for m in messages:
+            self.append(m)
+
+    def replace(self, messages: Iterable[Message]) -> None:
+        """Replace the whole transcript (after compaction)."""
+        self._messages, self._sizes, self.nbytes = [], [], 0
+        self.extend(messages)
+
+    @property
+    def messages(self) -> tuple[Message, ...]:
+        """The messages, oldest first."""
+        return tuple(self._messages)
+
+    @property
+    def sizes(self) -> tuple[int, ...]:
+        """Per-message byte sizes, aligned with ``messages``."""
+        return tuple(self._sizes)
+
+    def __len__(self) -> int:
+        return len(self._messages)

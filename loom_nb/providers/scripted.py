@@ -1,0 +1,84 @@
+"""``ScriptedModel``: a deterministic, offline model for tutorials and tests."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import re
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+from loom_nb.errors import UsageError
+from loom_nb.messages import ModelRequest, ModelResponse, Usage
+from loom_nb.providers.base import DeltaSink
+
+Responder = Callable[[ModelRequest], ModelResponse | Awaitable[ModelResponse]]
+_WORD = re.compile(r"\S+\s*|\s+")
+
+
+class ScriptedModel:
+    """A model that answers from a script: a list of responses, or a function of the request.
+
+    Text is streamed to ``on_delta`` word by word. A response without usage gets a deterministic
+    estimate (characters / 4). ``history`` keeps every request it was sent.
+
+    Args:
+        script: Responses in order, or ``respond(request) -> ModelResponse`` (sync or async).
+        name: The provider name shown in logs.
+        delta_delay: Seconds to sleep between streamed deltas (0: none), to make streaming visible.
+    """
+
+    def __init__(
+        self,
+        script: Sequence[ModelResponse] | Responder,
+        *,
+        name: str = "scripted",
+        delta_delay: float = 0.0,
+    ) -> None:
+        self.name = name
+        self.delta_delay = delta_delay
+        self.history: list[ModelRequest] = []
+        self._responses: list[ModelResponse] | None = None
+        self._respond: Responder | None = None
+        if callable(script):
+            self._respond = script
+        else:
+            self._responses = list(script)
+
+    def __repr__(self) -> str:
+        return f"ScriptedModel(name={self.name!r}, calls={len(self.history)})"
+
+    async def complete(self, request: ModelRequest, *, on_delta: DeltaSink | None = None) -> ModelResponse:
+        """Answer ``request`` from the script, streaming the text."""
+        self.history.append(request)
+        response = await self._next(request)
+        if on_delta is not None and response.message.text:
+            for piece in _WORD.findall(response.message.text):
+                on_delta(piece)
+                if self.delta_delay:
+                    await asyncio.sleep(self.delta_delay)
+        if response.usage == Usage():
+            sent = sum(len(m.text) for m in request.messages)
+            out = len(response.message.text) + sum(len(str(c.arguments)) for c in response.message.tool_calls)
+            response = response.model_copy(update={"usage": Usage(input_tokens=sent // 4, output_tokens=out // 4)})
+        return response
+
+    async def _next(self, request: ModelRequest) -> ModelResponse:
+        if self._respond is not None:
+            result: Any = self._respond(request)
+            if inspect.isawaitable(result):
+                result = await result
+            if not isinstance(result, ModelResponse):
+                raise UsageError(
+                    f"the ScriptedModel function returned {type(result).__name__}; "
+                    "return loom.ModelResponse.text(...) or loom.ModelResponse.tool_calls(...)"
+                )
+            return result
+        assert self._responses is not None
+        index = len(self.history) - 1
+        if index >= len(self._responses):
+            raise UsageError(
+                f"the ScriptedModel ran out of responses: call {index + 1} but the script has "
+                f"{len(self._responses)}; add responses or pass a function"
+            )
+        return self._responses[index]
