@@ -148,3 +148,18 @@ def _rebuild(cls: type[BaseException], args: tuple[Any, ...], state: dict[str, A
     exc.args = args
     exc.__dict__.update(state)
     return exc
+
+
+class RecordedError(LoomError):
+    """A journaled failure whose original exception type could not be rebuilt in this process.
+
+    Attributes:
+        type_name: The original exception's ``module:qualname``.
+    """
+
+    def __init__(self, message: str, *, type_name: str = "") -> None:
+        super().__init__(message)
+        self.type_name = type_name
+
+    def __reduce__(self) -> Any:
+        return (_rebuild, (type(self), self.args, self.__dict__))

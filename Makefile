@@ -1,0 +1,39 @@
+# loom_nb: `make demo` runs a scripted agent end to end; `make test` runs every check.
+SHELL := /bin/bash
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: venv demo test lint pytest lab bench browser clean
+
+$(STAMP): pyproject.toml constraints.txt
+	python3 -m venv $(VENV)
+	$(VENV)/bin/pip install -q --upgrade pip
+	$(VENV)/bin/pip install -q -c constraints.txt -e '.[dev]'
+	touch $(STAMP)
+
+venv: $(STAMP)
+
+demo: venv
+	$(VENV)/bin/loom-nb demo
+
+lint: venv
+	$(VENV)/bin/ruff check loom_nb tests bench
+	$(VENV)/bin/mypy
+
+browser:
+	@command -v chromium >/dev/null || (apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium)
+
+pytest: venv
+	$(VENV)/bin/pytest
+
+test: lint pytest
+
+lab: venv
+	$(VENV)/bin/jupyter lab notebooks
+
+bench: venv
+	for b in bench/*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,43 @@
+"""The durable kernel: ``Runtime``, flows, ``ExecutionContext``, gates, decisions, replay, recovery.
+
+The kernel never imports the agent, providers, the notebook layer, httpx, IPython or pandas.
+"""
+
+from loom_nb.kernel.context import ExecutionContext, InDoubtResolution
+from loom_nb.kernel.decisions import Decision
+from loom_nb.kernel.effects import (
+    EffectCall,
+    EffectContext,
+    EffectRegistry,
+    EffectResult,
+    EffectSpec,
+    Interceptor,
+    Next,
+    Principal,
+)
+from loom_nb.kernel.flows import FLOWS, FlowRegistry, flow
+from loom_nb.kernel.gates import GateRequest, OpenGate, Suspend
+from loom_nb.kernel.runtime import ExecutionResult, ReplayReport, Runtime
+
+__all__ = [
+    "FLOWS",
+    "Decision",
+    "EffectCall",
+    "EffectContext",
+    "EffectRegistry",
+    "EffectResult",
+    "EffectSpec",
+    "ExecutionContext",
+    "ExecutionResult",
+    "FlowRegistry",
+    "GateRequest",
+    "InDoubtResolution",
+    "Interceptor",
+    "Next",
+    "OpenGate",
+    "Principal",
+    "ReplayReport",
+    "Runtime",
+    "Suspend",
+    "flow",
+]

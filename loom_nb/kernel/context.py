@@ -1,0 +1,438 @@
+"""``ExecutionContext``: everything a flow body does that is not pure goes through it.
+
+A body is re-run from the top on resume and recovery; the context serves every recorded step,
+gate, decision and value from the journal and runs live only past the recorded prefix.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import BaseModel, TypeAdapter
+
+from loom_nb.errors import InDoubtError, NonDeterminismError, ReplayDivergedError, UsageError
+from loom_nb.journal.canonical import canonical_json, digest_bytes, digest_value, to_jsonable
+from loom_nb.journal.events import ContentBlob, Event, EventKind
+from loom_nb.kernel.decisions import Decision, Policy, policy_name, propensity_of
+from loom_nb.kernel.effects import EffectCall, EffectContext, EffectSpec, Principal
+from loom_nb.kernel.errors_codec import error_from_data, error_to_data
+from loom_nb.kernel.gates import GateRequest, Suspend, resolve_schema, schema_name
+from loom_nb.kernel.history import GateRecord, History, StepRecord
+
+if TYPE_CHECKING:
+    from loom_nb.kernel.runtime import Runtime
+
+K = EventKind
+IN_DOUBT_GATE = "InDoubt"
+_UNSET: Any = object()
+_STREAM_FLUSH_EVERY = 64
+
+
+class InDoubtResolution(BaseModel):
+    """How a person resolves an in-doubt step (the resume payload of an ``InDoubt`` gate).
+
+    Attributes:
+        action: ``happened`` (record ``output`` as the step's result), ``run_again`` (invoke the
+            effect again) or ``fail`` (record the step as failed with ``InDoubtError``).
+        output: The output to record when ``action`` is ``happened``.
+        reason: Why, for the record.
+    """
+
+    action: Literal["happened", "run_again", "fail"]
+    output: Any = None
+    reason: str | None = None
+
+
+def _convert(value: Any, returns: Any) -> Any:
+    return value if returns is None else TypeAdapter(returns).validate_python(value)
+
+
+class ExecutionContext:
+    """The handle a flow body gets: ``execute``, ``gate(s)``, ``decide``, ``stream``, ``now``...
+
+    Attributes:
+        execution_id: The execution this body runs.
+        principal: Who it acts for.
+    """
+
+    def __init__(self, runtime: Runtime, history: History, *, pure: bool = False) -> None:
+        self._rt = runtime
+        self._h = history
+        self.execution_id = history.execution_id
+        p = history.principal or {}
+        self.principal = Principal.of(str(p.get("name", "anonymous")), p.get("scopes", ()))
+        self._pure = pure
+        self._seq = history.last_seq
+        self._staged: list[Event] = []
+        self._blobs: list[ContentBlob] = []
+        self._auto = 0
+        self._values = 0
+        self._claimed: set[str] = set()
+        self._warned: set[str] = set(history.warnings)
+        self._to_serve = history.served_count()
+        self._new_gates: dict[str, GateRecord] = {}
+        self.waiting: list[str] = []
+        #: ``(kind, id)`` of every step, gate, decision and value the body asked for, in order.
+        self.trace: list[tuple[str, str]] = []
+
+    # -- bookkeeping ----------------------------------------------------------------------------
+    @property
+    def replaying(self) -> bool:
+        """True while the body is still being served recorded outcomes."""
+        return self._pure or self._to_serve > 0
+
+    def _stage(self, kind: str, step_id: str | None, data: dict[str, Any]) -> Event:
+        self._seq += 1
+        event = Event(self.execution_id, self._seq, kind, step_id, self._rt.clock.now(), data)
+        self._staged.append(event)
+        return event
+
+    def _flush(self) -> None:
+        """Commit everything staged in one transaction (a no-op when nothing is staged)."""
+        if self._pure or (not self._staged and not self._blobs):
+            return
+        events, blobs = self._staged, self._blobs
+        self._staged, self._blobs = [], []
+        self._rt.journal.append(events, blobs)
+        self._rt._notify(events)
+
+    def _claim(self, ident: str) -> None:
+        if ident in self._claimed:
+            raise UsageError(
+                f"the id {ident!r} is used twice in execution {self.execution_id!r}: step, gate and "
+                "decision ids must be unique within an execution (give each call its own step_id)"
+            )
+        self._claimed.add(ident)
+
+    def _served(self) -> None:
+        self._to_serve -= 1
+
+    def _diverged(self, what: str) -> ReplayDivergedError:
+        return ReplayDivergedError(
+            f"replay of execution {self.execution_id!r} reached {what}, which the journal does not hold: "
+            "the flow takes a path the recorded run did not. Fork the run or start a new one."
+        )
+
+    def _nondeterminism(self, sid: str, rec: StepRecord, effect_id: str, digest: str) -> NonDeterminismError:
+        if rec.effect != effect_id:
+            detail = f"effect {rec.effect!r} was recorded but {effect_id!r} was requested"
+        else:
+            detail = f"its input digest {rec.digest} was recorded but {digest} was requested"
+        return NonDeterminismError(
+            f"execution {self.execution_id!r}, step {sid!r}: {detail}. The flow's code changed since the "
+            "run started (was the cell that defines it edited?). Fork the run or start a new one; "
+            "to keep going with the old behaviour, restore the old code."
+        )
+
+    # -- steps ----------------------------------------------------------------------------------
+    def next_step_id(self) -> str:
+        """The deterministic counter id the next ``execute`` without ``step_id`` gets."""
+        return f"#{self._auto + 1}"
+
+    async def execute(
+        self,
+        effect_id: str,
+        input: Any = None,
+        *,
+        step_id: str | None = None,
+        record: Any = _UNSET,
+        returns: Any = None,
+        on_delta: Callable[[str], None] | None = None,
+    ) -> Any:
+        """Run an effect as one durable step, or serve its recorded outcome on replay.
+
+        Args:
+            effect_id: The registered effect.
+            input: Its input (plain JSON, a pydantic model or a dataclass).
+            step_id: A stable id; a counter id (``#1``, ``#2``...) when omitted.
+            record: What the journal keeps as the step's input when it differs from ``input``.
+            returns: A type to validate the output into (live and replayed alike); plain JSON if None.
+            on_delta: Receives the effect's streamed text deltas (live only).
+
+        Returns:
+            The output, as plain JSON or as ``returns``.
+
+        Raises:
+            NonDeterminismError: the journal recorded another effect or input for this step.
+            Whatever the effect raised (recorded, and re-raised on replay).
+        """
+        if step_id is None:
+            self._auto += 1
+            step_id = f"#{self._auto}"
+        sid = step_id
+        self._claim(sid)
+        self.trace.append(("step", sid))
+        journaled = to_jsonable(input if record is _UNSET else record)
+        digest = digest_value(journaled)
+        rec = self._h.steps.get(sid)
+        attempt = 1
+        if rec is not None:
+            if rec.effect != effect_id or rec.digest != digest:
+                raise self._nondeterminism(sid, rec, effect_id, digest)
+            if rec.settled:
+                self._served()
+                if rec.error is not None:
+                    raise error_from_data(rec.error)
+                return _convert(rec.output, returns)
+            if self._pure:
+                raise self._diverged(f"step {sid!r} (cut in flight in the recorded run)")
+            spec = self._rt.effects.spec(effect_id)
+            attempt = rec.attempts + 1
+            if not spec.idempotent and not rec.retry_pending:
+                served = self._in_doubt(sid, rec, journaled)
+                if served is not _UNSET:
+                    return _convert(served, returns)
+        elif self._pure:
+            raise self._diverged(f"step {sid!r} (effect {effect_id!r})")
+        else:
+            spec = self._rt.effects.spec(effect_id)
+        output = await self._run_live(sid, spec, input, journaled, digest, attempt, on_delta)
+        return _convert(output, returns)
+
+    def _in_doubt(self, sid: str, rec: StepRecord, journaled: Any) -> Any:
+        gid = f"{sid}:in_doubt"
+        gate = self._h.gates.get(gid)
+        if gate is None or not gate.resolved:
+            if not rec.in_doubt:
+                self._stage(K.STEP_IN_DOUBT, sid, {"effect": rec.effect, "attempt": rec.attempts})
+            if gate is None:
+                payload = {"effect": rec.effect, "step_id": sid, "input": journaled, "attempt": rec.attempts}
+                name = schema_name(InDoubtResolution)
+                ev = self._stage(K.GATE_OPENED, gid, {"kind": IN_DOUBT_GATE, "payload": payload, "schema": name})
+                self._new_gates[gid] = GateRecord(gid, IN_DOUBT_GATE, payload, name, ev.at)
+            self.waiting.append(gid)
+            raise Suspend([gid])
+        self._served()
+        resolution = InDoubtResolution.model_validate(gate.resolution)
+        if resolution.action == "happened":
+            output = to_jsonable(resolution.output)
+            self._stage(
+                K.STEP_COMPLETED,
+                sid,
+                {"effect": rec.effect, "output": output, "attempt": rec.attempts, "resolved_by": gid},
+            )
+            return output
+        if resolution.action == "fail":
+            error = InDoubtError(
+                f"step {sid!r} (effect {rec.effect!r}) of execution {self.execution_id!r} was cut in flight "
+                f"and resolved as failed{': ' + resolution.reason if resolution.reason else ''}"
+            )
+            self._stage(
+                K.STEP_FAILED,
+                sid,
+                {"effect": rec.effect, "attempt": rec.attempts, "will_retry": False, "error": error_to_data(error)},
+            )
+            raise error
+        return _UNSET  # run again
+
+    async def _run_live(
+        self,
+        sid: str,
+        spec: EffectSpec,
+        input: Any,
+        journaled: Any,
+        digest: str,
+        attempt: int,
+        on_delta: Callable[[str], None] | None,
+    ) -> Any:
+        eid = self.execution_id
+        effect_id = spec.effect_id
+        key = f"{eid}:{sid}"
+        started = {"effect": effect_id, "input": journaled, "digest": digest, "idempotency_key": key}
+        self._stage(K.STEP_STARTED, sid, {**started, "attempt": attempt})
+        self._flush()
+        current = attempt
+        rt = self._rt
+
+        async def on_retry(error: BaseException, delay: float) -> int:
+            nonlocal current
+            failed = {"effect": effect_id, "attempt": current, "will_retry": True, "delay": delay}
+            await rt.clock.sleep(delay)
+            self._stage(K.STEP_FAILED, sid, {**failed, "error": error_to_data(error)})
+            current += 1
+            self._stage(K.STEP_STARTED, sid, {**started, "attempt": current})
+            self._flush()
+            return current
+
+        def emit_delta(text: str) -> None:
+            rt._notify_delta(eid, sid, text)
+            if on_delta is not None:
+                on_delta(text)
+
+        context = EffectContext(
+            execution_id=eid,
+            step_id=sid,
+            effect_id=effect_id,
+            attempt=attempt,
+            idempotency_key=key,
+            principal=self.principal,
+            emit_delta=emit_delta,
+        )
+        call = EffectCall(spec=spec, input=input, context=context, on_retry=on_retry, sleep=rt.clock.sleep)
+        try:
+            result = await rt.effects.invoke(call)
+            output = to_jsonable(result.output)
+        except Exception as exc:
+            self._stage(
+                K.STEP_FAILED,
+                sid,
+                {"effect": effect_id, "attempt": current, "will_retry": False, "error": error_to_data(exc)},
+            )
+            raise
+        data: dict[str, Any] = {"effect": effect_id, "output": output, "attempt": current}
+        if result.usage:
+            data["usage"] = to_jsonable(dict(result.usage))
+        if result.tainted:
+            data["tainted"] = True
+        self._stage(K.STEP_COMPLETED, sid, data)
+        return output
+
+    # -- gates ----------------------------------------------------------------------------------
+    async def gate(self, gate_id: str, kind: str, *, payload: Any = None, schema: Any = None) -> Any:
+        """Open one gate and wait for it; on replay, return its recorded (validated) resume payload."""
+        (value,) = await self.gates([GateRequest(gate_id=gate_id, kind=kind, payload=payload, schema=schema)])
+        return value
+
+    async def gates(self, requests: Sequence[GateRequest]) -> list[Any]:
+        """Open several gates together; the execution suspends until every one is resolved.
+
+        Returns the resume payloads in the order of ``requests`` (validated as each one's schema).
+        """
+        results: list[Any] = []
+        waiting: list[str] = []
+        for r in requests:
+            self._claim(r.gate_id)
+            self.trace.append(("gate", r.gate_id))
+            name = schema_name(r.schema)
+            rec = self._h.gates.get(r.gate_id)
+            if rec is not None and rec.resolved:
+                self._served()
+                value = rec.resolution
+                results.append(value if rec.schema is None else _convert(value, resolve_schema(rec.schema)))
+                continue
+            if rec is None and not self._pure:
+                payload = to_jsonable(r.payload)
+                ev = self._stage(K.GATE_OPENED, r.gate_id, {"kind": r.kind, "payload": payload, "schema": name})
+                self._new_gates[r.gate_id] = GateRecord(r.gate_id, r.kind, payload, name, ev.at)
+            waiting.append(r.gate_id)
+        if waiting:
+            self.waiting.extend(waiting)
+            raise Suspend(waiting)
+        return results
+
+    def open_gates(self) -> list[GateRecord]:
+        """The gates this body waits on (recorded and newly opened)."""
+        out: list[GateRecord] = []
+        for gid in self.waiting:
+            rec = self._h.gates.get(gid) or self._new_gates.get(gid)
+            if rec is not None:
+                out.append(rec)
+        return out
+
+    # -- decisions ------------------------------------------------------------------------------
+    async def decide(self, decision_id: str, options: Sequence[Any], policy: Policy) -> Any:
+        """Run ``policy(options)`` once and record options, choice, probabilities and propensity.
+
+        On replay the recorded choice is returned and the policy is not called.
+        """
+        self._claim(decision_id)
+        self.trace.append(("decision", decision_id))
+        opts = to_jsonable(list(options))
+        rec = self._h.decisions.get(decision_id)
+        if rec is not None:
+            if rec.get("options") != opts:
+                raise NonDeterminismError(
+                    f"execution {self.execution_id!r}, decision {decision_id!r}: options "
+                    f"{canonical_json(rec.get('options'))[:200]} were recorded but "
+                    f"{canonical_json(opts)[:200]} were offered. The flow's code changed since the run "
+                    "started: fork the run or start a new one."
+                )
+            self._served()
+            return rec.get("choice")
+        if self._pure:
+            raise self._diverged(f"decision {decision_id!r}")
+        result = policy(options)
+        if inspect.isawaitable(result):
+            result = await result
+        decision = result if isinstance(result, Decision) else Decision(choice=result)
+        choice = to_jsonable(decision.choice)
+        probabilities = None if decision.probabilities is None else [float(p) for p in decision.probabilities]
+        self._stage(
+            K.DECISION_RECORDED,
+            decision_id,
+            {
+                "options": opts,
+                "choice": choice,
+                "probabilities": probabilities,
+                "propensity": propensity_of(opts, Decision(choice=choice, probabilities=probabilities,
+                                                           propensity=decision.propensity)),
+                "policy": policy_name(policy),
+            },
+        )
+        return choice
+
+    # -- values ---------------------------------------------------------------------------------
+    def _value(self, kind: str, make: Callable[[], Any]) -> Any:
+        self._values += 1
+        vid = f"#value:{self._values}"
+        self.trace.append(("value", vid))
+        if vid in self._h.values:
+            self._served()
+            return self._h.values[vid]
+        if self._pure:
+            raise self._diverged(f"value {vid!r}")
+        value = make()
+        self._stage(K.VALUE_RECORDED, vid, {"kind": kind, "value": value})
+        return value
+
+    def now(self) -> float:
+        """The current time (epoch seconds), recorded; replay returns the recorded value."""
+        return float(self._value("now", self._rt.clock.now))
+
+    def uuid(self) -> str:
+        """A fresh id, recorded; replay returns the recorded value."""
+        return str(self._value("uuid", self._rt.ids.new_id))
+
+    def random(self) -> float:
+        """A float in [0, 1), recorded; replay returns the recorded value."""
+        return float(self._value("random", self._rt.random.random))
+
+    # -- streams, warnings, content ---------------------------------------------------------------
+    def stream(self, text: str, channel: str = "assistant") -> None:
+        """Append a durable stream chunk (group-committed) and show it to every observer.
+
+        Not re-emitted while the body is being served its recorded prefix.
+        """
+        if not text or self.replaying:
+            return
+        event = self._stage(K.STREAM_CHUNK, None, {"channel": channel, "text": text})
+        self._rt._notify([event])
+        if len(self._staged) >= _STREAM_FLUSH_EVERY:
+            self._flush()
+
+    def warn(self, code: str, message: str, **data: Any) -> bool:
+        """Record a ``warning`` event once per ``code`` per execution; returns True if recorded now."""
+        if code in self._warned or self._pure:
+            return False
+        self._warned.add(code)
+        self._stage(K.WARNING, None, {"code": code, "message": message, **to_jsonable(data)})
+        return True
+
+    def put_content(self, data: bytes, *, media_type: str = "application/json", tainted: bool = False) -> str:
+        """Store bytes in the content store (with the next commit); returns their tagged digest."""
+        digest = digest_bytes(data)
+        if not self._pure:
+            self._blobs.append(ContentBlob(digest, data, media_type, tainted))
+        return digest
+
+    def get_content(self, digest: str) -> bytes:
+        """Bytes stored under ``digest`` (staged in this run or in the journal)."""
+        for blob in self._blobs:
+            if blob.digest == digest:
+                return blob.data
+        data = self._rt.journal.get_content(digest)
+        if data is None:
+            raise UsageError(f"no content {digest} in the journal {self._rt.journal.location}")
+        return data

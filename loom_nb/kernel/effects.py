@@ -1,0 +1,263 @@
+"""The kernel's view of effects: specs, calls, results, the interceptor chain and a plain registry.
+
+The kernel only needs to know an effect's id, whether it is idempotent, and how to invoke it
+through a chain of interceptors that each hold ``next``. The interceptors themselves
+(authorization, quota, retry, guard, claim-check...) live in ``loom_nb.effects``; the kernel does
+not know they exist.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any, Protocol
+
+from loom_nb.errors import EffectNotFoundError, UsageError
+
+
+@dataclass(frozen=True, kw_only=True)
+class Principal:
+    """Who an execution acts for.
+
+    Attributes:
+        name: A name for logs and errors.
+        scopes: The scopes it holds (an effect may require some).
+    """
+
+    name: str = "anonymous"
+    scopes: frozenset[str] = frozenset()
+
+    @classmethod
+    def of(cls, name: str, scopes: Iterable[str] = ()) -> Principal:
+        """Build a principal from any iterable of scopes."""
+        return cls(name=name, scopes=frozenset(scopes))
+
+
+@dataclass(frozen=True, kw_only=True)
+class EffectSpec:
+    """A registered effect.
+
+    Attributes:
+        effect_id: Its id (a persisted contract).
+        fn: The callable, sync or async, taking the input (and optionally an ``EffectContext``).
+        idempotent: Safe to invoke again after a crash (with the same idempotency key).
+        scopes: Scopes the principal must hold.
+        retry: A retry policy (``loom_nb.effects.RetryPolicy``) or None.
+        quota: Quota limits for this effect, or None.
+        trusted: False when its results are untrusted (tainted) text.
+        kind: ``effect``, ``tool``, ``model`` or ``summarizer`` (for views and the guard).
+        meta: Free-form extra data (a tool's JSON schema, a provider...).
+        context_param: The name of the parameter that receives the ``EffectContext``, if any.
+    """
+
+    effect_id: str
+    fn: Callable[..., Any]
+    idempotent: bool = False
+    scopes: frozenset[str] = frozenset()
+    retry: Any = None
+    quota: Any = None
+    trusted: bool = True
+    kind: str = "effect"
+    meta: Mapping[str, Any] = field(default_factory=dict)
+    context_param: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class EffectContext:
+    """What an effect may ask for by declaring a parameter annotated ``EffectContext``.
+
+    Attributes:
+        execution_id: The execution making the call.
+        step_id: The step.
+        effect_id: The effect.
+        attempt: 1 for the first attempt, counting on across retries and recovery.
+        idempotency_key: ``<execution_id>:<step_id>``: stable across retries and recovery.
+        principal: Who the execution acts for.
+        emit_delta: Send a streamed text delta (the cell shows every one; the journal keeps chunks).
+    """
+
+    execution_id: str
+    step_id: str
+    effect_id: str
+    attempt: int
+    idempotency_key: str
+    principal: Principal
+    emit_delta: Callable[[str], None]
+
+
+@dataclass(frozen=True, kw_only=True)
+class EffectResult:
+    """What an invocation returns through the ring.
+
+    Attributes:
+        output: The effect's output (journaled as plain JSON).
+        usage: Metering recorded on ``step_completed`` (calls, tokens, cost), if any.
+        tainted: True when the output is untrusted text.
+    """
+
+    output: Any
+    usage: Mapping[str, Any] | None = None
+    tainted: bool = False
+
+
+RetryHook = Callable[[BaseException, float], Awaitable[int]]
+
+
+@dataclass(frozen=True, kw_only=True)
+class EffectCall:
+    """One call travelling through the interceptor ring.
+
+    Attributes:
+        spec: The effect's registration.
+        input: The real input.
+        context: The ``EffectContext`` handed to the effect.
+        on_retry: ``await on_retry(error, delay)`` journals the failed attempt, waits ``delay`` on
+            the runtime's clock, journals the next ``step_started``, and returns the new attempt
+            number. The retry interceptor uses it so every attempt is in the journal.
+        sleep: The runtime clock's sleep.
+    """
+
+    spec: EffectSpec
+    input: Any
+    context: EffectContext
+    on_retry: RetryHook
+    sleep: Callable[[float], Awaitable[None]]
+
+    def with_attempt(self, attempt: int) -> EffectCall:
+        """The same call for another attempt."""
+        return replace(self, context=replace(self.context, attempt=attempt))
+
+
+Next = Callable[[EffectCall], Awaitable[EffectResult]]
+
+
+class Interceptor(Protocol):
+    """One link of the effect ring: it may refuse, change or observe a call, and calls ``next``."""
+
+    async def __call__(self, call: EffectCall, next: Next) -> EffectResult:
+        """Handle ``call``, usually by awaiting ``next(call)``."""
+        ...
+
+
+class EffectInvoker(Protocol):
+    """What the kernel needs from an effect runtime."""
+
+    def spec(self, effect_id: str) -> EffectSpec:
+        """The registration of ``effect_id`` (``EffectNotFoundError`` if none)."""
+        ...
+
+    async def invoke(self, call: EffectCall) -> EffectResult:
+        """Invoke through the ring."""
+        ...
+
+
+def _context_param(fn: Callable[..., Any]) -> str | None:
+    try:
+        params = inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return None
+    for name, param in params.items():
+        annotation = param.annotation
+        text = annotation if isinstance(annotation, str) else getattr(annotation, "__name__", "")
+        if text == "EffectContext" or str(text).endswith(".EffectContext") or annotation is EffectContext:
+            return name
+    return None
+
+
+async def call_effect_fn(call: EffectCall) -> EffectResult:
+    """The innermost link: call the registered function (sync or async) with the input."""
+    spec = call.spec
+    kwargs = {spec.context_param: call.context} if spec.context_param else {}
+    result = spec.fn(call.input, **kwargs)
+    if inspect.isawaitable(result):
+        result = await result
+    if isinstance(result, EffectResult):
+        return result
+    return EffectResult(output=result, tainted=not spec.trusted)
+
+
+class EffectRegistry:
+    """Effects by id, invoked through an interceptor ring (empty here; ``loom_nb.effects`` fills it).
+
+    Args:
+        interceptors: Outermost first.
+    """
+
+    def __init__(self, interceptors: Iterable[Interceptor] = ()) -> None:
+        self._specs: dict[str, EffectSpec] = {}
+        self.interceptors: list[Interceptor] = list(interceptors)
+
+    def register(
+        self,
+        effect_id: str,
+        fn: Callable[..., Any],
+        *,
+        idempotent: bool = False,
+        scopes: Iterable[str] = (),
+        retry: Any = None,
+        quota: Any = None,
+        trusted: bool = True,
+        kind: str = "effect",
+        meta: Mapping[str, Any] | None = None,
+    ) -> EffectSpec:
+        """Register (or replace) an effect; returns its spec."""
+        if not effect_id or not isinstance(effect_id, str):
+            raise UsageError(f"an effect id must be a non-empty string, got {effect_id!r}")
+        if not callable(fn):
+            raise UsageError(f"effect {effect_id!r}: {fn!r} is not callable")
+        spec = EffectSpec(
+            effect_id=effect_id,
+            fn=fn,
+            idempotent=idempotent,
+            scopes=frozenset(scopes),
+            retry=retry,
+            quota=quota,
+            trusted=trusted,
+            kind=kind,
+            meta=dict(meta or {}),
+            context_param=_context_param(fn),
+        )
+        self._specs[effect_id] = spec
+        return spec
+
+    def add(self, spec: EffectSpec) -> EffectSpec:
+        """Register a ready-made spec (replacing one with the same id)."""
+        self._specs[spec.effect_id] = spec
+        return spec
+
+    def spec(self, effect_id: str) -> EffectSpec:
+        """The spec of ``effect_id``."""
+        try:
+            return self._specs[effect_id]
+        except KeyError:
+            known = ", ".join(sorted(self._specs)) or "none"
+            raise EffectNotFoundError(
+                f"no effect {effect_id!r} is registered in this process (registered: {known}). "
+                "Run the cell or import the module that registers it, then resume or recover."
+            ) from None
+
+    def __contains__(self, effect_id: object) -> bool:
+        return effect_id in self._specs
+
+    def ids(self) -> list[str]:
+        """Registered ids, sorted."""
+        return sorted(self._specs)
+
+    def use(self, interceptor: Interceptor) -> None:
+        """Add an interceptor innermost (closest to the effect)."""
+        self.interceptors.append(interceptor)
+
+    async def invoke(self, call: EffectCall) -> EffectResult:
+        """Run ``call`` through the ring."""
+        chain: Next = call_effect_fn
+        for interceptor in reversed(self.interceptors):
+            chain = _bind(interceptor, chain)
+        return await chain(call)
+
+
+def _bind(interceptor: Interceptor, nxt: Next) -> Next:
+    async def link(call: EffectCall) -> EffectResult:
+        return await interceptor(call, nxt)
+
+    return link

@@ -1,0 +1,120 @@
+"""Gates (where an execution waits for a person or a system), ``Suspend``, and resume schemas."""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import TypeAdapter, ValidationError
+
+from loom_nb.errors import ResumeValidationError, UsageError
+from loom_nb.journal.canonical import to_jsonable
+
+
+class Suspend(BaseException):  # noqa: N818 - a control-flow signal, not an error
+    """Raised inside a flow body when it must wait for gates. A ``BaseException`` so that a
+    user's ``except Exception`` cannot swallow it.
+
+    Attributes:
+        gate_ids: The gates the execution waits for.
+    """
+
+    def __init__(self, gate_ids: list[str]) -> None:
+        super().__init__(gate_ids)
+        self.gate_ids = gate_ids
+
+
+@dataclass(frozen=True, kw_only=True)
+class GateRequest:
+    """One gate to open with ``ctx.gates([...])``.
+
+    Attributes:
+        gate_id: Unique within the execution (a persisted id).
+        kind: What sort of gate (``AgentToolApproval``, ``InDoubt``, or your own).
+        payload: What the person deciding is shown (plain JSON).
+        schema: The type the resume payload must validate as (a pydantic model or any type
+            pydantic accepts), or None for any JSON.
+    """
+
+    gate_id: str
+    kind: str
+    payload: Any = None
+    schema: Any = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class OpenGate:
+    """A gate an execution waits on.
+
+    Attributes:
+        execution_id: The execution.
+        gate_id: The gate.
+        kind: Its kind.
+        payload: What it shows.
+        schema: ``module:qualname`` of the resume type, or None.
+        opened_at: When it opened (epoch seconds).
+    """
+
+    execution_id: str
+    gate_id: str
+    kind: str
+    payload: Any
+    schema: str | None
+    opened_at: float
+
+
+_SCHEMAS: dict[str, Any] = {}
+
+
+def schema_name(schema: Any) -> str | None:
+    """The persisted name of a resume schema (``module:qualname``), remembering the type."""
+    if schema is None:
+        return None
+    module = getattr(schema, "__module__", None)
+    qualname = getattr(schema, "__qualname__", None)
+    if module is None or qualname is None:
+        raise UsageError(f"a gate schema must be a named type (a pydantic model), got {schema!r}")
+    name = f"{module}:{qualname}"
+    _SCHEMAS[name] = schema
+    return name
+
+
+def resolve_schema(name: str) -> Any:
+    """The type behind a persisted schema name, importing its module if needed."""
+    if name in _SCHEMAS:
+        return _SCHEMAS[name]
+    module_name, _, qualname = name.partition(":")
+    try:
+        obj: Any = importlib.import_module(module_name)
+        for part in qualname.split("."):
+            obj = getattr(obj, part)
+    except Exception:
+        raise UsageError(
+            f"the resume payload type {qualname!r} (module {module_name}) is not defined in this process: "
+            "run the cell or import the module that defines it, then resume again"
+        ) from None
+    _SCHEMAS[name] = obj
+    return obj
+
+
+def validate_payload(schema: str | None, payload: Any, *, execution_id: str, gate_id: str) -> Any:
+    """Validate a resume payload against a gate's schema; returns the validated value."""
+    if schema is None:
+        try:
+            return to_jsonable(payload)
+        except UsageError as exc:
+            raise ResumeValidationError(
+                f"gate {gate_id!r} of execution {execution_id!r}: {exc}", execution_id=execution_id, gate_id=gate_id
+            ) from None
+    tp = resolve_schema(schema)
+    try:
+        return TypeAdapter(tp).validate_python(payload)
+    except ValidationError as exc:
+        raise ResumeValidationError(
+            f"the payload for gate {gate_id!r} of execution {execution_id!r} is not a valid "
+            f"{schema.rpartition(':')[2]}: {exc.errors(include_url=False)}. Nothing was recorded; "
+            "the gate is still open: resume it again with a valid payload.",
+            execution_id=execution_id,
+            gate_id=gate_id,
+        ) from None

@@ -1,0 +1,475 @@
+"""``Runtime``: starts, resumes, recovers and replays executions over one journal."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import Counter
+from collections.abc import Callable, Coroutine, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Self, TypeVar
+
+from loom_nb.errors import (
+    EffectNotFoundError,
+    FlowNotFoundError,
+    NonDeterminismError,
+    ReplayDivergedError,
+    UsageError,
+)
+from loom_nb.journal.canonical import digest_value, to_jsonable
+from loom_nb.journal.duckdb_store import DuckDBJournal
+from loom_nb.journal.events import Event, EventKind
+from loom_nb.journal.store import JournalStore
+from loom_nb.kernel.context import IN_DOUBT_GATE, ExecutionContext
+from loom_nb.kernel.effects import EffectInvoker, EffectRegistry, Principal
+from loom_nb.kernel.errors_codec import error_from_data, error_summary, error_to_data
+from loom_nb.kernel.flows import FLOWS, FlowFn, FlowRegistry
+from loom_nb.kernel.gates import OpenGate, Suspend, validate_payload
+from loom_nb.kernel.history import GateRecord, History
+from loom_nb.kernel.sources import Clock, IdSource, RandomSource
+from loom_nb.sources import RandomIds, SystemClock, SystemRandom
+
+K = EventKind
+T = TypeVar("T")
+log = logging.getLogger("loom_nb")
+
+EventObserver = Callable[[Event], None]
+DeltaObserver = Callable[[str, str, str], None]
+
+
+@dataclass(frozen=True, kw_only=True)
+class ExecutionResult:
+    """Where an execution stands.
+
+    Attributes:
+        execution_id: The execution.
+        status: ``running``, ``suspended``, ``completed`` or ``failed``.
+        output: The body's return value (plain JSON) when completed.
+        error: The journaled failure (type, message, ...) when failed.
+        gates: The open gates when suspended.
+    """
+
+    execution_id: str
+    status: str
+    output: Any = None
+    error: dict[str, Any] | None = None
+    gates: tuple[OpenGate, ...] = ()
+
+    def exception(self) -> BaseException | None:
+        """The failure rebuilt as an exception, or None."""
+        return None if self.error is None else error_from_data(self.error)
+
+    def __str__(self) -> str:
+        if self.status == "failed" and self.error:
+            return f"execution {self.execution_id}: failed ({error_summary(self.error)})"
+        if self.status == "suspended":
+            return f"execution {self.execution_id}: suspended on {', '.join(g.gate_id for g in self.gates)}"
+        return f"execution {self.execution_id}: {self.status}"
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReplayReport:
+    """What a pure replay found.
+
+    Attributes:
+        execution_id: The execution replayed.
+        reproduced: True when the body, served only from the log, asked for the same steps, gates,
+            decisions and values in the same order and ended the same way.
+        recorded_status: The status in the journal.
+        replayed_status: How the replay ended (``completed``, ``suspended``, ``failed``,
+            ``diverged``).
+        served: How many recorded outcomes the replay was served.
+        message: What differed, or "reproduced".
+        seconds: Wall time of the replay, from the runtime clock.
+    """
+
+    execution_id: str
+    reproduced: bool
+    recorded_status: str
+    replayed_status: str
+    served: int
+    message: str
+    seconds: float = 0.0
+    trace: tuple[tuple[str, str], ...] = field(default=(), repr=False)
+
+
+def _gate(execution_id: str, g: GateRecord) -> OpenGate:
+    return OpenGate(
+        execution_id=execution_id, gate_id=g.gate_id, kind=g.kind, payload=g.payload, schema=g.schema,
+        opened_at=g.opened_at,
+    )
+
+
+def recorded_trace(history: History) -> list[tuple[str, str]]:
+    """The order in which the recorded run asked for steps, gates, decisions and values."""
+    trace: list[tuple[str, str]] = []
+    seen: set[str] = set()
+    for e in history.events:
+        sid = e.step_id or ""
+        if e.kind == K.STEP_STARTED and sid not in seen:
+            seen.add(sid)
+            trace.append(("step", sid))
+        elif e.kind == K.GATE_OPENED and e.data.get("kind") != IN_DOUBT_GATE:
+            trace.append(("gate", sid))
+        elif e.kind == K.DECISION_RECORDED:
+            trace.append(("decision", sid))
+        elif e.kind == K.VALUE_RECORDED:
+            trace.append(("value", sid))
+    return trace
+
+
+class Runtime:
+    """The durable kernel: executions of flows over a journal, with effects, gates and decisions.
+
+    Args:
+        journal: Where events go (``DuckDBJournal``, ``InMemoryJournal``...).
+        clock: Time source (real by default; ``loom_nb.testing.FakeClock`` in tests).
+        ids: Execution id source.
+        random: Source of ``ctx.random()``.
+        effects: The effect registry / ring (a plain registry by default).
+        flows: Where flows are found by name (the process-wide registry by default).
+        principal: Who executions act for unless ``start`` says otherwise.
+    """
+
+    def __init__(
+        self,
+        journal: JournalStore,
+        *,
+        clock: Clock | None = None,
+        ids: IdSource | None = None,
+        random: RandomSource | None = None,
+        effects: EffectInvoker | None = None,
+        flows: FlowRegistry | None = None,
+        principal: Principal | None = None,
+    ) -> None:
+        self.journal = journal
+        self.clock: Clock = clock or SystemClock()
+        self.ids: IdSource = ids or RandomIds()
+        self.random: RandomSource = random or SystemRandom()
+        self.effects: Any = effects if effects is not None else EffectRegistry()
+        self.flows = flows or FLOWS
+        self.principal = principal or Principal()
+        self._locks: dict[str, asyncio.Lock] = {}
+        self._active: set[str] = set()
+        self._observers: list[tuple[str | None, EventObserver | None, DeltaObserver | None]] = []
+        self._closed = False
+
+    @classmethod
+    def open(cls, target: str | Path = ":memory:", *, read_only: bool = False, **kwargs: Any) -> Self:
+        """Open a runtime on a DuckDB journal file (or ``":memory:"``).
+
+        Raises:
+            JournalLockedError: another process holds the file.
+        """
+        text = str(target)
+        if text.startswith(("postgresql://", "postgres://")):
+            raise UsageError(
+                "PostgreSQL journals are not available yet: open a DuckDB file path or ':memory:'"
+            )
+        return cls(DuckDBJournal(text, read_only=read_only), **kwargs)
+
+    # -- lifecycle ------------------------------------------------------------------------------
+    def close(self) -> None:
+        """Close the journal (idempotent)."""
+        if not self._closed:
+            self._closed = True
+            self.journal.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"Runtime(journal={self.journal.location!r})"
+
+    # -- observers --------------------------------------------------------------------------------
+    def observe(
+        self,
+        on_event: EventObserver | None = None,
+        *,
+        on_delta: DeltaObserver | None = None,
+        execution_id: str | None = None,
+    ) -> Callable[[], None]:
+        """Call ``on_event(event)`` after events commit (stream chunks at once), and
+        ``on_delta(execution_id, step_id, text)`` for every streamed delta. Returns an unsubscribe."""
+        entry = (execution_id, on_event, on_delta)
+        self._observers.append(entry)
+
+        def unsubscribe() -> None:
+            if entry in self._observers:
+                self._observers.remove(entry)
+
+        return unsubscribe
+
+    def _notify(self, events: list[Event]) -> None:
+        if not self._observers:
+            return
+        for eid, on_event, _ in list(self._observers):
+            if on_event is None:
+                continue
+            for event in events:
+                if eid is None or event.execution_id == eid:
+                    try:
+                        on_event(event)
+                    except Exception:
+                        log.exception("a loom_nb event observer failed")
+
+    def _notify_delta(self, execution_id: str, step_id: str, text: str) -> None:
+        for eid, _, on_delta in list(self._observers):
+            if on_delta is not None and (eid is None or eid == execution_id):
+                try:
+                    on_delta(execution_id, step_id, text)
+                except Exception:
+                    log.exception("a loom_nb delta observer failed")
+
+    # -- queries ----------------------------------------------------------------------------------
+    def history(self, execution_id: str) -> History:
+        """The indexed events of one execution."""
+        return History.of(execution_id, self.journal.read(execution_id))
+
+    def _known(self, execution_id: str) -> History:
+        if self.journal.get_execution(execution_id) is None:
+            raise UsageError(
+                f"no execution {execution_id!r} in the journal {self.journal.location} "
+                "(list them with %loom runs or runtime.journal.list_executions())"
+            )
+        return self.history(execution_id)
+
+    def result(self, execution_id: str) -> ExecutionResult:
+        """Where an execution stands, from the journal."""
+        h = self._known(execution_id)
+        gates = tuple(_gate(execution_id, g) for g in h.open_gates()) if h.status == "suspended" else ()
+        return ExecutionResult(execution_id=execution_id, status=h.status, output=h.output, error=h.error, gates=gates)
+
+    def open_gates(self, execution_id: str | None = None) -> list[OpenGate]:
+        """Open gates of one suspended execution, or of every suspended execution."""
+        records = (
+            [self.journal.get_execution(execution_id)] if execution_id else self.journal.list_executions("suspended")
+        )
+        out: list[OpenGate] = []
+        for rec in records:
+            if rec is not None and rec.status == "suspended":
+                out.extend(_gate(rec.execution_id, g) for g in self.history(rec.execution_id).open_gates())
+        return out
+
+    def is_active(self, execution_id: str) -> bool:
+        """True while this process is running the execution's body."""
+        return execution_id in self._active
+
+    # -- driving ----------------------------------------------------------------------------------
+    def _lock(self, execution_id: str) -> asyncio.Lock:
+        lock = self._locks.get(execution_id)
+        if lock is None:
+            lock = self._locks[execution_id] = asyncio.Lock()
+        return lock
+
+    async def _drive(self, history: History, *, fresh: bool = False) -> ExecutionResult:
+        eid = history.execution_id
+        body = self.flows.get(history.flow)
+        ctx = ExecutionContext(self, history)
+        if fresh:
+            ctx._stage(
+                K.EXECUTION_STARTED,
+                None,
+                {"flow": history.flow, "input": history.input, "principal": history.principal},
+            )
+        self._active.add(eid)
+        try:
+            try:
+                output = to_jsonable(await body(ctx, history.input))
+            except Suspend:
+                waiting = ctx.open_gates()
+                ctx._stage(K.EXECUTION_SUSPENDED, None, {"gates": [g.gate_id for g in waiting]})
+                ctx._flush()
+                return ExecutionResult(
+                    execution_id=eid, status="suspended", gates=tuple(_gate(eid, g) for g in waiting)
+                )
+            except (NonDeterminismError, EffectNotFoundError, FlowNotFoundError):
+                ctx._flush()
+                raise
+            except Exception as exc:
+                error = error_to_data(exc)
+                ctx._stage(K.EXECUTION_FAILED, None, {"error": error})
+                ctx._flush()
+                return ExecutionResult(execution_id=eid, status="failed", error=error)
+            except BaseException:
+                ctx._flush()  # nothing recorded is lost; the execution stays running for recover()
+                raise
+            ctx._stage(K.EXECUTION_COMPLETED, None, {"output": output})
+            ctx._flush()
+            return ExecutionResult(execution_id=eid, status="completed", output=output)
+        finally:
+            self._active.discard(eid)
+
+    async def start(
+        self,
+        flow: FlowFn | str,
+        input: Any = None,
+        *,
+        execution_id: str | None = None,
+        principal: Principal | None = None,
+    ) -> ExecutionResult:
+        """Start an execution of ``flow`` with ``input`` and run it until it completes, fails or suspends.
+
+        The body receives ``input`` as plain JSON (as a resumed run reads it from the journal).
+        Starting with an id that exists returns that execution's current result (idempotent start).
+        """
+        name = self.flows.name_of(flow)
+        eid = execution_id or self.ids.new_id()
+        async with self._lock(eid):
+            existing = self.journal.get_execution(eid)
+            if existing is not None:
+                if existing.flow != name:
+                    raise UsageError(
+                        f"execution {eid!r} already exists and runs flow {existing.flow!r}, not {name!r}: "
+                        "pick another execution_id"
+                    )
+                return self.result(eid)
+            who = principal or self.principal
+            history = History(
+                execution_id=eid,
+                flow=name,
+                input=to_jsonable(input),
+                principal={"name": who.name, "scopes": sorted(who.scopes)},
+                status="running",
+            )
+            return await self._drive(history, fresh=True)
+
+    async def resume(self, execution_id: str, gate_id: str, payload: Any = None) -> ExecutionResult:
+        """Resolve an open gate with ``payload`` and, once no gate is left open, run the body on.
+
+        Raises:
+            ResumeValidationError: the payload fails the gate's schema (nothing recorded).
+            UsageError: unknown execution or gate, or a gate already resolved.
+        """
+        async with self._lock(execution_id):
+            h = self._known(execution_id)
+            gate = h.gates.get(gate_id)
+            if gate is None:
+                open_ids = ", ".join(g.gate_id for g in h.open_gates()) or "none"
+                raise UsageError(
+                    f"execution {execution_id!r} has no gate {gate_id!r} (open gates: {open_ids})"
+                )
+            if gate.resolved:
+                raise UsageError(
+                    f"gate {gate_id!r} of execution {execution_id!r} was already resolved "
+                    f"with {gate.resolution!r}; a gate resolves once"
+                )
+            if h.status != "suspended":
+                raise UsageError(f"execution {execution_id!r} is {h.status}, not suspended; it cannot be resumed")
+            value = validate_payload(gate.schema, payload, execution_id=execution_id, gate_id=gate_id)
+            now = self.clock.now()
+            seq = h.last_seq + 1
+            events = [Event(execution_id, seq, K.GATE_RESOLVED, gate_id, now, {"payload": to_jsonable(value)})]
+            remaining = [g for g in h.open_gates() if g.gate_id != gate_id]
+            if remaining:
+                self.journal.append(events)
+                self._notify(events)
+                return ExecutionResult(
+                    execution_id=execution_id,
+                    status="suspended",
+                    gates=tuple(_gate(execution_id, g) for g in remaining),
+                )
+            events.append(Event(execution_id, seq + 1, K.EXECUTION_RESUMED, None, now, {"gate_id": gate_id}))
+            self.journal.append(events)
+            self._notify(events)
+            return await self._drive(self.history(execution_id))
+
+    async def recover(self) -> list[ExecutionResult]:
+        """Run on every execution a crash left ``running`` (not those this process is running).
+
+        A step cut in flight is re-invoked when its effect is idempotent (same idempotency key);
+        otherwise it is recorded in doubt and the execution parks on an ``InDoubt`` gate.
+        """
+        results: list[ExecutionResult] = []
+        for rec in self.journal.list_executions("running"):
+            if rec.execution_id in self._active:
+                continue
+            async with self._lock(rec.execution_id):
+                results.append(await self._drive(self.history(rec.execution_id)))
+        return results
+
+    async def replay(self, execution_id: str) -> ReplayReport:
+        """Re-run the body purely from the log (no effect runs, nothing is written) and report
+        whether it reproduces the recorded run."""
+        h = self._known(execution_id)
+        body = self.flows.get(h.flow)
+        ctx = ExecutionContext(self, h, pure=True)
+        began = self.clock.now()
+        status, message, output = "completed", "", None
+        try:
+            output = to_jsonable(await body(ctx, h.input))
+        except Suspend:
+            status = "suspended"
+        except (ReplayDivergedError, NonDeterminismError) as exc:
+            status, message = "diverged", str(exc)
+        except Exception as exc:
+            status = "failed"
+            if h.error is not None and error_to_data(exc).get("type") != h.error.get("type"):
+                message = f"the replay failed with {type(exc).__name__} but the record failed otherwise"
+        expected = recorded_trace(h)
+        if not message and ctx.trace != expected:
+            missing = Counter(expected) - Counter(ctx.trace)
+            extra = Counter(ctx.trace) - Counter(expected)
+            message = f"the replay asked for {sorted(extra)} not in the record and skipped {sorted(missing)}"
+            if not missing and not extra:
+                message = "the replay asked for the recorded steps in another order"
+        if not message and status != h.status and not (h.status == "running" and status == "suspended"):
+            message = f"the record is {h.status} but the replay ended {status}"
+        if not message and status == "completed" and digest_value(output) != digest_value(h.output):
+            message = "the replay's output differs from the recorded output"
+        return ReplayReport(
+            execution_id=execution_id,
+            reproduced=not message,
+            recorded_status=h.status,
+            replayed_status=status,
+            served=h.served_count() - max(ctx._to_serve, 0),
+            message=message or "reproduced",
+            seconds=self.clock.now() - began,
+            trace=tuple(ctx.trace),
+        )
+
+    # -- sync wrappers ----------------------------------------------------------------------------
+    @staticmethod
+    def _sync(coro: Coroutine[Any, Any, T], name: str) -> T:
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return asyncio.run(coro)
+        coro.close()
+        raise UsageError(
+            f"{name}_sync() cannot run inside a running event loop (a Jupyter kernel has one): "
+            f"use `await runtime.{name}(...)` instead"
+        )
+
+    def start_sync(self, flow: FlowFn | str, input: Any = None, **kwargs: Any) -> ExecutionResult:
+        """``start`` for scripts without an event loop."""
+        return self._sync(self.start(flow, input, **kwargs), "start")
+
+    def resume_sync(self, execution_id: str, gate_id: str, payload: Any = None) -> ExecutionResult:
+        """``resume`` for scripts without an event loop."""
+        return self._sync(self.resume(execution_id, gate_id, payload), "resume")
+
+    def recover_sync(self) -> list[ExecutionResult]:
+        """``recover`` for scripts without an event loop."""
+        return self._sync(self.recover(), "recover")
+
+    def replay_sync(self, execution_id: str) -> ReplayReport:
+        """``replay`` for scripts without an event loop."""
+        return self._sync(self.replay(execution_id), "replay")
+
+    def executions(self, status: str | None = None) -> Iterable[str]:
+        """Execution ids in the journal (optionally of one status)."""
+        return [r.execution_id for r in self.journal.list_executions(status)]

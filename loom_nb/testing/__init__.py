@@ -1,0 +1,120 @@
+"""Fakes for every I/O seam: a fake clock, sequential ids, seeded randomness, an in-memory
+journal, ``ScriptedModel``, and a crash switch that kills the process after the Nth committed event."""
+
+from __future__ import annotations
+
+import os
+import random as _random
+import sys
+from collections.abc import Sequence
+
+from loom_nb.journal.events import ContentBlob, Event, ExecutionRecord
+from loom_nb.journal.memory import InMemoryJournal
+from loom_nb.journal.store import JournalStore
+from loom_nb.providers.scripted import ScriptedModel
+
+
+class FakeClock:
+    """A clock that only moves when told to; ``sleep`` advances it instantly.
+
+    Args:
+        start: The initial time (epoch seconds).
+        tick: How much every ``now()`` call advances it (0: frozen).
+    """
+
+    def __init__(self, start: float = 1_767_225_600.0, tick: float = 0.0) -> None:
+        self.t = start
+        self.tick = tick
+        self.slept: list[float] = []
+
+    def now(self) -> float:
+        """The current fake time."""
+        value = self.t
+        self.t += self.tick
+        return value
+
+    async def sleep(self, seconds: float) -> None:
+        """Advance the clock by ``seconds`` without waiting."""
+        self.slept.append(seconds)
+        self.t += seconds
+
+    def advance(self, seconds: float) -> None:
+        """Move time forward."""
+        self.t += seconds
+
+
+class SequentialIds:
+    """Ids ``<prefix>1``, ``<prefix>2``..."""
+
+    def __init__(self, prefix: str = "exec-") -> None:
+        self.prefix = prefix
+        self.n = 0
+
+    def new_id(self) -> str:
+        """The next id."""
+        self.n += 1
+        return f"{self.prefix}{self.n}"
+
+
+class SeededRandom:
+    """A seeded random source for ``ctx.random()``."""
+
+    def __init__(self, seed: int = 0) -> None:
+        self._r = _random.Random(seed)
+
+    def random(self) -> float:
+        """A float in [0, 1)."""
+        return self._r.random()
+
+
+class CrashingJournal:
+    """Wraps a journal and kills the process (``os._exit``) right after the commit that makes the
+    total number of committed events reach ``crash_after``: a real crash for subprocess tests.
+
+    Args:
+        inner: The real journal.
+        crash_after: Event count after which to die (None: never).
+        exit_code: The exit status of the crash.
+    """
+
+    def __init__(self, inner: JournalStore, crash_after: int | None, *, exit_code: int = 86) -> None:
+        self.inner = inner
+        self.location = inner.location
+        self.crash_after = crash_after
+        self.exit_code = exit_code
+        self.committed = 0
+
+    def append(self, events: Sequence[Event], contents: Sequence[ContentBlob] = ()) -> None:
+        """Append, then die if the crash point is reached."""
+        self.inner.append(events, contents)
+        self.committed += len(events)
+        if self.crash_after is not None and self.committed >= self.crash_after:
+            sys.stdout.flush()
+            os._exit(self.exit_code)
+
+    def read(self, execution_id: str) -> list[Event]:
+        """Delegate."""
+        return self.inner.read(execution_id)
+
+    def get_execution(self, execution_id: str) -> ExecutionRecord | None:
+        """Delegate."""
+        return self.inner.get_execution(execution_id)
+
+    def list_executions(self, status: str | None = None) -> list[ExecutionRecord]:
+        """Delegate."""
+        return self.inner.list_executions(status)
+
+    def get_content(self, digest: str) -> bytes | None:
+        """Delegate."""
+        return self.inner.get_content(digest)
+
+    def content_info(self, digest: str) -> tuple[int, str, bool] | None:
+        """Delegate."""
+        return self.inner.content_info(digest)
+
+    def close(self) -> None:
+        """Delegate."""
+        self.inner.close()
+
+
+__all__ = ["CrashingJournal", "FakeClock", "InMemoryJournal", "ScriptedModel", "SeededRandom", "SequentialIds"]
