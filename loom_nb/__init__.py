@@ -1,0 +1,158 @@
+"""loom_nb: durable AI agent loops inside Jupyter, journaled step by step in DuckDB.
+
+    import loom_nb as loom
+    rt = loom.Runtime.open("loom.duckdb")
+    agent = loom.Agent(model=loom.ScriptedModel([...]), tools=[...], system="...")
+    run = agent.start("question", runtime=rt)
+
+``%load_ext loom_nb`` in a notebook opens the default runtime and the live views.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from loom_nb.agent import (
+    Agent,
+    AgentConfig,
+    AgentResult,
+    ApprovalDecision,
+    Compaction,
+    Gate,
+    Routes,
+    Run,
+    Skill,
+    TieredMemory,
+    TranscriptGrowthWarning,
+    agent_loop,
+    chunk_deltas,
+    llm_effect,
+    rebuild_requests,
+    summarizer_effect,
+)
+from loom_nb.agent.step import agent_step
+from loom_nb.effects import ClaimCheck, EffectContext, Principal, Quota, RetryPolicy, Tool, tool
+from loom_nb.errors import (
+    ClaimCheckError,
+    EffectError,
+    FlowNotFoundError,
+    InDoubtError,
+    JournalError,
+    JournalLockedError,
+    LoomError,
+    NonDeterminismError,
+    NotAuthorizedError,
+    PromptIntegrityError,
+    ProviderError,
+    ProviderHTTPError,
+    ProviderProtocolError,
+    ProviderTimeout,
+    QuotaExceededError,
+    ResumeValidationError,
+    RetriesExhaustedError,
+    UsageError,
+)
+from loom_nb.kernel import Decision, ExecutionContext, GateRequest, InDoubtResolution, flow
+from loom_nb.messages import Message, ModelRequest, ModelResponse, ToolCall, Usage
+from loom_nb.providers import ModelProvider, ScriptedModel
+from loom_nb.providers.anthropic import AnthropicMessages
+from loom_nb.providers.openai import OpenAIChat
+from loom_nb.runtime import Runtime, default_runtime, set_default_runtime
+
+__version__ = "0.1.0"
+
+
+def frames(runtime: Runtime | None = None) -> Any:
+    """The journal as pandas DataFrames (``steps``, ``gates``, ``decisions``...)."""
+    from loom_nb.analysis import frames as _frames
+
+    return _frames(runtime)
+
+
+def timeline(execution_id: str, *, runtime: Runtime | None = None) -> Any:
+    """A live step timeline widget for one execution (in a notebook)."""
+    from loom_nb.notebook.timeline import timeline as _timeline
+
+    return _timeline(execution_id, runtime=runtime)
+
+
+def load_ipython_extension(ipython: Any) -> None:
+    """``%load_ext loom_nb``: open the default runtime and register the magics."""
+    from loom_nb.notebook.extension import load_ipython_extension as _load
+
+    _load(ipython)
+
+
+def unload_ipython_extension(ipython: Any) -> None:
+    """``%unload_ext loom_nb``: close the default runtime."""
+    from loom_nb.notebook.extension import unload_ipython_extension as _unload
+
+    _unload(ipython)
+
+
+__all__ = [
+    "Agent",
+    "AgentConfig",
+    "AgentResult",
+    "AnthropicMessages",
+    "ApprovalDecision",
+    "ClaimCheck",
+    "ClaimCheckError",
+    "Compaction",
+    "Decision",
+    "EffectContext",
+    "EffectError",
+    "ExecutionContext",
+    "FlowNotFoundError",
+    "Gate",
+    "GateRequest",
+    "InDoubtError",
+    "InDoubtResolution",
+    "JournalError",
+    "JournalLockedError",
+    "LoomError",
+    "Message",
+    "ModelProvider",
+    "ModelRequest",
+    "ModelResponse",
+    "NonDeterminismError",
+    "NotAuthorizedError",
+    "OpenAIChat",
+    "Principal",
+    "PromptIntegrityError",
+    "ProviderError",
+    "ProviderHTTPError",
+    "ProviderProtocolError",
+    "ProviderTimeout",
+    "Quota",
+    "QuotaExceededError",
+    "ResumeValidationError",
+    "RetriesExhaustedError",
+    "RetryPolicy",
+    "Routes",
+    "Run",
+    "Runtime",
+    "ScriptedModel",
+    "Skill",
+    "TieredMemory",
+    "Tool",
+    "ToolCall",
+    "TranscriptGrowthWarning",
+    "Usage",
+    "UsageError",
+    "__version__",
+    "agent_loop",
+    "agent_step",
+    "chunk_deltas",
+    "default_runtime",
+    "flow",
+    "frames",
+    "llm_effect",
+    "load_ipython_extension",
+    "rebuild_requests",
+    "set_default_runtime",
+    "summarizer_effect",
+    "timeline",
+    "tool",
+    "unload_ipython_extension",
+]

@@ -16,7 +16,8 @@
     │   ├── RetriesExhaustedError
     │   ├── InDoubtError
     │   ├── PromptIntegrityError
-    │   └── ClaimCheckError
+    │   ├── ClaimCheckError
+    │   └── ToolArgumentsError
     ├── ProviderError              a model provider's failure
     │   ├── ProviderHTTPError      status, body, retry_after
     │   ├── ProviderTimeout
@@ -103,6 +104,10 @@ class PromptIntegrityError(EffectError):
 
 class ClaimCheckError(EffectError):
     """A claim-check envelope turned up where a real value is needed."""
+
+
+class ToolArgumentsError(EffectError):
+    """A tool call's arguments are not JSON or fail the tool's schema (sent back to the model)."""
 
 
 class ProviderError(LoomError):

@@ -32,10 +32,15 @@ class InMemoryJournal:
                     f"duplicate or out-of-order seq {event.seq} for execution {event.execution_id!r}"
                 )
             log.append(replace(event, data=json.loads(canonical_json(event.data))))
+        changes = projection_changes(events)
+        started = [c[0] for c in changes if c[2] is not None]
+        for execution_id in started:
+            if execution_id in self._executions or started.count(execution_id) > 1:
+                raise JournalError(f"duplicate execution {execution_id!r}: it was already started")
         self._events.update(staged)
         for blob in contents:
             self._content.setdefault(blob.digest, (blob.data, blob.media_type, blob.tainted))
-        for execution_id, status, flow, at in projection_changes(events):
+        for execution_id, status, flow, at in changes:
             row = self._executions.get(execution_id)
             if row is None:
                 self._executions[execution_id] = ExecutionRecord(execution_id, flow or "", status, at, at)

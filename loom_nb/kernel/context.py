@@ -72,6 +72,8 @@ class ExecutionContext:
         self._claimed: set[str] = set()
         self._warned: set[str] = set(history.warnings)
         self._to_serve = history.served_count()
+        #: Steps the record holds as started but unsettled (cut in flight); the body re-reaches them.
+        self._in_flight = sum(1 for s in history.steps.values() if not s.settled)
         self._new_gates: dict[str, GateRecord] = {}
         self.waiting: list[str] = []
         #: ``(kind, id)`` of every step, gate, decision and value the body asked for, in order.
@@ -79,9 +81,14 @@ class ExecutionContext:
 
     # -- bookkeeping ----------------------------------------------------------------------------
     @property
+    def runtime(self) -> Runtime:
+        """The runtime running this execution."""
+        return self._rt
+
+    @property
     def replaying(self) -> bool:
         """True while the body is still being served recorded outcomes."""
-        return self._pure or self._to_serve > 0
+        return self._pure or self._to_serve > 0 or self._in_flight > 0
 
     def _stage(self, kind: str, step_id: str | None, data: dict[str, Any]) -> Event:
         self._seq += 1
@@ -96,7 +103,7 @@ class ExecutionContext:
         events, blobs = self._staged, self._blobs
         self._staged, self._blobs = [], []
         self._rt.journal.append(events, blobs)
-        self._rt._notify(events)
+        self._rt._notify([e for e in events if e.kind != K.STREAM_CHUNK])  # chunks were shown at once
 
     def _claim(self, ident: str) -> None:
         if ident in self._claimed:
@@ -178,6 +185,7 @@ class ExecutionContext:
                 return _convert(rec.output, returns)
             if self._pure:
                 raise self._diverged(f"step {sid!r} (cut in flight in the recorded run)")
+            self._in_flight -= 1
             spec = self._rt.effects.spec(effect_id)
             attempt = rec.attempts + 1
             if not spec.idempotent and not rec.retry_pending:

@@ -401,6 +401,43 @@ class Runtime:
                 results.append(await self._drive(self.history(rec.execution_id)))
         return results
 
+    async def fork(
+        self, execution_id: str, at_step: str, *, new_execution_id: str | None = None
+    ) -> ExecutionResult:
+        """Start a new execution that is served ``execution_id``'s recorded prefix up to (not
+        including) ``at_step``, then runs live from there: time travel without re-running the prefix.
+
+        Re-register changed effects or flow code first to explore another path. The fork's
+        ``execution_started`` records its lineage (``forked_from``, ``at_step``).
+
+        Raises:
+            UsageError: unknown execution, or ``at_step`` is not a step, gate, decision or value of it.
+        """
+        h = self._known(execution_id)
+        firsts = (K.STEP_STARTED, K.GATE_OPENED, K.DECISION_RECORDED, K.VALUE_RECORDED)
+        cut = next((i for i, e in enumerate(h.events) if e.step_id == at_step and e.kind in firsts), None)
+        if cut is None:
+            known = sorted({e.step_id for e in h.events if e.step_id and e.kind in firsts})
+            raise UsageError(
+                f"execution {execution_id!r} has no step {at_step!r} to fork at (its steps: {', '.join(known[:30])})"
+            )
+        lifecycle = {K.EXECUTION_STARTED, K.EXECUTION_SUSPENDED, K.EXECUTION_RESUMED, K.EXECUTION_COMPLETED,
+                     K.EXECUTION_FAILED}
+        eid = new_execution_id or self.ids.new_id()
+        async with self._lock(eid):
+            if self.journal.get_execution(eid) is not None:
+                raise UsageError(f"execution {eid!r} already exists: pick another new_execution_id")
+            now = self.clock.now()
+            started = {"flow": h.flow, "input": h.input, "principal": h.principal, "forked_from": execution_id,
+                       "at_step": at_step}
+            events = [Event(eid, 1, K.EXECUTION_STARTED, None, now, started)]
+            for e in h.events[:cut]:
+                if e.kind not in lifecycle:
+                    events.append(Event(eid, len(events) + 1, e.kind, e.step_id, e.at, e.data))
+            self.journal.append(events)
+            self._notify(events)
+            return await self._drive(self.history(eid))
+
     async def replay(self, execution_id: str) -> ReplayReport:
         """Re-run the body purely from the log (no effect runs, nothing is written) and report
         whether it reproduces the recorded run."""

@@ -10,7 +10,7 @@ import httpx
 
 from loom_nb.errors import ProviderHTTPError, ProviderProtocolError
 from loom_nb.messages import Message, ModelRequest, ModelResponse, ToolCall, Usage
-from loom_nb.providers.sse import HTTPProvider, SSEEvent, error_detail, excerpt, parse_arguments
+from loom_nb.providers.sse import HTTPProvider, SSEEvent, error_detail, excerpt, loads, parse_arguments
 
 _FINISH = {"function_call": "tool_calls"}
 
@@ -113,7 +113,9 @@ class OpenAIChat(HTTPProvider):
             fn = tc["function"]
             arguments, raw = parse_arguments(fn.get("arguments") or "")
             calls.append(
-                ToolCall(id=tc.get("id") or f"call_{j}", name=fn["name"], arguments=arguments, raw_arguments=raw)
+                ToolCall(
+                    id=tc.get("id") or f"call_{j}", name=fn["name"], arguments=arguments, raw_arguments=raw
+                )
             )
         reason = choice.get("finish_reason")
         return ModelResponse(
@@ -151,7 +153,9 @@ def _message(m: Message) -> dict[str, Any]:
 def _usage(data: Any) -> Usage:
     if not isinstance(data, dict):
         return Usage()
-    return Usage(input_tokens=_int(data.get("prompt_tokens")), output_tokens=_int(data.get("completion_tokens")))
+    return Usage(
+        input_tokens=_int(data.get("prompt_tokens")), output_tokens=_int(data.get("completion_tokens"))
+    )
 
 
 def _int(value: Any) -> int:
@@ -162,7 +166,9 @@ def _in_stream_error(data: dict[str, Any], body: str) -> ProviderHTTPError:
     err = data.get("error")
     code = err.get("code") if isinstance(err, dict) else None
     status = code if isinstance(code, int) and 400 <= code < 600 else 500
-    return ProviderHTTPError(f"the OpenAI-compatible API reported an error: {error_detail(body)}", status_code=status, body=body)
+    return ProviderHTTPError(
+        f"the OpenAI-compatible API reported an error: {error_detail(body)}", status_code=status, body=body
+    )
 
 
 class _PartialCall:
@@ -192,7 +198,7 @@ class _OpenAIStream:
         if data == "[DONE]":
             self.done = True
             return None
-        chunk = json.loads(data)
+        chunk = loads(data)
         if chunk.get("error") is not None:
             raise _in_stream_error(chunk, data)
         if self.response_id is None and isinstance(chunk.get("id"), str):

@@ -21,7 +21,7 @@ import math
 import os
 import ssl
 import time
-from collections.abc import AsyncIterable, AsyncIterator, Mapping
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Mapping
 from contextlib import asynccontextmanager
 from types import TracebackType
 from typing import Any, ClassVar, NamedTuple, Protocol
@@ -55,7 +55,7 @@ class SSEEvent(NamedTuple):
 
 
 class SSEDecoder:
-    """Turns lines (without their terminators) into events; feed it one line at a time."""
+    """Turns lines (without their terminators) into events."""
 
     __slots__ = ("_data", "_event", "_id")
 
@@ -86,6 +86,27 @@ class SSEDecoder:
         elif field == "id" and "\0" not in value:
             self._id = value
         return None
+
+    def decode_lines(self, lines: Iterable[str]) -> list[SSEEvent]:
+        """Take many lines; return the events they complete (``decode`` with a fast path)."""
+        events: list[SSEEvent] = []
+        for line in lines:
+            if line.startswith("data: "):
+                self._data.append(line[6:])
+            elif line:
+                self.decode(line)
+            elif self._data:
+                data = self._data
+                events.append(
+                    SSEEvent(
+                        self._event or "message", data[0] if len(data) == 1 else "\n".join(data), self._id
+                    )
+                )
+                self._event = ""
+                self._data = []
+            else:
+                self._event = ""
+        return events
 
 
 async def aiter_sse(lines: AsyncIterable[str | bytes]) -> AsyncIterator[SSEEvent]:
@@ -120,14 +141,35 @@ async def aiter_sse_bytes(chunks: AsyncIterable[bytes]) -> AsyncIterator[SSEEven
             # A trailing CR may be the first half of a CRLF: keep it for the next chunk.
             end = len(buffer) - 1 if buffer[-1:] == b"\r" else len(buffer)
             buffer = buffer[:end].replace(b"\r\n", b"\n").replace(b"\r", b"\n") + buffer[end:]
-        *lines, buffer = buffer.split(b"\n")
-        for raw in lines:
-            line = raw.decode("utf-8", "replace")
-            if first:
-                line, first = line.removeprefix("\ufeff"), False
-            event = decoder.decode(line)
-            if event is not None:
-                yield event
+        cut = buffer.rfind(b"\n")
+        if cut < 0:
+            continue
+        # Whole lines only, so no UTF-8 sequence is split.
+        text = buffer[:cut].decode("utf-8", "replace")
+        buffer = buffer[cut + 1 :]
+        if first:
+            text, first = text.removeprefix("\ufeff"), False
+        for event in decoder.decode_lines(text.split("\n")):
+            yield event
+    if buffer[-1:] == b"\r":  # the held-back CR ended a line after all
+        text = buffer[:-1].decode("utf-8", "replace")
+        for event in decoder.decode_lines([text.removeprefix("\ufeff") if first else text]):
+            yield event
+
+
+def loads(text: str) -> Any:
+    """``json.loads`` for one event's data, about twice as fast on the usual compact payload."""
+    try:
+        value, end = _scan_once(text, 0)
+    except StopIteration:
+        return json.loads(text)  # leading whitespace, or not JSON: json decides and explains
+    if end != len(text):
+        return json.loads(text)  # trailing whitespace or extra data
+    return value
+
+
+# The C scanner behind json.loads, called without its whitespace-skipping wrapper.
+_scan_once: Callable[[str, int], tuple[Any, int]] = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
 
 
 # --------------------------------------------------------------------------------------------------
@@ -296,7 +338,9 @@ class HTTPProvider:
         self._display_url = f"{url.scheme}://{url.netloc.decode('ascii', 'replace')}{url.path}"
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}(model={self.model!r}, base_url={self.base_url!r}, stream={self.stream})"
+        return (
+            f"{type(self).__name__}(model={self.model!r}, base_url={self.base_url!r}, stream={self.stream})"
+        )
 
     # -- client lifetime ------------------------------------------------------------------------
 
@@ -445,7 +489,7 @@ class HTTPProvider:
             )
         try:
             result = self._parse_body(data)
-        except (KeyError, TypeError, AttributeError, IndexError) as exc:
+        except (KeyError, TypeError, AttributeError, IndexError, ValueError) as exc:
             raise ProviderProtocolError(
                 f"unexpected response shape from {self._display_url} ({type(exc).__name__}: {exc}): "
                 f"{excerpt(raw.decode('utf-8', 'replace'))!r}"
@@ -458,29 +502,50 @@ class HTTPProvider:
         state = self._stream_state()
         count = 0
         last = ""
-        async for event in aiter_sse_bytes(response.aiter_bytes()):
-            count += 1
-            last = event.data
-            try:
-                text = state.feed(event)
-            except json.JSONDecodeError as exc:
-                raise ProviderProtocolError(
-                    f"malformed JSON in event {count} of the stream from {self._display_url}: "
-                    f"{excerpt(event.data)!r}"
-                ) from exc
-            except (KeyError, TypeError, AttributeError, IndexError) as exc:
-                raise ProviderProtocolError(
-                    f"unexpected event {count} in the stream from {self._display_url} "
-                    f"({type(exc).__name__}: {exc}): {excerpt(event.data)!r}"
-                ) from exc
-            if text and on_delta is not None:
-                on_delta(text)
-            if state.done:
-                return state.result()
-        got = f"{count} events, the last {excerpt(last)!r}" if count else "no complete event"
-        raise ProviderProtocolError(
-            f"the stream from {self._display_url} ended before {self.terminal} ({got})"
-        )
+        events = aiter_sse_bytes(response.aiter_bytes())
+        try:
+            async for event in events:
+                count += 1
+                last = event.data
+                try:
+                    text = state.feed(event)
+                except json.JSONDecodeError as exc:
+                    raise ProviderProtocolError(
+                        f"malformed JSON in event {count} of the stream from {self._display_url}: "
+                        f"{excerpt(event.data)!r}"
+                    ) from exc
+                except (KeyError, TypeError, AttributeError, IndexError, ValueError) as exc:
+                    raise ProviderProtocolError(
+                        f"unexpected event {count} in the stream from {self._display_url} "
+                        f"({type(exc).__name__}: {exc}): {excerpt(event.data)!r}"
+                    ) from exc
+                if text and on_delta is not None:
+                    on_delta(text)
+                if state.done:
+                    break
+        except httpx.TimeoutException as exc:
+            raise ProviderTimeout(
+                f"the stream from {self._display_url} stalled for more than {self.timeout:g} s "
+                f"({type(exc).__name__}) after {_received(count, last)}"
+            ) from exc
+        except httpx.TransportError as exc:
+            raise ProviderTimeout(
+                f"the stream from {self._display_url} was cut off ({type(exc).__name__}: "
+                f"{excerpt(str(exc), 200)}) after {_received(count, last)}"
+            ) from exc
+        if not state.done:
+            raise ProviderProtocolError(
+                f"the stream from {self._display_url} ended before {self.terminal} "
+                f"(after {_received(count, last)})"
+            )
+        await _drain(events)
+        try:
+            return state.result()
+        except (KeyError, TypeError, AttributeError, IndexError, ValueError) as exc:
+            raise ProviderProtocolError(
+                f"the stream from {self._display_url} assembled into an invalid response "
+                f"({type(exc).__name__}: {excerpt(str(exc), 300)})"
+            ) from exc
 
     def _http_error(self, response: httpx.Response, raw: bytes, key: str) -> ProviderHTTPError:
         body = self._redact(raw.decode("utf-8", "replace"), key)
@@ -492,3 +557,17 @@ class HTTPProvider:
         return ProviderHTTPError(
             message, status_code=response.status_code, body=excerpt(body, 20_000), retry_after=retry_after
         )
+
+
+async def _drain(events: AsyncIterator[SSEEvent]) -> None:
+    """Read what follows the terminal event (normally just the body's end) so the connection can be
+    reused; anything sent after it is ignored, and so is a failure, since the answer is complete."""
+    try:
+        async for _ in events:
+            pass
+    except httpx.HTTPError:
+        pass
+
+
+def _received(count: int, last: str) -> str:
+    return f"{count} events, the last {excerpt(last)!r}" if count else "no complete event"

@@ -1,0 +1,39 @@
+"""The durable agent loop (ADR 0087, with amendments) and its friendly facade."""
+
+from loom_nb.agent.chunking import DeltaChunker, chunk_deltas
+from loom_nb.agent.config import (
+    APPROVAL_GATE,
+    AgentConfig,
+    AgentResult,
+    ApprovalDecision,
+    Compaction,
+    Routes,
+    Skill,
+)
+from loom_nb.agent.facade import Agent, Gate, Run
+from loom_nb.agent.llm import llm_effect, summarizer_effect
+from loom_nb.agent.loop import TranscriptGrowthWarning, agent_loop
+from loom_nb.agent.memory import TieredMemory
+from loom_nb.agent.transcript import RebuiltRequest, rebuild_requests
+
+__all__ = [
+    "APPROVAL_GATE",
+    "Agent",
+    "AgentConfig",
+    "AgentResult",
+    "ApprovalDecision",
+    "Compaction",
+    "DeltaChunker",
+    "Gate",
+    "RebuiltRequest",
+    "Routes",
+    "Run",
+    "Skill",
+    "TieredMemory",
+    "TranscriptGrowthWarning",
+    "agent_loop",
+    "chunk_deltas",
+    "llm_effect",
+    "rebuild_requests",
+    "summarizer_effect",
+]

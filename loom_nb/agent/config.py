@@ -1,0 +1,188 @@
+"""The agent loop's configuration and value types (all keyword-only and frozen)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from loom_nb.effects.claimcheck import ClaimCheck
+from loom_nb.effects.tool import Tool
+from loom_nb.errors import UsageError
+from loom_nb.messages import ModelRequest, ModelResponse, ToolCall, Usage
+
+APPROVAL_GATE = "AgentToolApproval"
+DEFAULT_WARN_BYTES = 256 * 1024
+
+
+class ApprovalDecision(BaseModel):
+    """The resume payload of an ``AgentToolApproval`` gate.
+
+    Attributes:
+        approved: True to run the tool call, False to refuse it.
+        reason: Why (shown to the model on refusal).
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    approved: bool
+    reason: str | None = None
+
+
+class AgentResult(BaseModel):
+    """How an agent run ended.
+
+    Attributes:
+        output: The final answer text.
+        stop_reason: ``end_turn`` (the model answered) or ``max_turns``.
+        turns: Model turns taken.
+        usage: Token usage summed over model calls.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    output: str
+    stop_reason: Literal["end_turn", "max_turns"]
+    turns: int
+    usage: Usage = Usage()
+
+
+@dataclass(frozen=True, kw_only=True)
+class Compaction:
+    """Fold old messages into a summary once the transcript grows past a threshold.
+
+    Attributes:
+        effect_id: The summarizer effect (``summarizer_effect(provider)`` registers one).
+        after_messages: Fold when the transcript holds more messages than this (system excluded).
+        after_bytes: Fold when the transcript's UTF-8 size passes this; the kept suffix is then the
+            longest newest run within ``after_bytes / 2``, at least 1 message, at most
+            ``keep_recent``, and the fold is skipped when that suffix is the whole transcript.
+        keep_recent: Messages kept verbatim after a fold (the most, for the byte trigger).
+    """
+
+    effect_id: str
+    after_messages: int | None = None
+    after_bytes: int | None = None
+    keep_recent: int = 4
+
+    def __post_init__(self) -> None:
+        if self.after_messages is None and self.after_bytes is None:
+            raise UsageError(
+                "Compaction needs a threshold: set after_messages=..., after_bytes=..., or both"
+            )
+        if self.keep_recent < 1:
+            raise UsageError("Compaction.keep_recent must be at least 1")
+
+
+RoutePolicy = Callable[[Sequence[str], ModelRequest, int], Any]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Routes:
+    """Route each turn to one of several model effects, chosen by ``ctx.decide``.
+
+    Attributes:
+        models: Model effect ids, cheapest first.
+        policy: ``policy(models, request, turn) -> model id | Decision`` (with probabilities for
+            off-policy analysis).
+        elevate: ``elevate(response, turn) -> bool``: True re-asks the next stronger model; each
+            elevation is itself a recorded decision.
+        name: The policy name recorded with each decision.
+    """
+
+    models: Sequence[str]
+    policy: RoutePolicy
+    elevate: Callable[[ModelResponse, int], bool] | None = None
+    name: str = "routes"
+
+    def __post_init__(self) -> None:
+        if not self.models:
+            raise UsageError("Routes(models=...) needs at least one model effect id")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Skill:
+    """Instructions the loop may add to a turn's system prompt when selected.
+
+    Attributes:
+        name: Its name (the decision's option).
+        instructions: Text added to the system prompt when selected.
+        description: What it is for (for selectors).
+    """
+
+    name: str
+    instructions: str
+    description: str = ""
+
+
+ApprovalRule = Callable[[ToolCall, int], bool]
+RefusalText = str | Callable[[ToolCall, ApprovalDecision], str]
+
+
+@dataclass(frozen=True, kw_only=True)
+class AgentConfig:
+    """Everything ``agent_loop`` needs. Exactly one of ``model`` and ``reasoning`` is required.
+
+    Attributes:
+        model: The model effect id (the full ring applies).
+        reasoning: Routes among model effect ids instead.
+        tools: Tools the model may call.
+        system: The system prompt.
+        max_turns: Most model turns before the run ends with ``stop_reason="max_turns"``.
+        needs_approval: An extra rule ``(call, turn) -> bool`` beside each tool's own.
+        refusal_text: What the model is told when a call is refused (``{tool}`` and ``{reason}``
+            are filled in), or a function of the call and the decision.
+        compaction: Fold old messages into a summary (off when None).
+        warn_transcript_bytes: Warn once per run when an uncompacted transcript passes this many
+            bytes (False: never).
+        skills: Skills a selector may add to a turn.
+        skill_selector: ``policy(skill_names) -> names | Decision``.
+        memory: A ``TieredMemory`` to recall from each turn.
+        recall_limit: Most memories recalled per turn.
+        claim_check: Offload listed tools' results (one-line opt-in).
+        stream: Stream the model's text durably (chunked) to the journal and the cell.
+        chunk_min_chars: Smallest durable stream chunk (split at sentence ends).
+        parallel_tools: Run one turn's tool calls concurrently (ids stay fixed).
+    """
+
+    model: str | None = None
+    reasoning: Routes | None = None
+    tools: Sequence[Tool] = ()
+    system: str | None = None
+    max_turns: int = 20
+    needs_approval: ApprovalRule | None = None
+    refusal_text: RefusalText = "The user refused to run {tool}.{reason}"
+    compaction: Compaction | None = None
+    warn_transcript_bytes: int | Literal[False] = DEFAULT_WARN_BYTES
+    skills: Sequence[Skill] = ()
+    skill_selector: Callable[[Sequence[str]], Any] | None = None
+    memory: Any = None
+    recall_limit: int = 3
+    claim_check: ClaimCheck | None = None
+    stream: bool = True
+    chunk_min_chars: int = 40
+    parallel_tools: bool = True
+    _tools_by_name: dict[str, Tool] = field(default_factory=dict, init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if (self.model is None) == (self.reasoning is None):
+            raise UsageError(
+                "an agent needs exactly one way to reach a model: model=<model effect id> "
+                "(or a provider, with loom.Agent) or reasoning=Routes(...), "
+                + ("not both" if self.model is not None else "and neither was given")
+            )
+        if self.max_turns < 1:
+            raise UsageError("max_turns must be at least 1")
+        names = [t.name for t in self.tools]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise UsageError(f"two tools share the name {dupes[0]!r}; tool names must be unique")
+        self._tools_by_name.update({t.name: t for t in self.tools})
+        if self.skills and self.skill_selector is None:
+            raise UsageError("skills=... needs skill_selector=... (a policy choosing skill names)")
+
+    def tool(self, name: str) -> Tool | None:
+        """The tool called ``name``, or None."""
+        return self._tools_by_name.get(name)

@@ -1,0 +1,429 @@
+"""``Agent``, ``Run`` and ``Gate``: the friendly surface over ``agent_loop`` and the runtime.
+
+In a notebook (an event loop is running) ``agent.start(...)`` schedules the run as a task and
+returns at once; a click calls ``gate.approve()``, which schedules the resume. In a script (no
+loop) ``start`` runs until the run completes, fails or waits at a gate, and ``gate.approve()``
+resumes synchronously.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Coroutine, Generator, Mapping, Sequence
+from typing import Any
+
+from loom_nb.agent.config import (
+    APPROVAL_GATE,
+    DEFAULT_WARN_BYTES,
+    AgentConfig,
+    AgentResult,
+    ApprovalDecision,
+    Compaction,
+    RefusalText,
+    Routes,
+    Skill,
+)
+from loom_nb.agent.llm import llm_effect, summarizer_effect
+from loom_nb.agent.loop import agent_loop
+from loom_nb.effects.claimcheck import ClaimCheck
+from loom_nb.effects.retry import RetryPolicy
+from loom_nb.effects.runtime import EffectRuntime
+from loom_nb.effects.tool import Tool
+from loom_nb.errors import UsageError
+from loom_nb.kernel.context import IN_DOUBT_GATE, ExecutionContext, InDoubtResolution
+from loom_nb.kernel.gates import OpenGate
+from loom_nb.kernel.runtime import ExecutionResult
+from loom_nb.messages import ToolCall
+from loom_nb.providers.base import ModelProvider
+from loom_nb.runtime import Runtime, default_runtime
+
+_UNSET: Any = object()
+
+
+def _in_loop() -> bool:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
+
+
+class Agent:
+    """An agent: a model (or routes), tools and a system prompt, run durably.
+
+    Args:
+        model: A ``ModelProvider`` (e.g. ``ScriptedModel``, ``OpenAIChat``) or a registered model
+            effect id.
+        tools: Tools (``@loom.tool`` functions).
+        system: The system prompt.
+        name: The agent's name; its flow is ``agent:<name>`` (a persisted contract).
+        routes: Route among model effects instead of ``model``.
+        models: Providers to register for ``routes``, by effect id.
+        max_turns: Most model turns.
+        compaction: Fold old messages into summaries (see ``Compaction``).
+        summarizer: A provider registered as ``compaction.effect_id`` (when that is not registered).
+        claim_check: Offload the listed tools' results.
+        model_retry: Retry policy of the model effect.
+        **options: Any other ``AgentConfig`` field (``needs_approval``, ``refusal_text``, ``skills``,
+            ``skill_selector``, ``memory``, ``recall_limit``, ``warn_transcript_bytes``, ``stream``,
+            ``chunk_min_chars``, ``parallel_tools``).
+    """
+
+    def __init__(
+        self,
+        model: ModelProvider | str | None = None,
+        *,
+        tools: Sequence[Tool] = (),
+        system: str | None = None,
+        name: str = "agent",
+        routes: Routes | None = None,
+        models: Mapping[str, ModelProvider] | None = None,
+        max_turns: int = 20,
+        compaction: Compaction | None = None,
+        summarizer: ModelProvider | None = None,
+        claim_check: ClaimCheck | None = None,
+        model_retry: RetryPolicy | None = _UNSET,
+        needs_approval: Callable[[ToolCall, int], bool] | None = None,
+        refusal_text: RefusalText = AgentConfig.refusal_text,
+        skills: Sequence[Skill] = (),
+        skill_selector: Callable[[Sequence[str]], Any] | None = None,
+        memory: Any = None,
+        recall_limit: int = 3,
+        warn_transcript_bytes: int | bool = DEFAULT_WARN_BYTES,
+        stream: bool = True,
+        chunk_min_chars: int = 40,
+        parallel_tools: bool = True,
+    ) -> None:
+        for t in tools:
+            if not isinstance(t, Tool):
+                raise UsageError(f"{t!r} is not a tool: decorate the function with @loom.tool")
+        self.name = name
+        self.flow_name = f"agent:{name}"
+        self._providers: dict[str, ModelProvider] = dict(models or {})
+        model_id: str | None = None
+        if isinstance(model, str):
+            model_id = model
+        elif model is not None:
+            model_id = f"model.{name}"
+            self._providers[model_id] = model
+        self._summarizer = summarizer
+        self.model_retry = RetryPolicy(attempts=3) if model_retry is _UNSET else model_retry
+        if warn_transcript_bytes is True:
+            warn_transcript_bytes = DEFAULT_WARN_BYTES
+        self.config = AgentConfig(
+            model=model_id,
+            reasoning=routes,
+            tools=tuple(tools),
+            system=system,
+            max_turns=max_turns,
+            needs_approval=needs_approval,
+            refusal_text=refusal_text,
+            compaction=compaction,
+            warn_transcript_bytes=warn_transcript_bytes,
+            skills=tuple(skills),
+            skill_selector=skill_selector,
+            memory=memory,
+            recall_limit=recall_limit,
+            claim_check=claim_check,
+            stream=stream,
+            chunk_min_chars=chunk_min_chars,
+            parallel_tools=parallel_tools,
+        )
+
+    def __repr__(self) -> str:
+        tools = ", ".join(t.name for t in self.config.tools)
+        return f"Agent({self.name!r}, model={self.config.model!r}, tools=[{tools}])"
+
+    @property
+    def model(self) -> ModelProvider | None:
+        """The provider behind ``model``, if one was given."""
+        return self._providers.get(self.config.model or "")
+
+    def register(self, runtime: Runtime) -> None:
+        """Register this agent's effects and flow on ``runtime`` (``start`` does it for you)."""
+        effects = runtime.effects
+        for effect_id, provider in self._providers.items():
+            effects.register(effect_id, llm_effect(provider), kind="model", idempotent=True, retry=self.model_retry)
+        compaction = self.config.compaction
+        if compaction is not None and self._summarizer is not None:
+            effects.register(
+                compaction.effect_id, summarizer_effect(self._summarizer), kind="summarizer", idempotent=True,
+                retry=self.model_retry,
+            )
+        for t in self.config.tools:
+            t.register(effects)
+        if self.config.claim_check is not None:
+            if not isinstance(effects, EffectRuntime):
+                raise UsageError("claim_check needs loom.Runtime (the effect ring), not the bare kernel runtime")
+            effects.add_claim_check(self.config.claim_check)
+        config = self.config
+
+        async def body(ctx: ExecutionContext, input: Any) -> AgentResult:
+            return await agent_loop(ctx, config, input)
+
+        body.__qualname__ = self.flow_name
+        runtime.flows.register(body, self.flow_name)
+
+    def start(self, input: Any, *, runtime: Runtime | None = None, execution_id: str | None = None) -> Run:
+        """Start a run of this agent on ``input`` (the user's message) and return its ``Run``.
+
+        In a notebook this returns at once (the run is a task on the kernel's loop); in a script it
+        returns when the run completes, fails or waits at a gate. An existing ``execution_id``
+        returns that run (and continues it if it was left running by a crash).
+        """
+        rt = runtime or default_runtime()
+        self.register(rt)
+        run = Run(rt, execution_id or rt.ids.new_id(), agent=self)
+        run._drive(rt.start(self.flow_name, input, execution_id=run.id))
+        return run
+
+    async def run(self, input: Any, *, runtime: Runtime | None = None, execution_id: str | None = None) -> AgentResult:
+        """Start a run and wait for its result (approvals must come from elsewhere)."""
+        return await self.start(input, runtime=runtime, execution_id=execution_id)
+
+    def attach(self, execution_id: str, *, runtime: Runtime | None = None) -> Run:
+        """The ``Run`` of an existing execution (e.g. after a kernel restart)."""
+        rt = runtime or default_runtime()
+        self.register(rt)
+        return Run.attach(rt, execution_id, agent=self)
+
+
+class Gate:
+    """An open gate of a run: approve or refuse a tool call, or resolve an in-doubt step.
+
+    Attributes:
+        run: The run.
+        gate_id: The gate.
+        kind: ``AgentToolApproval``, ``InDoubt`` or a custom kind.
+        payload: What the gate shows (tool, arguments... / effect, input...).
+        opened_at: When it opened.
+    """
+
+    def __init__(self, run: Run, gate: OpenGate) -> None:
+        self.run = run
+        self.gate_id = gate.gate_id
+        self.kind = gate.kind
+        self.payload = gate.payload
+        self.opened_at = gate.opened_at
+        self.resolution: Any = None
+
+    @property
+    def tool(self) -> str | None:
+        """The tool an approval gate is about."""
+        return self.payload.get("tool") if isinstance(self.payload, dict) else None
+
+    @property
+    def arguments(self) -> dict[str, Any]:
+        """The arguments of the call an approval gate is about."""
+        args = self.payload.get("arguments") if isinstance(self.payload, dict) else None
+        return dict(args) if isinstance(args, dict) else {}
+
+    @property
+    def resolved(self) -> bool:
+        """True once this object resolved the gate."""
+        return self.resolution is not None
+
+    def __repr__(self) -> str:
+        if self.kind == APPROVAL_GATE:
+            args = ", ".join(f"{k}={v!r}" for k, v in self.arguments.items())
+            return f"<Gate {self.gate_id}: approve {self.tool}({args})?>"
+        return f"<Gate {self.gate_id} ({self.kind})>"
+
+    def resolve(self, payload: Any) -> Any:
+        """Resolve with any payload the gate's schema accepts; returns what ``Run`` resumes with."""
+        if self.resolution is not None:
+            raise UsageError(f"gate {self.gate_id!r} was already resolved with {self.resolution!r}")
+        self.resolution = payload
+        try:
+            return self.run._resume(self.gate_id, payload)
+        except BaseException:
+            self.resolution = None
+            raise
+
+    def approve(self, reason: str | None = None) -> Any:
+        """Approve the tool call; the run resumes and runs it."""
+        self._expect(APPROVAL_GATE)
+        return self.resolve(ApprovalDecision(approved=True, reason=reason))
+
+    def refuse(self, reason: str | None = None) -> Any:
+        """Refuse the tool call; the model is told (with ``reason``) and the run goes on."""
+        self._expect(APPROVAL_GATE)
+        return self.resolve(ApprovalDecision(approved=False, reason=reason))
+
+    def happened(self, output: Any) -> Any:
+        """In doubt: the effect did happen; record ``output`` as its result."""
+        self._expect(IN_DOUBT_GATE)
+        return self.resolve(InDoubtResolution(action="happened", output=output))
+
+    def run_again(self) -> Any:
+        """In doubt: invoke the effect again."""
+        self._expect(IN_DOUBT_GATE)
+        return self.resolve(InDoubtResolution(action="run_again"))
+
+    def fail(self, reason: str | None = None) -> Any:
+        """In doubt: record the step as failed."""
+        self._expect(IN_DOUBT_GATE)
+        return self.resolve(InDoubtResolution(action="fail", reason=reason))
+
+    def _expect(self, kind: str) -> None:
+        if self.kind != kind:
+            raise UsageError(f"gate {self.gate_id!r} is a {self.kind} gate, not {kind}")
+
+
+class Run:
+    """A handle on one agent execution: status, open gates, result; awaitable.
+
+    Attributes:
+        id: The execution id.
+        runtime: The runtime it runs on.
+        agent: The agent (None when attached without one).
+    """
+
+    def __init__(self, runtime: Runtime, execution_id: str, *, agent: Agent | None = None) -> None:
+        self.id = execution_id
+        self.runtime = runtime
+        self.agent = agent
+        self._state: ExecutionResult | None = None
+        self._error: BaseException | None = None
+        self._task: asyncio.Future[ExecutionResult] | None = None
+        self._gates: dict[str, Gate] = {}
+        self._changed: asyncio.Event | None = None
+        self._listeners: list[Callable[[Run], None]] = []
+
+    @classmethod
+    def attach(cls, runtime: Runtime, execution_id: str, *, agent: Agent | None = None) -> Run:
+        """A handle on an existing execution, read from the journal."""
+        run = cls(runtime, execution_id, agent=agent)
+        run._set_state(runtime.result(execution_id))
+        return run
+
+    # -- state ----------------------------------------------------------------------------------
+    def _absorb(self) -> None:
+        # A finished task's done-callbacks run a loop iteration later; take its outcome now.
+        task = self._task
+        if task is not None and task.done():
+            self._task = None
+            self._finished(task)
+
+    @property
+    def status(self) -> str:
+        """``running``, ``suspended``, ``completed`` or ``failed``."""
+        self._absorb()
+        if self._task is not None:
+            return "running"
+        if self._error is not None:
+            return "failed"
+        return self._state.status if self._state else "running"
+
+    @property
+    def gates(self) -> list[Gate]:
+        """The open gates (empty unless suspended)."""
+        if self.status != "suspended" or self._state is None:
+            return []
+        return [self._gate(g) for g in self._state.gates]
+
+    def _gate(self, g: OpenGate) -> Gate:
+        gate = self._gates.get(g.gate_id)
+        if gate is None:
+            gate = self._gates[g.gate_id] = Gate(self, g)
+        return gate
+
+    @property
+    def result(self) -> AgentResult | None:
+        """The result once completed, else None."""
+        if self.status == "completed" and self._state is not None:
+            return AgentResult.model_validate(self._state.output)
+        return None
+
+    def exception(self) -> BaseException | None:
+        """The failure once failed, else None."""
+        if self._error is not None:
+            return self._error
+        return self._state.exception() if self._state is not None and self._state.status == "failed" else None
+
+    def on_change(self, listener: Callable[[Run], None]) -> None:
+        """Call ``listener(run)`` whenever the status or the open gates change."""
+        self._listeners.append(listener)
+
+    def _set_state(self, state: ExecutionResult) -> None:
+        self._state = state
+        self._signal()
+
+    def _signal(self) -> None:
+        if self._changed is not None:
+            self._changed.set()
+        for listener in list(self._listeners):
+            listener(self)
+
+    def __repr__(self) -> str:
+        extra = ""
+        if self.status == "suspended":
+            extra = f", waiting on {len(self.gates)} gate(s)"
+        elif self.status == "completed" and self.result is not None:
+            extra = f", output={self.result.output[:60]!r}"
+        elif self.status == "failed":
+            exc = self.exception()
+            extra = f", error={type(exc).__name__}: {exc}" if exc else ""
+        return f"<Run {self.id} {self.status}{extra}>"
+
+    # -- driving --------------------------------------------------------------------------------
+    def _drive(self, coro: Coroutine[Any, Any, ExecutionResult]) -> Any:
+        if _in_loop():
+            task = asyncio.ensure_future(coro)
+            self._task = task
+            self._error = None
+            task.add_done_callback(self._finished)
+            self._signal()
+            return task
+        try:
+            state = asyncio.run(coro)
+        except BaseException as exc:
+            self._error = exc
+            self._signal()
+            raise
+        self._set_state(state)
+        return state
+
+    def _finished(self, task: asyncio.Future[ExecutionResult]) -> None:
+        if self._task is task:
+            self._task = None
+        elif self._task is not None or getattr(task, "_loom_absorbed", False):
+            return  # a newer task drives the run now, or this outcome was taken already
+        task._loom_absorbed = True  # type: ignore[attr-defined]
+        if task.cancelled():
+            self._error = asyncio.CancelledError(f"run {self.id} was cancelled")
+            self._signal()
+            return
+        exc = task.exception()
+        if exc is not None:
+            self._error = exc
+            self._signal()
+        else:
+            self._set_state(task.result())
+
+    def _resume(self, gate_id: str, payload: Any) -> Any:
+        if self.status == "running":
+            raise UsageError(f"run {self.id} is still running; wait for it to reach the gate before resuming")
+        return self._drive(self.runtime.resume(self.id, gate_id, payload))
+
+    async def wait(self, *, until: str = "settled") -> Run:
+        """Wait until the run is ``settled`` (completed or failed) or ``paused`` (also suspended)."""
+        stops = {"completed", "failed"} | ({"suspended"} if until == "paused" else set())
+        if self._changed is None:
+            self._changed = asyncio.Event()
+        while self.status not in stops:
+            self._changed.clear()
+            await self._changed.wait()
+        return self
+
+    def __await__(self) -> Generator[Any, None, AgentResult]:
+        return self._result().__await__()
+
+    async def _result(self) -> AgentResult:
+        await self.wait()
+        exc = self.exception()
+        if exc is not None:
+            raise exc
+        result = self.result
+        assert result is not None
+        return result

@@ -1,0 +1,60 @@
+"""Plug a ``ModelProvider`` into the effect ring: ``llm_effect`` and ``summarizer_effect``."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from loom_nb.kernel.effects import EffectContext
+from loom_nb.messages import Message, ModelRequest, ModelResponse
+from loom_nb.providers.base import ModelProvider
+
+ModelEffect = Callable[[Any, EffectContext], Awaitable[ModelResponse]]
+
+
+def _accepts_key(provider: ModelProvider) -> bool:
+    try:
+        return "idempotency_key" in inspect.signature(provider.complete).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+def llm_effect(provider: ModelProvider) -> ModelEffect:
+    """An effect function that sends a ``ModelRequest`` to ``provider``, streaming its deltas.
+
+    Register it with ``kind="model"``: ``runtime.effects.register("model.main", llm_effect(p),
+    kind="model", idempotent=True, retry=RetryPolicy())`` (``loom.Agent`` does this for you).
+    The call's idempotency key is sent when the provider supports one.
+    """
+    send_key = _accepts_key(provider)
+
+    async def model_call(request: Any, effect_context: EffectContext) -> ModelResponse:
+        req = request if isinstance(request, ModelRequest) else ModelRequest.model_validate(request)
+        if send_key:
+            return await provider.complete(  # type: ignore[call-arg]
+                req, on_delta=effect_context.emit_delta, idempotency_key=effect_context.idempotency_key
+            )
+        return await provider.complete(req, on_delta=effect_context.emit_delta)
+
+    model_call.__qualname__ = f"llm_effect({getattr(provider, 'name', type(provider).__name__)})"
+    return model_call
+
+
+def summarizer_effect(provider: ModelProvider, *, instructions: str | None = None) -> ModelEffect:
+    """An effect function for ``Compaction(effect_id=...)``: summarises the messages it is sent.
+
+    Register it with ``kind="summarizer"``. ``instructions`` replaces the loop's default
+    summarising instruction (the first system message of the request).
+    """
+    inner = llm_effect(provider)
+
+    async def summarize(request: Any, effect_context: EffectContext) -> ModelResponse:
+        req = request if isinstance(request, ModelRequest) else ModelRequest.model_validate(request)
+        if instructions is not None:
+            rest = tuple(m for m in req.messages if m.role != "system")
+            req = req.model_copy(update={"messages": (Message.system(instructions), *rest), "tools": ()})
+        return await inner(req, effect_context)
+
+    summarize.__qualname__ = f"summarizer_effect({getattr(provider, 'name', type(provider).__name__)})"
+    return summarize

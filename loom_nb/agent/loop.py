@@ -1,0 +1,332 @@
+"""``agent_loop``: the durable ReAct loop as an ordinary function over ``ExecutionContext``.
+
+Each model turn is the step ``#turn:<i>``, each tool call ``#turn:<i>:tool:<j>``; approvals are
+gates ``#turn:<i>:tool:<j>:approval`` opened together before any of the turn's effects run;
+skills, recall and routing are decisions ``#turn:<i>:skills|recall|route``; a compaction is the
+step ``#turn:<i>:compact``. All ids are pure functions of journaled values, so a recovered run
+re-derives them and is served every completed step from the log.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import warnings
+from collections.abc import Sequence
+from typing import Any
+
+from loom_nb.agent.chunking import chunk_deltas
+from loom_nb.agent.config import (
+    APPROVAL_GATE,
+    AgentConfig,
+    AgentResult,
+    ApprovalDecision,
+    Routes,
+)
+from loom_nb.agent.transcript import fold, summary_message, system_prefix_len, tool_message, with_extras
+from loom_nb.effects.claimcheck import contains_envelope
+from loom_nb.errors import ClaimCheckError, NotAuthorizedError, QuotaExceededError, ToolArgumentsError
+from loom_nb.journal.canonical import to_jsonable
+from loom_nb.kernel.context import ExecutionContext
+from loom_nb.kernel.decisions import Decision
+from loom_nb.kernel.gates import GateRequest
+from loom_nb.messages import Message, ModelRequest, ModelResponse, ToolCall, Transcript, Usage
+
+SUMMARIZE_INSTRUCTION = (
+    "Summarize the conversation below for your own later use: keep every fact, decision, open "
+    "question and tool result that may matter. Answer with the summary only."
+)
+#: Errors from a tool call that end the run instead of going back to the model.
+FATAL_TOOL_ERRORS = (NotAuthorizedError, QuotaExceededError)
+
+
+class TranscriptGrowthWarning(UserWarning):
+    """An uncompacted agent transcript passed ``warn_transcript_bytes``."""
+
+
+def _user_text(input: Any) -> str:
+    if isinstance(input, str):
+        return input
+    if isinstance(input, dict) and isinstance(input.get("message"), str):
+        return str(input["message"])
+    raise ToolArgumentsError(
+        "agent_loop input must be the user's message (a string) or {'message': '...'}"
+    )
+
+
+def _msg(m: Message) -> dict[str, Any]:
+    return {"msg": m.model_dump(mode="json", exclude_defaults=True)}
+
+
+class _Turn:
+    """Mutable loop state that is a pure function of journaled values."""
+
+    def __init__(self, config: AgentConfig, text: str) -> None:
+        first = [Message.system(config.system)] if config.system else []
+        first.append(Message.user(text))
+        self.transcript = Transcript(first)
+        self.pending: list[dict[str, Any]] = [_msg(m) for m in first]
+        self.prev: str | None = None
+        self.tools_sent = False
+        self.usage = Usage()
+
+
+async def agent_loop(ctx: ExecutionContext, config: AgentConfig, input: Any) -> AgentResult:
+    """Run the agent to an answer (or ``max_turns``), one durable step per model turn and tool call.
+
+    Args:
+        ctx: The execution context of the flow calling it.
+        config: The agent's configuration.
+        input: The user's message (a string, or ``{"message": ...}``).
+
+    Returns:
+        The final text, the stop reason, the turns taken and the usage.
+    """
+    state = _Turn(config, _user_text(input))
+    specs = [t.spec for t in config.tools]
+    last_text = ""
+    for turn in range(config.max_turns):
+        await _maybe_compact(ctx, config, state, turn)
+        _maybe_warn(ctx, config, state)
+        extras = await _turn_extras(ctx, config, state, turn)
+        request = ModelRequest(messages=with_extras(state.transcript.messages, extras), tools=tuple(specs))
+        record: dict[str, Any] = {"prev": state.prev, "add": state.pending}
+        if extras:
+            record["extra"] = [m.model_dump(mode="json", exclude_defaults=True) for m in extras]
+        if not state.tools_sent:
+            record["tools"] = [s.model_dump(mode="json") for s in specs]
+            state.tools_sent = True
+        node, response = await _call_model(ctx, config, request, record, turn)
+        state.usage = state.usage + response.usage
+        message = response.message
+        state.transcript.append(message)
+        state.pending = [{"ref": node}]
+        state.prev = node
+        last_text = message.text
+        if not message.tool_calls:
+            return AgentResult(output=message.text, stop_reason="end_turn", turns=turn + 1, usage=state.usage)
+        outcomes = await _run_tools(ctx, config, message.tool_calls, turn)
+        for j, (call, (kind, payload)) in enumerate(zip(message.tool_calls, outcomes, strict=True)):
+            if kind == "tool":
+                tool = config.tool(call.name)
+                state.transcript.append(tool_message(call, payload, tainted=bool(tool and not tool.trusted)))
+                state.pending.append({"tool": f"#turn:{turn}:tool:{j}"})
+            else:
+                state.transcript.append(payload)
+                state.pending.append(_msg(payload))
+    return AgentResult(output=last_text, stop_reason="max_turns", turns=config.max_turns, usage=state.usage)
+
+
+async def _call_model(
+    ctx: ExecutionContext, config: AgentConfig, request: ModelRequest, record: dict[str, Any], turn: int
+) -> tuple[str, ModelResponse]:
+    routes = config.reasoning
+    if routes is None:
+        assert config.model is not None
+        node = f"#turn:{turn}"
+        return node, await _model_step(ctx, config, config.model, request, record, node)
+    model_id = await ctx.decide(f"#turn:{turn}:route", list(routes.models), _route_policy(routes, request, turn))
+    node = f"#turn:{turn}"
+    response = await _model_step(ctx, config, str(model_id), request, record, node)
+    level = 0
+    while routes.elevate is not None and routes.elevate(response, turn):
+        stronger = list(routes.models)[list(routes.models).index(model_id) + 1:]
+        if not stronger:
+            break
+        level += 1
+        model_id = await ctx.decide(
+            f"#turn:{turn}:route:elevate:{level}", stronger, _elevation_policy
+        )
+        node = f"#turn:{turn}:elevated:{level}"
+        response = await _model_step(ctx, config, str(model_id), request, record, node)
+    return node, response
+
+
+def _elevation_policy(options: Sequence[Any]) -> Decision:
+    return Decision(choice=options[0], propensity=1.0)
+
+
+def _route_policy(routes: Routes, request: ModelRequest, turn: int) -> Any:
+    def policy(options: Sequence[Any]) -> Any:
+        return routes.policy([str(o) for o in options], request, turn)
+
+    policy.__qualname__ = routes.name
+    return policy
+
+
+async def _model_step(
+    ctx: ExecutionContext,
+    config: AgentConfig,
+    model_id: str,
+    request: ModelRequest,
+    record: dict[str, Any],
+    node: str,
+) -> ModelResponse:
+    chunker = chunk_deltas(ctx.stream, min_chars=config.chunk_min_chars) if config.stream else None
+    output = await ctx.execute(model_id, request, step_id=node, record=record, on_delta=chunker)
+    if chunker is not None:
+        chunker.flush()
+    if contains_envelope(output):
+        raise ClaimCheckError(
+            f"the model effect {model_id!r} returned a claim-check envelope at step {node!r}: a model result "
+            "must reach the loop whole. Remove it from claim_check.tool_ids."
+        )
+    return ModelResponse.model_validate(output)
+
+
+async def _turn_extras(
+    ctx: ExecutionContext, config: AgentConfig, state: _Turn, turn: int
+) -> list[Message]:
+    extras: list[Message] = []
+    if config.skills and config.skill_selector is not None:
+        names = [s.name for s in config.skills]
+        chosen = await ctx.decide(f"#turn:{turn}:skills", names, config.skill_selector)
+        picked = chosen if isinstance(chosen, list) else [chosen]
+        for skill in config.skills:
+            if skill.name in picked:
+                extras.append(Message.system(f"Skill {skill.name}: {skill.instructions}"))
+    if config.memory is not None:
+        query = " ".join(m.text for m in state.transcript.messages if m.role == "user")[-2000:]
+        recalled = await ctx.decide(
+            f"#turn:{turn}:recall", list(config.memory.items), config.memory.policy(query, config.recall_limit)
+        )
+        items = list(recalled)[: config.recall_limit] if isinstance(recalled, list) else []
+        if items:
+            extras.append(Message.system("Relevant memory:\n" + "\n".join(f"- {m}" for m in items)))
+    return extras
+
+
+def _kept_suffix_by_bytes(sizes: Sequence[int], budget: float, keep_recent: int) -> int:
+    kept, total = 0, 0
+    for size in reversed(sizes):
+        if kept >= keep_recent or (kept >= 1 and total + size > budget):
+            break
+        kept += 1
+        total += size
+    return max(kept, 1)
+
+
+async def _maybe_compact(ctx: ExecutionContext, config: AgentConfig, state: _Turn, turn: int) -> None:
+    compaction = config.compaction
+    if compaction is None:
+        return
+    messages = state.transcript.messages
+    n_sys = system_prefix_len(messages)
+    rest = len(messages) - n_sys
+    keep: int | None = None
+    if compaction.after_bytes is not None and state.transcript.nbytes > compaction.after_bytes:
+        keep = _kept_suffix_by_bytes(state.transcript.sizes[n_sys:], compaction.after_bytes / 2, compaction.keep_recent)
+        if keep >= rest:
+            keep = None  # the suffix is the whole transcript: folding would summarise nothing
+    if keep is None and compaction.after_messages is not None and rest > compaction.after_messages:
+        keep = min(compaction.keep_recent, rest)
+        if keep >= rest:
+            keep = None
+    if keep is None:
+        return
+    folded = messages[n_sys: len(messages) - keep]
+    request = ModelRequest(messages=(Message.system(SUMMARIZE_INSTRUCTION), *folded))
+    node = f"#turn:{turn}:compact"
+    record = {"prev": state.prev, "add": state.pending, "keep": keep}
+    output = await ctx.execute(compaction.effect_id, request, step_id=node, record=record)
+    if contains_envelope(output):
+        raise ClaimCheckError(
+            f"the compaction effect {compaction.effect_id!r} returned a claim-check envelope; remove it "
+            "from claim_check.tool_ids"
+        )
+    summary = ModelResponse.model_validate(output)
+    tainted = any(m.tainted for m in folded)
+    state.transcript.replace(fold(messages, summary_message(summary, tainted=tainted), keep))
+    state.pending = []
+    state.prev = node
+
+
+def _maybe_warn(ctx: ExecutionContext, config: AgentConfig, state: _Turn) -> None:
+    limit = config.warn_transcript_bytes
+    if limit is False or config.compaction is not None or state.transcript.nbytes <= limit:
+        return
+    message = (
+        f"execution {ctx.execution_id}: the agent transcript is {state.transcript.nbytes:,} bytes, past "
+        f"warn_transcript_bytes={limit:,}, and nothing compacts it: every model call sends it whole. "
+        "Set compaction=loom.Compaction(...), or warn_transcript_bytes=False to silence this."
+    )
+    if ctx.warn("transcript_bytes", message, bytes=state.transcript.nbytes, limit=limit):
+        warnings.warn(message, TranscriptGrowthWarning, stacklevel=3)
+
+
+def _refusal(config: AgentConfig, call: ToolCall, decision: ApprovalDecision) -> str:
+    rule = config.refusal_text
+    if callable(rule):
+        return rule(call, decision)
+    reason = f" Reason: {decision.reason}" if decision.reason else ""
+    return rule.format(tool=call.name, reason=reason)
+
+
+async def _run_tools(
+    ctx: ExecutionContext, config: AgentConfig, calls: Sequence[ToolCall], turn: int
+) -> list[tuple[str, Any]]:
+    """Each call's outcome: ("tool", output) or ("message", an error / refusal tool message)."""
+    outcomes: list[tuple[str, Any] | None] = [None] * len(calls)
+    runnable: list[int] = []
+    for j, call in enumerate(calls):
+        tool = config.tool(call.name)
+        if tool is None:
+            known = ", ".join(sorted(t.name for t in config.tools)) or "none"
+            text = f"Error: there is no tool named {call.name!r}. Available tools: {known}."
+        elif call.raw_arguments is not None:
+            text = f"Error: the arguments for {call.name!r} are not a JSON object: {call.raw_arguments[:200]!r}"
+        else:
+            try:
+                tool.validate(call.arguments)
+            except ToolArgumentsError as exc:
+                text = f"Error: {exc}. Call the tool again with corrected arguments."
+            else:
+                runnable.append(j)
+                continue
+        outcomes[j] = ("message", Message.tool(call, text, is_error=True))
+    gated = [
+        j
+        for j in runnable
+        if (tool := config.tool(calls[j].name)) is not None
+        and (tool.requires_approval(calls[j], turn) or (config.needs_approval and config.needs_approval(calls[j], turn)))
+    ]
+    if gated:
+        answers = await ctx.gates(
+            [
+                GateRequest(
+                    gate_id=f"#turn:{turn}:tool:{j}:approval",
+                    kind=APPROVAL_GATE,
+                    payload={"tool": calls[j].name, "arguments": to_jsonable(calls[j].arguments),
+                             "call_id": calls[j].id, "turn": turn},
+                    schema=ApprovalDecision,
+                )
+                for j in gated
+            ]
+        )
+        for j, decision in zip(gated, answers, strict=True):
+            if not decision.approved:
+                outcomes[j] = ("message", Message.tool(calls[j], _refusal(config, calls[j], decision), is_error=True))
+                runnable.remove(j)
+
+    async def run_one(j: int) -> None:
+        call = calls[j]
+        tool = config.tool(call.name)
+        assert tool is not None
+        try:
+            output = await ctx.execute(tool.effect_id, call.arguments, step_id=f"#turn:{turn}:tool:{j}")
+        except FATAL_TOOL_ERRORS:
+            raise
+        except Exception as exc:
+            text = f"Error: the tool {call.name!r} failed: {type(exc).__name__}: {exc}"
+            outcomes[j] = ("message", Message.tool(call, text, is_error=True))
+            return
+        outcomes[j] = ("tool", output)
+
+    if config.parallel_tools and len(runnable) > 1:
+        results = await asyncio.gather(*(run_one(j) for j in runnable), return_exceptions=True)
+        for r in results:
+            if isinstance(r, BaseException):
+                raise r
+    else:
+        for j in runnable:
+            await run_one(j)
+    return [o for o in outcomes if o is not None]

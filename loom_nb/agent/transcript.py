@@ -1,0 +1,142 @@
+"""How the loop journals its transcript as deltas, and how any turn's request is rebuilt.
+
+Each model turn (``#turn:<i>``) and each compaction (``#turn:<i>:compact``) is a *node*. A node's
+journaled input (its ``record=``) is a delta, never the whole transcript::
+
+    {"prev": "<previous node>" | null,
+     "add": [{"ref": "<model step>"},        # that step's assistant message (its output)
+             {"tool": "<tool step>"},         # that tool step's output as a tool message
+             {"msg": {...}}],                 # a message no step holds (user input, refusal, error)
+     "extra": [{...}],                        # this turn only: skill / memory system messages
+     "tools": [{...}],                        # tool specs, on the first node (and when they change)
+     "keep": k}                               # compaction nodes: messages kept after the summary
+
+Every message is journaled once, so the log grows linearly with the conversation. The request
+any turn sent is a pure fold over the journal: ``rebuild_requests(events)``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from loom_nb.journal.canonical import canonical_json
+from loom_nb.journal.events import Event, EventKind
+from loom_nb.messages import Message, ModelResponse, ToolCall, ToolSpec
+
+NODE_ID = re.compile(r"^#turn:(\d+)(?::(compact|elevated:\d+))?$")
+SUMMARY_PREFIX = "[Summary of the earlier conversation]\n"
+
+
+def tool_result_text(output: Any) -> str:
+    """How a tool's output is shown to the model: strings as they are, anything else as JSON."""
+    return output if isinstance(output, str) else canonical_json(output)
+
+
+def tool_message(call: ToolCall, output: Any, *, tainted: bool) -> Message:
+    """The tool message for a successful call."""
+    return Message.tool(call, tool_result_text(output), tainted=tainted)
+
+
+def summary_message(summary: ModelResponse, *, tainted: bool = False) -> Message:
+    """The message a compaction's summary becomes."""
+    return Message(role="user", text=SUMMARY_PREFIX + summary.message.text, tainted=tainted)
+
+
+def system_prefix_len(messages: Sequence[Message]) -> int:
+    """How many messages at the start are system messages."""
+    n = 0
+    while n < len(messages) and messages[n].role == "system":
+        n += 1
+    return n
+
+
+def with_extras(messages: Sequence[Message], extras: Sequence[Message]) -> tuple[Message, ...]:
+    """Insert this turn's extra system messages after the system prefix."""
+    if not extras:
+        return tuple(messages)
+    n = system_prefix_len(messages)
+    return (*messages[:n], *extras, *messages[n:])
+
+
+def fold(messages: Sequence[Message], summary: Message, keep: int) -> list[Message]:
+    """The transcript after a compaction: system prefix, summary, the newest ``keep`` messages."""
+    n = system_prefix_len(messages)
+    rest = messages[n:]
+    return [*messages[:n], summary, *rest[len(rest) - keep:]]
+
+
+class RebuiltRequest:
+    """What one model node sent.
+
+    Attributes:
+        step_id: The node.
+        messages: The messages, exactly as the model was sent them (before the guard).
+        tools: The tool specs.
+    """
+
+    def __init__(self, step_id: str, messages: tuple[Message, ...], tools: tuple[ToolSpec, ...]) -> None:
+        self.step_id = step_id
+        self.messages = messages
+        self.tools = tools
+
+    def __repr__(self) -> str:
+        return f"RebuiltRequest({self.step_id!r}, {len(self.messages)} messages)"
+
+
+def rebuild_requests(events: Iterable[Event]) -> dict[str, RebuiltRequest]:
+    """Rebuild, from the journal alone, the request every model node of one execution sent."""
+    inputs: dict[str, Any] = {}
+    outputs: dict[str, Any] = {}
+    tainted: dict[str, bool] = {}
+    order: list[str] = []
+    for e in events:
+        sid = e.step_id or ""
+        if e.kind == EventKind.STEP_STARTED and sid not in inputs:
+            inputs[sid] = e.data.get("input")
+            if NODE_ID.match(sid):
+                order.append(sid)
+        elif e.kind == EventKind.STEP_COMPLETED:
+            outputs[sid] = e.data.get("output")
+            tainted[sid] = bool(e.data.get("tainted"))
+    state: dict[str, list[Message]] = {}
+    calls: dict[str, tuple[ToolCall, ...]] = {}
+    sent: dict[str, RebuiltRequest] = {}
+    tools: tuple[ToolSpec, ...] = ()
+    for sid in order:
+        rec = inputs[sid]
+        if not isinstance(rec, dict) or "add" not in rec:
+            continue
+        base = list(state.get(rec.get("prev") or "", []))
+        for item in rec["add"]:
+            if "msg" in item:
+                base.append(Message.model_validate(item["msg"]))
+            elif "ref" in item:
+                message = ModelResponse.model_validate(outputs[item["ref"]]).message
+                calls[item["ref"]] = message.tool_calls
+                base.append(message)
+            elif "tool" in item:
+                tool_sid = item["tool"]
+                model_sid, _, j = tool_sid.rpartition(":tool:")
+                call = _call_for(calls, model_sid, int(j))
+                base.append(tool_message(call, outputs[tool_sid], tainted=tainted.get(tool_sid, False)))
+        if "tools" in rec:
+            tools = tuple(ToolSpec.model_validate(t) for t in rec["tools"])
+        if sid.endswith(":compact"):
+            if sid in outputs:
+                summary = ModelResponse.model_validate(outputs[sid])
+                state[sid] = fold(base, summary_message(summary), int(rec["keep"]))
+            continue
+        state[sid] = base
+        extras = [Message.model_validate(m) for m in rec.get("extra", ())]
+        sent[sid] = RebuiltRequest(sid, with_extras(base, extras), tools)
+    return sent
+
+
+def _call_for(calls: dict[str, tuple[ToolCall, ...]], turn_prefix: str, j: int) -> ToolCall:
+    # The tool step "#turn:<i>:tool:<j>" answers call j of the last model node of turn i.
+    for sid in reversed(list(calls)):
+        if sid == turn_prefix or sid.startswith(turn_prefix + ":elevated:"):
+            return calls[sid][j]
+    raise KeyError(f"no model step of {turn_prefix} holds tool call {j}")

@@ -1,0 +1,45 @@
+"""The effect runtime: registry, interceptor ring (authorization, quota, retry, guard,
+claim-check), and the ``@tool`` decorator."""
+
+from loom_nb.effects.authz import Authorization
+from loom_nb.effects.claimcheck import (
+    ClaimCheck,
+    ClaimCheckInterceptor,
+    ContentStore,
+    JournalContentStore,
+    contains_envelope,
+    is_envelope,
+    resolve,
+)
+from loom_nb.effects.guard import PromptGuard, fence, guard_request
+from loom_nb.effects.quota import Metering, Quota, UsageTotals, usage_of
+from loom_nb.effects.retry import Retry, RetryPolicy
+from loom_nb.effects.runtime import EffectRuntime
+from loom_nb.effects.tool import Tool, tool
+from loom_nb.kernel.effects import EffectContext, EffectResult, Principal
+
+__all__ = [
+    "Authorization",
+    "ClaimCheck",
+    "ClaimCheckInterceptor",
+    "ContentStore",
+    "EffectContext",
+    "EffectResult",
+    "EffectRuntime",
+    "JournalContentStore",
+    "Metering",
+    "Principal",
+    "PromptGuard",
+    "Quota",
+    "Retry",
+    "RetryPolicy",
+    "Tool",
+    "UsageTotals",
+    "contains_envelope",
+    "fence",
+    "guard_request",
+    "is_envelope",
+    "resolve",
+    "tool",
+    "usage_of",
+]

@@ -1,0 +1,57 @@
+"""``EffectRuntime``: the registry plus the interceptor ring every model and tool call passes.
+
+Ring order (outermost first): authorization -> quota and metering -> retry -> guard ->
+claim-check (one link per ``ClaimCheck`` configuration) -> the effect. The idempotency key
+(``<execution_id>:<step_id>``) is derived by the kernel and handed to the effect in its
+``EffectContext``; it is stable across retries and recovery.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from loom_nb.effects.authz import Authorization
+from loom_nb.effects.claimcheck import ClaimCheck, ClaimCheckInterceptor, ContentStore
+from loom_nb.effects.guard import PromptGuard
+from loom_nb.effects.quota import Metering, Quota, UsageTotals
+from loom_nb.effects.retry import Retry, RetryPolicy
+from loom_nb.kernel.effects import EffectRegistry
+
+
+class EffectRuntime(EffectRegistry):
+    """The effect registry with the protection ring installed.
+
+    Args:
+        per_execution: Quota for each execution.
+        per_principal: Quota for each principal.
+        default_retry: Retry policy for effects registered without one (None: no retry).
+        load_usage: Returns an execution's recorded usage (set by the runtime that owns this).
+    """
+
+    def __init__(
+        self,
+        *,
+        per_execution: Quota | None = None,
+        per_principal: Quota | None = None,
+        default_retry: RetryPolicy | None = None,
+        load_usage: Callable[[str], UsageTotals] | None = None,
+    ) -> None:
+        self.authorization = Authorization()
+        self.metering = Metering(per_execution=per_execution, per_principal=per_principal, load=load_usage)
+        self.retry = Retry(default_retry)
+        self.guard = PromptGuard()
+        super().__init__([self.authorization, self.metering, self.retry, self.guard])
+        self._claim_checks: list[ClaimCheck] = []
+        self.content_store: ContentStore | None = None
+
+    def add_claim_check(self, config: ClaimCheck, store: ContentStore | None = None) -> None:
+        """Install a claim-check link (once per configuration)."""
+        if config in self._claim_checks:
+            return
+        target = config.store or store or self.content_store
+        if target is None:
+            from loom_nb.errors import UsageError
+
+            raise UsageError("ClaimCheck needs a store: pass ClaimCheck(store=...) or use loom.Runtime")
+        self._claim_checks.append(config)
+        self.use(ClaimCheckInterceptor(config, target))

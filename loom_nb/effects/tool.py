@@ -1,0 +1,200 @@
+"""``@tool``: a typed Python function becomes an effect with a JSON schema the model sees."""
+
+from __future__ import annotations
+
+import inspect
+import re
+from collections.abc import Callable, Iterable
+from typing import Any, get_type_hints, overload
+
+from pydantic import BaseModel, ConfigDict, ValidationError, create_model
+from pydantic.fields import FieldInfo
+
+from loom_nb.errors import ToolArgumentsError, UsageError
+from loom_nb.kernel.effects import EffectContext, EffectRegistry, EffectSpec
+from loom_nb.messages import ToolCall, ToolSpec
+
+ApprovalRule = bool | Callable[[ToolCall, int], bool]
+_ARG_LINE = re.compile(r"^\s{2,}(\w+)(?:\s*\([^)]*\))?:\s*(.+)$")
+
+
+def _docs(fn: Callable[..., Any]) -> tuple[str, dict[str, str]]:
+    doc = inspect.getdoc(fn) or ""
+    summary = doc.split("\n\n", 1)[0].strip()
+    params: dict[str, str] = {}
+    in_args = False
+    for line in doc.splitlines():
+        if line.strip() in ("Args:", "Arguments:", "Parameters:"):
+            in_args = True
+            continue
+        if in_args:
+            if line and not line.startswith(" "):
+                in_args = False
+                continue
+            m = _ARG_LINE.match(line)
+            if m:
+                params[m.group(1)] = m.group(2).strip()
+    return summary, params
+
+
+class Tool:
+    """A function the model may call, registered as the effect ``tools.<name>``.
+
+    Calling the ``Tool`` object calls the function directly (handy in tests and notebooks).
+
+    Attributes:
+        name: The name the model calls it by.
+        description: What the model is told it does (the docstring's first paragraph).
+        fn: The function.
+        args_model: The pydantic model its arguments validate against.
+        needs_approval: True, or ``rule(call, turn) -> bool``: a gate parks the run before it runs.
+        idempotent: Safe to run again after a crash.
+        trusted: False when its results are untrusted text (they are then fenced for the model).
+        scopes: Scopes the principal must hold.
+        retry: A ``RetryPolicy`` or None.
+        quota: A ``Quota`` for this tool, or None.
+    """
+
+    def __init__(
+        self,
+        fn: Callable[..., Any],
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        needs_approval: ApprovalRule = False,
+        idempotent: bool = False,
+        trusted: bool = True,
+        scopes: Iterable[str] = (),
+        retry: Any = None,
+        quota: Any = None,
+    ) -> None:
+        self.fn = fn
+        self.name = name or fn.__name__
+        summary, param_docs = _docs(fn)
+        self.description = description if description is not None else summary
+        self.needs_approval = needs_approval
+        self.idempotent = idempotent
+        self.trusted = trusted
+        self.scopes = frozenset(scopes)
+        self.retry = retry
+        self.quota = quota
+        self._context_param: str | None = None
+        self.args_model = self._build_model(param_docs)
+        self.__doc__ = fn.__doc__
+        self.__name__ = self.name
+
+    def _build_model(self, param_docs: dict[str, str]) -> type[BaseModel]:
+        try:
+            hints = get_type_hints(self.fn)
+        except Exception as exc:
+            raise UsageError(f"tool {self.name!r}: cannot read its type hints ({exc})") from exc
+        fields: dict[str, Any] = {}
+        for pname, param in inspect.signature(self.fn).parameters.items():
+            annotation = hints.get(pname, Any)
+            if annotation is EffectContext:
+                self._context_param = pname
+                continue
+            if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+                raise UsageError(f"tool {self.name!r}: *args / **kwargs cannot be described to a model")
+            default = ... if param.default is inspect.Parameter.empty else param.default
+            fields[pname] = (annotation, FieldInfo(default=default, description=param_docs.get(pname)))
+        model: type[BaseModel] = create_model(
+            f"{self.name}_arguments", __config__=ConfigDict(extra="forbid"), **fields
+        )
+        return model
+
+    @property
+    def effect_id(self) -> str:
+        """The effect id it is registered under: ``tools.<name>``."""
+        return f"tools.{self.name}"
+
+    @property
+    def spec(self) -> ToolSpec:
+        """The tool as the model sees it (name, description, JSON schema of the arguments)."""
+        schema = self.args_model.model_json_schema()
+        schema.pop("title", None)
+        for prop in schema.get("properties", {}).values():
+            prop.pop("title", None)
+        return ToolSpec(name=self.name, description=self.description, parameters=schema)
+
+    def requires_approval(self, call: ToolCall, turn: int) -> bool:
+        """Whether this call must pass an approval gate."""
+        rule = self.needs_approval
+        return bool(rule(call, turn)) if callable(rule) else bool(rule)
+
+    def validate(self, arguments: dict[str, Any]) -> dict[str, Any]:
+        """Validate arguments against the schema.
+
+        Raises:
+            ToolArgumentsError: with a message the model can act on.
+        """
+        try:
+            model = self.args_model.model_validate(arguments)
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in e['loc']) or 'arguments'}: {e['msg']}"
+                for e in exc.errors(include_url=False)
+            )
+            raise ToolArgumentsError(f"invalid arguments for tool {self.name!r}: {problems}") from None
+        return {k: getattr(model, k) for k in type(model).model_fields}
+
+    async def invoke(self, arguments: dict[str, Any], effect_context: EffectContext) -> Any:
+        """The effect body: validate, then call the function (sync or async)."""
+        kwargs = self.validate(dict(arguments))
+        if self._context_param:
+            kwargs[self._context_param] = effect_context
+        result = self.fn(**kwargs)
+        if inspect.isawaitable(result):
+            result = await result
+        return result
+
+    def register(self, effects: EffectRegistry) -> EffectSpec:
+        """Register as the effect ``tools.<name>``."""
+        return effects.register(
+            self.effect_id,
+            self.invoke,
+            idempotent=self.idempotent,
+            scopes=self.scopes,
+            retry=self.retry,
+            quota=self.quota,
+            trusted=self.trusted,
+            kind="tool",
+            meta={"tool": self.name},
+        )
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.fn(*args, **kwargs)
+
+    def __repr__(self) -> str:
+        flags = [f for f, on in (("needs_approval", bool(self.needs_approval)), ("idempotent", self.idempotent),
+                                 ("untrusted", not self.trusted)) if on]
+        return f"Tool({self.name!r}{', ' if flags else ''}{', '.join(flags)})"
+
+
+@overload
+def tool(fn: Callable[..., Any], /) -> Tool: ...
+@overload
+def tool(
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    needs_approval: ApprovalRule = False,
+    idempotent: bool = False,
+    trusted: bool = True,
+    scopes: Iterable[str] = (),
+    retry: Any = None,
+    quota: Any = None,
+) -> Callable[[Callable[..., Any]], Tool]: ...
+def tool(fn: Callable[..., Any] | None = None, /, **options: Any) -> Tool | Callable[[Callable[..., Any]], Tool]:
+    """Turn a typed function into a ``Tool``: ``@tool`` or ``@tool(needs_approval=True, ...)``.
+
+    The docstring's first paragraph is the description; ``Args:`` lines describe parameters.
+    A parameter annotated ``EffectContext`` receives the call's context and is hidden from the model.
+    """
+    if fn is not None:
+        return Tool(fn)
+
+    def wrap(f: Callable[..., Any]) -> Tool:
+        return Tool(f, **options)
+
+    return wrap

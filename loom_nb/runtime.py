@@ -1,0 +1,83 @@
+"""The assembled ``Runtime``: the durable kernel with the effect ring installed.
+
+``loom_nb.Runtime`` is what users open; ``loom_nb.kernel.Runtime`` is the bare kernel (a plain
+effect registry), which the kernel's own tests use.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from loom_nb.effects.claimcheck import JournalContentStore
+from loom_nb.effects.quota import Quota, UsageTotals
+from loom_nb.effects.retry import RetryPolicy
+from loom_nb.effects.runtime import EffectRuntime
+from loom_nb.journal.events import EventKind
+from loom_nb.journal.store import JournalStore
+from loom_nb.kernel import runtime as kernel_runtime
+
+
+class Runtime(kernel_runtime.Runtime):
+    """Durable executions over a journal, every effect call through the protection ring.
+
+    Open one with ``Runtime.open("loom.duckdb")`` (or ``":memory:"``); use it as a context manager
+    to close it.
+
+    Args:
+        journal: The journal.
+        quota: Limits for each execution.
+        principal_quota: Limits for each principal.
+        default_retry: Retry policy for effects registered without one.
+        **kwargs: ``clock``, ``ids``, ``random``, ``flows``, ``principal`` (see the kernel).
+    """
+
+    def __init__(
+        self,
+        journal: JournalStore,
+        *,
+        quota: Quota | None = None,
+        principal_quota: Quota | None = None,
+        default_retry: RetryPolicy | None = None,
+        **kwargs: Any,
+    ) -> None:
+        effects = kwargs.pop("effects", None) or EffectRuntime(
+            per_execution=quota, per_principal=principal_quota, default_retry=default_retry,
+            load_usage=self.usage,
+        )
+        super().__init__(journal, effects=effects, **kwargs)
+        if isinstance(self.effects, EffectRuntime) and self.effects.content_store is None:
+            self.effects.content_store = JournalContentStore(journal)
+
+    def usage(self, execution_id: str) -> UsageTotals:
+        """An execution's recorded usage: calls, tokens and cost summed over completed steps."""
+        totals = UsageTotals()
+        for event in self.journal.read(execution_id):
+            if event.kind == EventKind.STEP_COMPLETED:
+                usage = event.data.get("usage")
+                totals.add(usage if isinstance(usage, dict) else {"calls": 1})
+        return totals
+
+
+_default: Runtime | None = None
+
+
+def set_default_runtime(runtime: Runtime | None) -> None:
+    """Make ``runtime`` the one ``Agent.start`` and ``frames()`` use when given none."""
+    global _default
+    _default = runtime
+
+
+def default_runtime() -> Runtime:
+    """The default runtime (the notebook's, once ``%load_ext loom_nb`` ran).
+
+    Raises:
+        UsageError: none is set.
+    """
+    if _default is None or _default._closed:
+        from loom_nb.errors import UsageError
+
+        raise UsageError(
+            "no default runtime: run %load_ext loom_nb in a notebook, or pass "
+            "runtime=loom.Runtime.open('loom.duckdb') (or call loom.set_default_runtime(rt))"
+        )
+    return _default

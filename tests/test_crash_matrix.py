@@ -1,0 +1,188 @@
+"""Crash matrix: kill a real process after every committed event, recover in a fresh one.
+
+``tests/crash_flow.py`` runs a flow (idempotent fetch -> decide -> NON-idempotent charge -> approval
+gate -> idempotent ship) over a DuckDB file behind ``CrashingJournal``. For every N in 1..E-1 (E:
+events of an uninterrupted run) the start process dies after the commit reaching N events, and a
+second process recovers. The run must finish with the uninterrupted output, nothing committed may
+change, no completed step may run again, an idempotent step cut in flight runs again with the same
+idempotency key and the next attempt, and a non-idempotent one parks on an ``InDoubt`` gate.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import crash_flow
+import pytest
+from kernel_helpers import shape
+
+from loom_nb.journal import DuckDBJournal, Event
+from loom_nb.kernel import Runtime
+
+pytestmark = pytest.mark.slow
+
+SCRIPT = Path(__file__).with_name("crash_flow.py")
+#: Events of an uninterrupted run (checked by ``test_uninterrupted_run``; update it with the flow).
+EVENTS = 15
+
+
+@dataclass
+class Outcome:
+    returncode: int
+    result: dict[str, Any] | None
+    stderr: str
+
+
+def run(tmp: Path, crash: int | None, mode: str) -> Outcome:
+    proc = subprocess.run(
+        [sys.executable, str(SCRIPT), str(tmp / "journal.duckdb"), str(tmp / "invocations.log"),
+         "none" if crash is None else str(crash), mode],
+        capture_output=True, text=True, timeout=120, check=False,
+    )
+    lines = proc.stdout.strip().splitlines()
+    return Outcome(proc.returncode, json.loads(lines[-1]) if proc.returncode == 0 and lines else None, proc.stderr)
+
+
+def journal_events(tmp: Path) -> list[Event]:
+    journal = DuckDBJournal(tmp / "journal.duckdb", read_only=True)
+    try:
+        return journal.read(crash_flow.EXECUTION_ID)
+    finally:
+        journal.close()
+
+
+def invocations(tmp: Path) -> list[tuple[str, str, int]]:
+    path = tmp / "invocations.log"
+    if not path.exists():
+        return []
+    out = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        effect, key, attempt = line.split(" ")
+        out.append((effect, key, int(attempt)))
+    return out
+
+
+def step_of(key: str) -> str:
+    return key.removeprefix(f"{crash_flow.EXECUTION_ID}:")
+
+
+def in_flight(events: list[Event]) -> dict[str, Event]:
+    """Steps whose last ``step_started`` has no outcome: step id -> that step_started."""
+    open_steps: dict[str, Event] = {}
+    for e in events:
+        if e.kind == "step_started":
+            open_steps[e.step_id or ""] = e
+        elif e.kind in ("step_completed", "step_failed", "step_in_doubt"):
+            open_steps.pop(e.step_id or "", None)
+    return open_steps
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    tmp = tmp_path_factory.mktemp("uninterrupted")
+    outcome = run(tmp, None, "start")
+    assert outcome.returncode == 0, outcome.stderr
+    assert outcome.result is not None
+    return {"result": outcome.result, "events": journal_events(tmp), "invocations": invocations(tmp)}
+
+
+def test_uninterrupted_run(uninterrupted: dict[str, Any]) -> None:
+    result = uninterrupted["result"]
+    assert result["status"] == "completed"
+    assert result["output"]["shipped"] is True
+    assert result["resolved"] == ["approval"]
+    assert len(uninterrupted["events"]) == EVENTS, "the flow changed: update EVENTS"
+    assert [(effect, step_of(key), attempt) for effect, key, attempt in uninterrupted["invocations"]] == [
+        ("inventory.fetch", "#1", 1), ("payments.charge", "#2", 1), ("shipping.ship", "ship", 1),
+    ]
+
+
+def assert_replays(tmp: Path) -> None:
+    rt = Runtime(DuckDBJournal(tmp / "journal.duckdb", read_only=True), flows=crash_flow.FLOWS)
+    try:
+        report = rt.replay_sync(crash_flow.EXECUTION_ID)
+    finally:
+        rt.close()
+    assert report.reproduced, report.message
+
+
+@pytest.mark.parametrize("crash_after", range(1, EVENTS))
+def test_crash_after_n_events_then_recover(tmp_path: Path, crash_after: int, uninterrupted: dict[str, Any]) -> None:
+    crashed = run(tmp_path, crash_after, "start")
+    assert crashed.returncode == crash_flow.CRASH_EXIT_CODE, crashed.stderr
+    before = journal_events(tmp_path)
+    assert len(before) >= crash_after
+    calls_before = invocations(tmp_path)
+    completed_before = {e.step_id for e in before if e.kind == "step_completed"}
+    cut = in_flight(before)
+
+    recovered = run(tmp_path, None, "recover")
+    assert recovered.returncode == 0, recovered.stderr
+    assert recovered.result is not None
+    assert recovered.result["status"] == "completed"
+    assert recovered.result["output"] == uninterrupted["result"]["output"]
+
+    after = journal_events(tmp_path)
+    # every committed event is still there, unchanged
+    assert shape(after[: len(before)]) == shape(before)
+    assert [e.seq for e in after] == list(range(1, len(after) + 1))
+
+    calls_after = invocations(tmp_path)
+    assert calls_after[: len(calls_before)] == calls_before
+    new_calls = calls_after[len(calls_before):]
+    # nothing that completed before the crash runs again
+    assert not [c for c in new_calls if step_of(c[1]) in completed_before]
+    # the crash switch fires right after a commit, so no effect ever ran twice
+    assert all(n == 1 for n in Counter(key for _, key, _ in calls_after).values())
+
+    resolved = recovered.result["resolved"]
+    for sid, started in cut.items():
+        effect, key, attempt = started.data["effect"], started.data["idempotency_key"], started.data["attempt"]
+        mine = [c for c in new_calls if c[1] == key]
+        if crash_flow.EFFECTS[effect]:  # idempotent: re-invoked, same key, next attempt
+            assert mine == [(effect, key, attempt + 1)]
+            assert f"{sid}:in_doubt" not in resolved
+        else:  # not idempotent: recorded in doubt, parked on a gate, never re-invoked
+            assert mine == []
+            assert [e.data for e in after if e.kind == "step_in_doubt" and e.step_id == sid] == [
+                {"effect": effect, "attempt": attempt}
+            ]
+            assert f"{sid}:in_doubt" in resolved
+            (done,) = [e for e in after if e.kind == "step_completed" and e.step_id == sid]
+            assert done.data["resolved_by"] == f"{sid}:in_doubt"
+    if not any(not crash_flow.EFFECTS[s.data["effect"]] for s in cut.values()):
+        assert not [e for e in after if e.kind == "step_in_doubt"]
+
+    # one of each: no decision, stream chunk or value was recorded twice
+    kinds = Counter(e.kind for e in after)
+    assert (kinds["decision_recorded"], kinds["stream_chunk"], kinds["value_recorded"]) == (1, 1, 1)
+    assert kinds["execution_completed"] == 1
+    # every step ran exactly once or was vouched for by a person
+    assert {step_of(k) for _, k, _ in calls_after} | {g.removesuffix(":in_doubt") for g in resolved} == {
+        "#1", "#2", "ship"
+    }
+    assert_replays(tmp_path)
+
+
+@pytest.mark.parametrize(("first", "second"), [(6, 1), (12, 1)])
+def test_crash_during_recovery_then_recover_again(
+    tmp_path: Path, first: int, second: int, uninterrupted: dict[str, Any]
+) -> None:
+    """A second crash during recovery: the next recovery still finishes the run the same way."""
+    assert run(tmp_path, first, "start").returncode == crash_flow.CRASH_EXIT_CODE
+    before = shape(journal_events(tmp_path))
+    assert run(tmp_path, second, "recover").returncode == crash_flow.CRASH_EXIT_CODE
+    middle = shape(journal_events(tmp_path))
+    assert middle[: len(before)] == before and len(middle) > len(before)
+    final = run(tmp_path, None, "recover")
+    assert final.returncode == 0, final.stderr
+    assert final.result is not None and final.result["output"] == uninterrupted["result"]["output"]
+    assert shape(journal_events(tmp_path))[: len(middle)] == middle
+    assert all(n == 1 for n in Counter(key for _, key, _ in invocations(tmp_path)).values())
+    assert_replays(tmp_path)

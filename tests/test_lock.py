@@ -1,0 +1,65 @@
+"""DuckDB is single-writer per file across processes: a second process gets ``JournalLockedError``."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from loom_nb.journal import DuckDBJournal
+
+# Runs in a second process: try to open the journal, report what was raised as JSON.
+_CHILD = """
+import json, sys
+from loom_nb.journal import DuckDBJournal
+from loom_nb.kernel import Runtime
+path, how = sys.argv[1], sys.argv[2]
+try:
+    if how == "runtime":
+        Runtime.open(path)
+    else:
+        DuckDBJournal(path, read_only=(how == "read_only"))
+except BaseException as exc:
+    print(json.dumps({"module": type(exc).__module__, "type": type(exc).__name__,
+                      "mro": [c.__name__ for c in type(exc).__mro__], "message": str(exc)}))
+else:
+    print(json.dumps({"type": None}))
+"""
+
+
+def _open_in_child(path: Path, how: str) -> dict[str, object]:
+    proc = subprocess.run(
+        [sys.executable, "-c", _CHILD, str(path), how], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert proc.returncode == 0, proc.stderr
+    result: dict[str, object] = json.loads(proc.stdout.strip().splitlines()[-1])
+    return result
+
+
+@pytest.mark.parametrize("how", ["read_write", "read_only", "runtime"])
+def test_second_process_gets_journal_locked_error(tmp_path: Path, how: str) -> None:
+    path = tmp_path / "held.duckdb"
+    holder = DuckDBJournal(path)
+    try:
+        got = _open_in_child(path, how)
+    finally:
+        holder.close()
+    assert (got["module"], got["type"]) == ("loom_nb.errors", "JournalLockedError")
+    assert "JournalError" in got["mro"]  # type: ignore[operator]
+    message = str(got["message"])
+    assert str(path) in message
+    assert f"process {os.getpid()}" in message
+    assert "Close that kernel or process first" in message
+    assert "read-only" in message and "server journal" in message
+    # DuckDB's own words do not reach the user
+    assert "IO Error" not in message and "Could not set lock" not in message
+
+
+def test_after_the_holder_closes_another_process_can_open_it(tmp_path: Path) -> None:
+    path = tmp_path / "released.duckdb"
+    DuckDBJournal(path).close()
+    assert _open_in_child(path, "read_write") == {"type": None}
