@@ -27,7 +27,7 @@ browser:
 pytest: venv
 	$(VENV)/bin/pytest
 
-test: lint pytest
+test: lint browser pytest
 
 lab: venv
 	$(VENV)/bin/jupyter lab notebooks

@@ -39,6 +39,9 @@ from loom_nb.runtime import Runtime, default_runtime
 
 _UNSET: Any = object()
 
+#: Called with every ``Run`` that ``Agent.start`` creates (the notebook layer shows its live view).
+RUN_HOOKS: list[Callable[[Run], None]] = []
+
 
 def _in_loop() -> bool:
     try:
@@ -174,6 +177,8 @@ class Agent:
         rt = runtime or default_runtime()
         self.register(rt)
         run = Run(rt, execution_id or rt.ids.new_id(), agent=self)
+        for hook in list(RUN_HOOKS):
+            hook(run)
         run._drive(rt.start(self.flow_name, input, execution_id=run.id))
         return run
 
