@@ -15,7 +15,7 @@ $(STAMP): pyproject.toml constraints.txt
 venv: $(STAMP)
 
 demo: venv
-	$(VENV)/bin/loom-nb demo
+	$(VENV)/bin/loom-nb demo $$([ -t 0 ] || echo --yes)
 
 lint: venv
 	$(VENV)/bin/ruff check loom_nb tests bench

@@ -42,20 +42,26 @@ class Runtime(kernel_runtime.Runtime):
     ) -> None:
         effects = kwargs.pop("effects", None) or EffectRuntime(
             per_execution=quota, per_principal=principal_quota, default_retry=default_retry,
-            load_usage=self.usage,
+            load_usage=self.usage, load_effect_usage=self._effect_usage,
         )
         super().__init__(journal, effects=effects, **kwargs)
         if isinstance(self.effects, EffectRuntime) and self.effects.content_store is None:
             self.effects.content_store = JournalContentStore(journal)
 
-    def usage(self, execution_id: str) -> UsageTotals:
-        """An execution's recorded usage: calls, tokens and cost summed over completed steps."""
+    def usage(self, execution_id: str, *, effect_id: str | None = None) -> UsageTotals:
+        """An execution's recorded usage: calls, tokens and cost summed over completed steps
+        (of one effect only, when ``effect_id`` is given)."""
         totals = UsageTotals()
         for event in self.journal.read(execution_id):
-            if event.kind == EventKind.STEP_COMPLETED:
+            if event.kind != EventKind.STEP_COMPLETED:
+                continue
+            if effect_id is None or event.data.get("effect") == effect_id:
                 usage = event.data.get("usage")
                 totals.add(usage if isinstance(usage, dict) else {"calls": 1})
         return totals
+
+    def _effect_usage(self, execution_id: str, effect_id: str) -> UsageTotals:
+        return self.usage(execution_id, effect_id=effect_id)
 
 
 _default: Runtime | None = None

@@ -9,7 +9,9 @@ gate as a person would) or ``recover`` (``runtime.recover()``, then resolve what
 the approval gate with ``approved=True``, an ``InDoubt`` gate with ``happened`` and the output the
 effect would have given, until the run completes). The final result is printed as one JSON line.
 With ``crash_after`` = N the process dies (exit code 86) right after the commit that brings the
-events committed *by this process* to N or more.
+events committed *by this process* to N or more. With ``crash_after`` = ``effect:<effect_id>`` it
+dies inside that effect, after logging the invocation and before returning: the effect happened
+but its outcome was never journaled.
 
 Every effect appends ``<effect> <idempotency_key> <attempt>`` to the invocations log (flushed and
 fsynced) when invoked, so the parent test sees exactly which effects ran, across crashes.
@@ -79,7 +81,7 @@ async def order(ctx: ExecutionContext, inp: Any) -> Any:
 FLOWS.register(order)
 
 
-def build(journal_path: str, log_path: str, crash_after: int | None) -> Runtime:
+def build(journal_path: str, log_path: str, crash_after: int | None, crash_in: str | None = None) -> Runtime:
     """The runtime over the real DuckDB file, wrapped in the crash switch, with every effect registered."""
     journal = CrashingJournal(DuckDBJournal(journal_path), crash_after, exit_code=CRASH_EXIT_CODE)
     rt = Runtime(journal, clock=FakeClock(tick=1.0), ids=SequentialIds(), flows=FLOWS)
@@ -90,6 +92,9 @@ def build(journal_path: str, log_path: str, crash_after: int | None) -> Runtime:
                 fh.write(f"{effect_id} {ctx.idempotency_key} {ctx.attempt}\n")
                 fh.flush()
                 os.fsync(fh.fileno())
+            if effect_id == crash_in:
+                sys.stdout.flush()
+                os._exit(CRASH_EXIT_CODE)
             return effect_output(effect_id, value)
 
         rt.effects.register(effect_id, effect, idempotent=idempotent)
@@ -117,9 +122,11 @@ async def drive(rt: Runtime, result: ExecutionResult, resolved: list[str]) -> Ex
     return result
 
 
-async def run(journal_path: str, log_path: str, crash_after: int | None, mode: str) -> dict[str, Any]:
+async def run(
+    journal_path: str, log_path: str, crash_after: int | None, mode: str, crash_in: str | None = None
+) -> dict[str, Any]:
     """Run ``mode`` and return what to print."""
-    rt = build(journal_path, log_path, crash_after)
+    rt = build(journal_path, log_path, crash_after, crash_in)
     resolved: list[str] = []
     recovered: list[str] = []
     try:
@@ -142,8 +149,9 @@ def main(argv: list[str]) -> int:
         print(__doc__, file=sys.stderr)
         return 2
     journal_path, log_path, crash, mode = argv
-    crash_after = None if crash == "none" else int(crash)
-    print(json.dumps(asyncio.run(run(journal_path, log_path, crash_after, mode)), sort_keys=True))
+    crash_in = crash.removeprefix("effect:") if crash.startswith("effect:") else None
+    crash_after = None if crash == "none" or crash_in else int(crash)
+    print(json.dumps(asyncio.run(run(journal_path, log_path, crash_after, mode, crash_in)), sort_keys=True))
     return 0
 
 

@@ -1,4 +1,7 @@
-"""Shared helpers for the kernel and journal tests (imported as ``kernel_helpers``; tests/ is not a package)."""
+"""Shared helpers for the kernel and journal tests.
+
+Imported as ``kernel_helpers`` (tests/ is not a package; pytest puts it on ``sys.path``).
+"""
 
 from __future__ import annotations
 

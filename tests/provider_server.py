@@ -398,8 +398,7 @@ class ProviderServer(ThreadingHTTPServer):
             return len(self._script)
 
     def handle_error(self, request: Any, client_address: Any) -> None:
-        # A client that hangs up mid-response (timeouts, cuts) is part of the tests.
-        pass
+        """Stay quiet: a client that hangs up mid-response (timeouts, cuts) is part of the tests."""
 
     def start(self) -> None:
         """Serve in a daemon thread."""

@@ -39,14 +39,25 @@ class Outcome:
     stderr: str
 
 
-def run(tmp: Path, crash: int | None, mode: str) -> Outcome:
+def run(tmp: Path, crash: int | str | None, mode: str) -> Outcome:
     proc = subprocess.run(
-        [sys.executable, str(SCRIPT), str(tmp / "journal.duckdb"), str(tmp / "invocations.log"),
-         "none" if crash is None else str(crash), mode],
-        capture_output=True, text=True, timeout=120, check=False,
+        [
+            sys.executable,
+            str(SCRIPT),
+            str(tmp / "journal.duckdb"),
+            str(tmp / "invocations.log"),
+            "none" if crash is None else str(crash),
+            mode,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
     )
     lines = proc.stdout.strip().splitlines()
-    return Outcome(proc.returncode, json.loads(lines[-1]) if proc.returncode == 0 and lines else None, proc.stderr)
+    return Outcome(
+        proc.returncode, json.loads(lines[-1]) if proc.returncode == 0 and lines else None, proc.stderr
+    )
 
 
 def journal_events(tmp: Path) -> list[Event]:
@@ -99,7 +110,9 @@ def test_uninterrupted_run(uninterrupted: dict[str, Any]) -> None:
     assert result["resolved"] == ["approval"]
     assert len(uninterrupted["events"]) == EVENTS, "the flow changed: update EVENTS"
     assert [(effect, step_of(key), attempt) for effect, key, attempt in uninterrupted["invocations"]] == [
-        ("inventory.fetch", "#1", 1), ("payments.charge", "#2", 1), ("shipping.ship", "ship", 1),
+        ("inventory.fetch", "#1", 1),
+        ("payments.charge", "#2", 1),
+        ("shipping.ship", "ship", 1),
     ]
 
 
@@ -113,7 +126,9 @@ def assert_replays(tmp: Path) -> None:
 
 
 @pytest.mark.parametrize("crash_after", range(1, EVENTS))
-def test_crash_after_n_events_then_recover(tmp_path: Path, crash_after: int, uninterrupted: dict[str, Any]) -> None:
+def test_crash_after_n_events_then_recover(
+    tmp_path: Path, crash_after: int, uninterrupted: dict[str, Any]
+) -> None:
     crashed = run(tmp_path, crash_after, "start")
     assert crashed.returncode == crash_flow.CRASH_EXIT_CODE, crashed.stderr
     before = journal_events(tmp_path)
@@ -135,7 +150,7 @@ def test_crash_after_n_events_then_recover(tmp_path: Path, crash_after: int, uni
 
     calls_after = invocations(tmp_path)
     assert calls_after[: len(calls_before)] == calls_before
-    new_calls = calls_after[len(calls_before):]
+    new_calls = calls_after[len(calls_before) :]
     # nothing that completed before the crash runs again
     assert not [c for c in new_calls if step_of(c[1]) in completed_before]
     # the crash switch fires right after a commit, so no effect ever ran twice
@@ -143,7 +158,11 @@ def test_crash_after_n_events_then_recover(tmp_path: Path, crash_after: int, uni
 
     resolved = recovered.result["resolved"]
     for sid, started in cut.items():
-        effect, key, attempt = started.data["effect"], started.data["idempotency_key"], started.data["attempt"]
+        effect, key, attempt = (
+            started.data["effect"],
+            started.data["idempotency_key"],
+            started.data["attempt"],
+        )
         mine = [c for c in new_calls if c[1] == key]
         if crash_flow.EFFECTS[effect]:  # idempotent: re-invoked, same key, next attempt
             assert mine == [(effect, key, attempt + 1)]
@@ -164,9 +183,9 @@ def test_crash_after_n_events_then_recover(tmp_path: Path, crash_after: int, uni
     assert (kinds["decision_recorded"], kinds["stream_chunk"], kinds["value_recorded"]) == (1, 1, 1)
     assert kinds["execution_completed"] == 1
     # every step ran exactly once or was vouched for by a person
-    assert {step_of(k) for _, k, _ in calls_after} | {g.removesuffix(":in_doubt") for g in resolved} == {
-        "#1", "#2", "ship"
-    }
+    assert {step_of(k) for _, k, _ in calls_after} | {
+        g.removesuffix(":in_doubt") for g in resolved if g.endswith(":in_doubt")
+    } == {"#1", "#2", "ship"}
     assert_replays(tmp_path)
 
 
@@ -185,4 +204,36 @@ def test_crash_during_recovery_then_recover_again(
     assert final.result is not None and final.result["output"] == uninterrupted["result"]["output"]
     assert shape(journal_events(tmp_path))[: len(middle)] == middle
     assert all(n == 1 for n in Counter(key for _, key, _ in invocations(tmp_path)).values())
+    assert_replays(tmp_path)
+
+
+@pytest.mark.parametrize("effect", list(crash_flow.EFFECTS))
+def test_crash_inside_an_effect_then_recover(
+    tmp_path: Path, effect: str, uninterrupted: dict[str, Any]
+) -> None:
+    """The process dies inside the effect, after it acted and before its outcome was journaled: the
+    real in-doubt case. Idempotent: invoked again with the same key and attempt 2. Not idempotent:
+    never invoked again; a person says what happened through the InDoubt gate."""
+    crashed = run(tmp_path, f"effect:{effect}", "start")
+    assert crashed.returncode == crash_flow.CRASH_EXIT_CODE, crashed.stderr
+    before = journal_events(tmp_path)
+    ((sid, started),) = in_flight(before).items()
+    key = started.data["idempotency_key"]
+    assert (started.data["effect"], started.data["attempt"]) == (effect, 1)
+    assert invocations(tmp_path)[-1] == (effect, key, 1)
+
+    recovered = run(tmp_path, None, "recover")
+    assert recovered.returncode == 0, recovered.stderr
+    assert recovered.result is not None
+    assert recovered.result["output"] == uninterrupted["result"]["output"]
+    after = journal_events(tmp_path)
+    assert shape(after[: len(before)]) == shape(before)
+    mine = [c for c in invocations(tmp_path) if c[1] == key]
+    if crash_flow.EFFECTS[effect]:
+        assert mine == [(effect, key, 1), (effect, key, 2)]
+        assert not [e for e in after if e.kind == "step_in_doubt"]
+    else:
+        assert mine == [(effect, key, 1)]
+        assert [e.step_id for e in after if e.kind == "step_in_doubt"] == [sid]
+        assert f"{sid}:in_doubt" in recovered.result["resolved"]
     assert_replays(tmp_path)

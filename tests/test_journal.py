@@ -65,7 +65,7 @@ def test_canonical_json_of_pydantic_models_and_dataclasses() -> None:
 def test_canonical_json_refuses_bytes_and_arbitrary_objects_with_the_fix() -> None:
     with pytest.raises(UsageError, match="put_content"):
         canonical_json({"raw": b"\x00"})
-    with pytest.raises(UsageError, match="cannot be journaled.*pydantic model or a dataclass"):
+    with pytest.raises(UsageError, match=r"cannot be journaled.*pydantic model or a dataclass"):
         canonical_json(object())
 
 
@@ -92,8 +92,15 @@ def journal(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[JournalS
     store.close()
 
 
-def ev(seq: int, kind: str, step_id: str | None = None, data: dict[str, object] | None = None, *,
-       execution_id: str = "e1", at: float | None = None) -> Event:
+def ev(
+    seq: int,
+    kind: str,
+    step_id: str | None = None,
+    data: dict[str, object] | None = None,
+    *,
+    execution_id: str = "e1",
+    at: float | None = None,
+) -> Event:
     return Event(execution_id, seq, kind, step_id, 1_000.0 + seq if at is None else at, data or {})
 
 
@@ -106,9 +113,13 @@ def test_store_satisfies_the_protocol(journal: JournalStore) -> None:
 
 
 def test_append_then_read_in_seq_order_per_execution(journal: JournalStore) -> None:
-    journal.append([started("e1"), ev(2, K.STEP_STARTED, "#1", {"effect": "x", "input": {"b": 1, "a": [1.5]}})])
+    journal.append(
+        [started("e1"), ev(2, K.STEP_STARTED, "#1", {"effect": "x", "input": {"b": 1, "a": [1.5]}})]
+    )
     journal.append([started("e2")])
-    journal.append([ev(3, K.STEP_COMPLETED, "#1", {"output": "é"}), ev(4, K.STREAM_CHUNK, None, {"text": "t"})])
+    journal.append(
+        [ev(3, K.STEP_COMPLETED, "#1", {"output": "é"}), ev(4, K.STREAM_CHUNK, None, {"text": "t"})]
+    )
     events = journal.read("e1")
     assert shape(events) == [
         (1, "execution_started", None, {"flow": "f", "input": None}),
@@ -181,7 +192,11 @@ def test_executions_projection_follows_status_events(journal: JournalStore) -> N
     rec = journal.get_execution("e1")
     assert rec is not None
     assert (rec.execution_id, rec.flow, rec.status, rec.created_at, rec.updated_at) == (
-        "e1", "tidy", "running", 1001.0, 1001.0,
+        "e1",
+        "tidy",
+        "running",
+        1001.0,
+        1001.0,
     )
     journal.append([ev(2, K.GATE_OPENED, "g"), ev(3, K.EXECUTION_SUSPENDED)])
     rec = journal.get_execution("e1")
@@ -195,7 +210,10 @@ def test_projection_row_is_created_and_updated_in_the_same_append(journal: Journ
     journal.append([started("e1"), ev(2, K.EXECUTION_FAILED, data={"error": {"type": "x"}})])
     rec = journal.get_execution("e1")
     assert rec is not None and (rec.flow, rec.status, rec.created_at, rec.updated_at) == (
-        "f", "failed", 1001.0, 1002.0,
+        "f",
+        "failed",
+        1001.0,
+        1002.0,
     )
 
 
@@ -240,10 +258,15 @@ def test_migrations_are_recorded_and_idempotent_on_reopen(tmp_path: Path) -> Non
     again = DuckDBJournal(path)
     try:
         assert again.applied_migrations() == names
-        rows = again.connection.execute("SELECT name, count(*) FROM schema_migrations GROUP BY name").fetchall()
+        rows = again.connection.execute(
+            "SELECT name, count(*) FROM schema_migrations GROUP BY name"
+        ).fetchall()
         assert sorted(rows) == [(n, 1) for n in sorted(names)]
         assert shape(again.read("e1")) == shape([started()])
-        tables = {r[0] for r in again.connection.execute("SELECT table_name FROM information_schema.tables").fetchall()}
+        tables = {
+            r[0]
+            for r in again.connection.execute("SELECT table_name FROM information_schema.tables").fetchall()
+        }
         assert {"events", "executions", "content", "schema_migrations"} <= tables
     finally:
         again.close()

@@ -46,9 +46,18 @@ async def test_start_runs_to_completion_and_journals_each_step() -> None:
         return {"sum": b}
 
     result = await rt.start(body, {"x": 1}, execution_id="e1")
-    assert (result.execution_id, result.status, result.output, result.error) == ("e1", "completed", {"sum": 3}, None)
+    assert (result.execution_id, result.status, result.output, result.error) == (
+        "e1",
+        "completed",
+        {"sum": 3},
+        None,
+    )
     assert kinds(rt.journal.read("e1")) == [
-        "execution_started", "step_started", "step_completed", "step_started", "step_completed",
+        "execution_started",
+        "step_started",
+        "step_completed",
+        "step_started",
+        "step_completed",
         "execution_completed",
     ]
     first = rt.journal.read("e1")[1].data
@@ -199,7 +208,10 @@ async def test_several_gates_resolve_one_by_one_and_the_body_waits_for_the_last(
     async def body(ctx: ExecutionContext, inp: Any) -> Any:
         runs.append(1)
         return await ctx.gates(
-            [GateRequest(gate_id=g, kind="Approval", payload={"g": g}, schema=Approval) for g in ("a", "b", "c")]
+            [
+                GateRequest(gate_id=g, kind="Approval", payload={"g": g}, schema=Approval)
+                for g in ("a", "b", "c")
+            ]
         )
 
     result = await rt.start(body, None, execution_id="m")
@@ -421,7 +433,7 @@ async def test_now_uuid_random_are_recorded_and_served_on_re_run() -> None:
         values = [ctx.now(), ctx.uuid(), ctx.random()]
         draws.append(values)
         await ctx.gate("g", "Approval")
-        return values + [ctx.now()]
+        return [*values, ctx.now()]
 
     await rt.start(body, None, execution_id="v")
     done = await rt.resume("v", "g", {})
@@ -430,7 +442,10 @@ async def test_now_uuid_random_are_recorded_and_served_on_re_run() -> None:
     assert isinstance(t, float) and uid == "exec-1" and 0.0 <= rnd < 1.0
     recorded = step_events(rt, "v", K.VALUE_RECORDED)
     assert [(e.step_id, e.data["kind"]) for e in recorded] == [
-        ("#value:1", "now"), ("#value:2", "uuid"), ("#value:3", "random"), ("#value:4", "now"),
+        ("#value:1", "now"),
+        ("#value:2", "uuid"),
+        ("#value:3", "random"),
+        ("#value:4", "now"),
     ]
     assert [e.data["value"] for e in recorded[:3]] == draws[0]
     assert done.output == [*draws[0], recorded[3].data["value"]]
@@ -464,8 +479,12 @@ async def test_decide_records_everything_and_does_not_call_the_policy_on_re_run(
     assert len(policy_calls) == 2  # served on re-run
     recorded = {e.step_id: e.data for e in step_events(rt, "d", K.DECISION_RECORDED)}
     assert recorded["side"] == {
-        "options": ["l", "r"], "choice": "r", "probabilities": [0.25, 0.75], "propensity": 0.75,
-        "policy": "test_decide_records_everything_and_does_not_call_the_policy_on_re_run.<locals>.softmax_policy",
+        "options": ["l", "r"],
+        "choice": "r",
+        "probabilities": [0.25, 0.75],
+        "propensity": 0.75,
+        "policy": test_decide_records_everything_and_does_not_call_the_policy_on_re_run.__qualname__
+        + ".<locals>.softmax_policy",
     }
     assert recorded["tool"]["choice"] == {"id": 1}
     assert recorded["tool"]["probabilities"] is None and recorded["tool"]["propensity"] is None
@@ -492,7 +511,9 @@ async def test_stream_is_journaled_once_and_not_re_emitted_on_re_run() -> None:
     await rt.resume("s", "g", {})
     chunks = step_events(rt, "s", K.STREAM_CHUNK)
     assert [(e.data["channel"], e.data["text"]) for e in chunks] == [
-        ("assistant", "before "), ("thinking", "between "), ("assistant", "after"),
+        ("assistant", "before "),
+        ("thinking", "between "),
+        ("assistant", "after"),
     ]
     assert seen == ["before ", "between ", "after"]
 
@@ -535,11 +556,15 @@ async def test_sync_wrappers_refuse_inside_a_running_loop_and_say_await() -> Non
     async def body(ctx: ExecutionContext, inp: Any) -> Any:
         return 1
 
-    with pytest.raises(UsageError, match=r"start_sync\(\) cannot run inside a running event loop.*`await runtime.start"):
+    with pytest.raises(
+        UsageError, match=r"start_sync\(\) cannot run inside a running event loop.*`await runtime.start"
+    ):
         rt.start_sync(body, None)
     with pytest.raises(UsageError, match=r"await runtime.recover"):
         rt.recover_sync()
-    assert rt.journal.list_executions() == []  # nothing ran (and no "never awaited" warning: warnings are errors)
+    assert (
+        rt.journal.list_executions() == []
+    )  # nothing ran (and no "never awaited" warning: warnings are errors)
 
 
 # -- replay ---------------------------------------------------------------------------------------------
@@ -557,11 +582,20 @@ async def test_replay_of_a_completed_run_reproduces_and_runs_no_effect() -> None
     await rt.resume("p", "g", {"approved": True})
     n_events, n_calls = len(rt.journal.read("p")), len(calls.log)
     report = await rt.replay("p")
-    assert (report.reproduced, report.recorded_status, report.replayed_status) == (True, "completed", "completed")
+    assert (report.reproduced, report.recorded_status, report.replayed_status) == (
+        True,
+        "completed",
+        "completed",
+    )
     assert report.message == "reproduced"
     assert report.served == 5  # step, decision, gate, two values
-    assert report.trace == (("step", "#1"), ("decision", "pick"), ("gate", "g"), ("value", "#value:1"),
-                            ("value", "#value:2"))
+    assert report.trace == (
+        ("step", "#1"),
+        ("decision", "pick"),
+        ("gate", "g"),
+        ("value", "#value:1"),
+        ("value", "#value:2"),
+    )
     assert len(calls.log) == n_calls and len(rt.journal.read("p")) == n_events
 
 
@@ -677,14 +711,22 @@ async def test_recover_parks_a_non_idempotent_step_on_an_in_doubt_gate() -> None
 async def test_in_doubt_resolved_as_happened_records_the_given_output() -> None:
     rt, calls, _, cut = await _crashed_in_pay(pay_idempotent=False)
     await rt.recover()
-    done = await rt.resume("t", "#2:in_doubt", {"action": "happened", "output": "paid by hand", "reason": "bank"})
+    done = await rt.resume(
+        "t", "#2:in_doubt", {"action": "happened", "output": "paid by hand", "reason": "bank"}
+    )
     assert done.output == {"quote": 10, "receipt": "paid by hand"}
     assert calls.log == []
     events = rt.journal.read("t")
-    assert kinds(events[cut + 3:]) == ["gate_resolved", "execution_resumed", "step_completed", "execution_completed"]
+    assert kinds(events[cut + 3 :]) == [
+        "gate_resolved",
+        "execution_resumed",
+        "step_completed",
+        "execution_completed",
+    ]
     completed = events[cut + 5]
     assert (completed.step_id, completed.data) == (
-        "#2", {"effect": "pay", "output": "paid by hand", "attempt": 1, "resolved_by": "#2:in_doubt"},
+        "#2",
+        {"effect": "pay", "output": "paid by hand", "attempt": 1, "resolved_by": "#2:in_doubt"},
     )
     assert (await rt.replay("t")).reproduced
 
@@ -696,8 +738,12 @@ async def test_in_doubt_resolved_as_run_again_invokes_with_the_same_key() -> Non
     assert done.output == {"quote": 10, "receipt": "paid 10"}
     assert calls.log == [("pay", {"quote": 10}, "t:#2", 2)]
     events = rt.journal.read("t")
-    assert kinds(events[cut + 3:]) == [
-        "gate_resolved", "execution_resumed", "step_started", "step_completed", "execution_completed",
+    assert kinds(events[cut + 3 :]) == [
+        "gate_resolved",
+        "execution_resumed",
+        "step_started",
+        "step_completed",
+        "execution_completed",
     ]
     assert events[cut + 5].data["attempt"] == 2
     assert (await rt.replay("t")).reproduced
@@ -714,7 +760,12 @@ async def test_in_doubt_resolved_as_fail_fails_the_step_with_in_doubt_error() ->
     assert "bank says no" in str(error)
     assert calls.log == []
     events = rt.journal.read("t")
-    assert kinds(events[cut + 3:]) == ["gate_resolved", "execution_resumed", "step_failed", "execution_failed"]
+    assert kinds(events[cut + 3 :]) == [
+        "gate_resolved",
+        "execution_resumed",
+        "step_failed",
+        "execution_failed",
+    ]
     assert events[cut + 5].data["will_retry"] is False
     assert events[cut + 5].data["error"]["type"] == "loom_nb.errors:InDoubtError"
     assert (await rt.replay("t")).reproduced
@@ -738,8 +789,18 @@ async def test_recover_of_a_run_cut_before_its_first_step_runs_it() -> None:
         return await ctx.execute("fx", inp)
 
     journal = InMemoryJournal()
-    journal.append([Event("c", 1, K.EXECUTION_STARTED, None, 1.0,
-                          {"flow": "body", "input": 3, "principal": {"name": "anonymous", "scopes": []}})])
+    journal.append(
+        [
+            Event(
+                "c",
+                1,
+                K.EXECUTION_STARTED,
+                None,
+                1.0,
+                {"flow": "body", "input": 3, "principal": {"name": "anonymous", "scopes": []}},
+            )
+        ]
+    )
     rt.flows.register(body)
     restarted = make_runtime(journal, flows=rt.flows)
     restarted.effects = rt.effects

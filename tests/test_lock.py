@@ -33,7 +33,11 @@ else:
 
 def _open_in_child(path: Path, how: str) -> dict[str, object]:
     proc = subprocess.run(
-        [sys.executable, "-c", _CHILD, str(path), how], capture_output=True, text=True, timeout=60, check=False
+        [sys.executable, "-c", _CHILD, str(path), how],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
     )
     assert proc.returncode == 0, proc.stderr
     result: dict[str, object] = json.loads(proc.stdout.strip().splitlines()[-1])

@@ -15,6 +15,8 @@ from typing import Any
 
 import httpx
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from provider_server import (
     Call,
     Cut,
@@ -39,6 +41,7 @@ from loom_nb.providers.sse import (
     aiter_sse,
     aiter_sse_bytes,
     error_detail,
+    loads,
     parse_arguments,
     parse_retry_after,
 )
@@ -173,6 +176,36 @@ async def test_sse_bytes_crlf_split_across_chunks_is_one_line_end() -> None:
         SSEEvent("message", "a"),
         SSEEvent("message", "b"),
     ]
+
+
+LINE_KINDS = [
+    "data: a",
+    "data:b",
+    "data",
+    "data: ",
+    "event: e",
+    "event:",
+    ": c",
+    "",
+    "id: 1",
+    "retry: 5",
+    "x: y",
+]
+
+
+@given(st.lists(st.sampled_from(LINE_KINDS), max_size=30))
+def test_decode_lines_matches_decode_line_by_line(lines: list[str]) -> None:
+    one, many = SSEDecoder(), SSEDecoder()
+    expected = [e for e in map(one.decode, lines) if e is not None]
+    assert many.decode_lines(lines) == expected
+
+
+def test_loads_agrees_with_json() -> None:
+    for text in ['{"a": [1, 2.5, "x"]}', '  {"a": 1}', '{"a": 1}  ', "[1]", '"s"']:
+        assert loads(text) == json.loads(text)
+    for bad in ['{"a": ', '{"a": 1} {"b": 2}', "", "nan-ish"]:
+        with pytest.raises(json.JSONDecodeError):
+            loads(bad)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -374,6 +407,25 @@ async def test_anthropic_request_body_for_a_tool_transcript() -> None:
     }
 
 
+async def test_anthropic_drops_an_empty_user_text_after_tool_results() -> None:
+    cap = json_reply(ANTHROPIC_OK)
+    model = AnthropicMessages("m", api_key=KEY, transport=cap.transport)
+    messages = (
+        Message.user("go"),
+        Message.assistant("", [CALL_A]),
+        Message.tool(CALL_A, "ok"),
+        Message.user(""),
+    )
+    await model.complete(ModelRequest(messages=messages))
+    assert cap.body["messages"][1:] == [
+        {
+            "role": "assistant",
+            "content": [{"type": "tool_use", "id": "call_a", "name": "weather", "input": {"city": "Paris"}}],
+        },
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "call_a", "content": "ok"}]},
+    ]
+
+
 async def test_anthropic_defaults_max_tokens_and_streams() -> None:
     cap = json_reply(ANTHROPIC_OK)
     model = AnthropicMessages("claude-test", api_key=KEY, transport=cap.transport)
@@ -458,6 +510,7 @@ async def test_openai_arguments_that_are_not_an_object_become_raw_arguments() ->
         {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "[1]"}},
         {"id": "c2", "type": "function", "function": {"name": "f", "arguments": "{bad"}},
         {"id": "c3", "type": "function", "function": {"name": "f", "arguments": ""}},
+        {"id": "c4", "type": "function", "function": {"name": "f", "arguments": {"as": "object"}}},
     ]
     doc = {
         "id": "x",
@@ -468,6 +521,7 @@ async def test_openai_arguments_that_are_not_an_object_become_raw_arguments() ->
         ToolCall(id="c1", name="f", raw_arguments="[1]"),
         ToolCall(id="c2", name="f", raw_arguments="{bad"),
         ToolCall(id="c3", name="f"),
+        ToolCall(id="c4", name="f", arguments={"as": "object"}),
     )
     assert r.usage == Usage()
 
@@ -507,6 +561,112 @@ async def test_mock_transport_http_error_maps_status_and_retry_after_ms() -> Non
         "POST https://api.openai.com/v1/chat/completions returned HTTP 429: "
         "tokens: Slow down (retry after 1.5 s)"
     )
+
+
+def sse_reply(text: str) -> Capture:
+    headers = {"content-type": "text/event-stream"}
+    return Capture(lambda request: httpx.Response(200, headers=headers, content=text.encode()))
+
+
+def _ev(data: dict[str, Any]) -> str:
+    return f"event: {data['type']}\ndata: {json.dumps(data)}\n\n"
+
+
+async def test_anthropic_stream_skips_thinking_and_takes_input_from_block_start() -> None:
+    start = {"id": "msg_t", "usage": {"input_tokens": 4, "output_tokens": 1}}
+    stream = "".join(
+        [
+            _ev({"type": "message_start", "message": start}),
+            _ev(
+                {
+                    "type": "content_block_start",
+                    "index": 0,
+                    "content_block": {"type": "thinking", "thinking": ""},
+                }
+            ),
+            _ev(
+                {
+                    "type": "content_block_delta",
+                    "index": 0,
+                    "delta": {"type": "thinking_delta", "thinking": "hm"},
+                }
+            ),
+            _ev(
+                {
+                    "type": "content_block_delta",
+                    "index": 0,
+                    "delta": {"type": "signature_delta", "signature": "s"},
+                }
+            ),
+            _ev({"type": "content_block_stop", "index": 0}),
+            _ev(
+                {
+                    "type": "content_block_start",
+                    "index": 1,
+                    "content_block": {"type": "tool_use", "id": "t1", "name": "now", "input": {}},
+                }
+            ),
+            _ev({"type": "content_block_stop", "index": 1}),
+            _ev({"type": "some_future_event"}),
+            _ev(
+                {"type": "message_delta", "delta": {"stop_reason": "tool_use"}, "usage": {"output_tokens": 6}}
+            ),
+            _ev({"type": "message_stop"}),
+        ]
+    )
+    seen: list[str] = []
+    resp = await AnthropicMessages("m", api_key=KEY, transport=sse_reply(stream).transport).complete(
+        ASK, on_delta=seen.append
+    )
+    assert resp == ModelResponse(
+        message=Message.assistant("", [ToolCall(id="t1", name="now")]),
+        usage=Usage(input_tokens=4, output_tokens=6),
+        finish_reason="tool_calls",
+        response_id="msg_t",
+    )
+    assert seen == []
+
+
+async def test_anthropic_delta_before_its_block_start_is_a_protocol_error() -> None:
+    delta = {"type": "content_block_delta", "index": 2, "delta": {"type": "text_delta", "text": "x"}}
+    stream = _ev({"type": "message_start", "message": {"id": "m"}}) + _ev(delta)
+    model = AnthropicMessages("m", api_key=KEY, transport=sse_reply(stream).transport)
+    with pytest.raises(ProviderProtocolError, match="a content_block_delta for block 2 came before its"):
+        await model.complete(ASK)
+
+
+async def test_openai_stream_tool_call_without_a_name_is_a_protocol_error() -> None:
+    chunk = {
+        "id": "c",
+        "choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "function": {"arguments": "{}"}}]}}],
+    }
+    stream = f"data: {json.dumps(chunk)}\n\ndata: [DONE]\n\n"
+    model = OpenAIChat("m", api_key=KEY, transport=sse_reply(stream).transport)
+    with pytest.raises(
+        ProviderProtocolError, match=r"tool call 0 in the stream has no function name \(arguments '\{\}'\)"
+    ):
+        await model.complete(ASK)
+
+
+async def test_openai_stream_ignores_other_choices_and_events_after_done() -> None:
+    def chunk(index: int, text: str) -> str:
+        return (
+            "data: "
+            + json.dumps({"id": "c", "choices": [{"index": index, "delta": {"content": text}}]})
+            + "\n\n"
+        )
+
+    stream = chunk(0, "kept") + chunk(1, "other choice") + "data: [DONE]\n\n" + chunk(0, " after done")
+    resp = await OpenAIChat("m", api_key=KEY, transport=sse_reply(stream).transport).complete(ASK)
+    assert (resp.message.text, resp.finish_reason, resp.usage) == ("kept", None, Usage())
+
+
+async def test_an_empty_stream_is_a_protocol_error() -> None:
+    model = OpenAIChat("m", api_key=KEY, transport=sse_reply(": nothing\n\n").transport)
+    with pytest.raises(
+        ProviderProtocolError, match=r"ended before data: \[DONE\] \(after no complete event\)$"
+    ):
+        await model.complete(ASK)
 
 
 def test_providers_satisfy_the_protocol_and_validate_arguments() -> None:
@@ -743,6 +903,8 @@ async def test_connection_refused_is_retryable(wire: str) -> None:
     with pytest.raises(ProviderTimeout, match=r"failed: ConnectError: ") as info:
         await model.complete(ASK)
     assert info.value.retryable and KEY not in str(info.value)
+    # The httpx error holds the request (and its key): it is not chained as the cause.
+    assert info.value.__cause__ is None
 
 
 async def test_a_200_that_is_neither_json_nor_a_stream(server: ProviderServer, wire: str) -> None:

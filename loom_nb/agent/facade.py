@@ -31,7 +31,7 @@ from loom_nb.effects.runtime import EffectRuntime
 from loom_nb.effects.tool import Tool
 from loom_nb.errors import UsageError
 from loom_nb.kernel.context import IN_DOUBT_GATE, ExecutionContext, InDoubtResolution
-from loom_nb.kernel.gates import OpenGate
+from loom_nb.kernel.gates import OpenGate, validate_payload
 from loom_nb.kernel.runtime import ExecutionResult
 from loom_nb.messages import ToolCall
 from loom_nb.providers.base import ModelProvider
@@ -146,7 +146,9 @@ class Agent:
         """Register this agent's effects and flow on ``runtime`` (``start`` does it for you)."""
         effects = runtime.effects
         for effect_id, provider in self._providers.items():
-            effects.register(effect_id, llm_effect(provider), kind="model", idempotent=True, retry=self.model_retry)
+            effects.register(
+                effect_id, llm_effect(provider), kind="model", idempotent=True, retry=self.model_retry
+            )
         compaction = self.config.compaction
         if compaction is not None and self._summarizer is not None:
             effects.register(
@@ -157,7 +159,9 @@ class Agent:
             t.register(effects)
         if self.config.claim_check is not None:
             if not isinstance(effects, EffectRuntime):
-                raise UsageError("claim_check needs loom.Runtime (the effect ring), not the bare kernel runtime")
+                raise UsageError(
+                    "claim_check needs loom.Runtime (the effect ring), not the bare kernel runtime"
+                )
             effects.add_claim_check(self.config.claim_check)
         config = self.config
 
@@ -182,7 +186,9 @@ class Agent:
         run._drive(rt.start(self.flow_name, input, execution_id=run.id))
         return run
 
-    async def run(self, input: Any, *, runtime: Runtime | None = None, execution_id: str | None = None) -> AgentResult:
+    async def run(
+        self, input: Any, *, runtime: Runtime | None = None, execution_id: str | None = None
+    ) -> AgentResult:
         """Start a run and wait for its result (approvals must come from elsewhere)."""
         return await self.start(input, runtime=runtime, execution_id=execution_id)
 
@@ -409,6 +415,11 @@ class Run:
     def _resume(self, gate_id: str, payload: Any) -> Any:
         if self.status == "running":
             raise UsageError(f"run {self.id} is still running; wait for it to reach the gate before resuming")
+        gate = next((g for g in self._state.gates if g.gate_id == gate_id), None) if self._state else None
+        if gate is not None:
+            # Refuse a bad payload here, before driving: the run stays suspended on the open gate
+            # (driving would record the refusal as the run's failure).
+            validate_payload(gate.schema, payload, execution_id=self.id, gate_id=gate_id)
         return self._drive(self.runtime.resume(self.id, gate_id, payload))
 
     async def wait(self, *, until: str = "settled") -> Run:

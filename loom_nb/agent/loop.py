@@ -24,7 +24,13 @@ from loom_nb.agent.config import (
 )
 from loom_nb.agent.transcript import fold, summary_message, system_prefix_len, tool_message, with_extras
 from loom_nb.effects.claimcheck import contains_envelope
-from loom_nb.errors import ClaimCheckError, NotAuthorizedError, QuotaExceededError, ToolArgumentsError
+from loom_nb.errors import (
+    ClaimCheckError,
+    NotAuthorizedError,
+    QuotaExceededError,
+    RecordedError,
+    ToolArgumentsError,
+)
 from loom_nb.journal.canonical import to_jsonable
 from loom_nb.kernel.context import ExecutionContext
 from loom_nb.kernel.decisions import Decision
@@ -124,7 +130,8 @@ async def _call_model(
         assert config.model is not None
         node = f"#turn:{turn}"
         return node, await _model_step(ctx, config, config.model, request, record, node)
-    model_id = await ctx.decide(f"#turn:{turn}:route", list(routes.models), _route_policy(routes, request, turn))
+    policy = _route_policy(routes, request, turn)
+    model_id = await ctx.decide(f"#turn:{turn}:route", list(routes.models), policy)
     node = f"#turn:{turn}"
     response = await _model_step(ctx, config, str(model_id), request, record, node)
     level = 0
@@ -187,7 +194,9 @@ async def _turn_extras(
     if config.memory is not None:
         query = " ".join(m.text for m in state.transcript.messages if m.role == "user")[-2000:]
         recalled = await ctx.decide(
-            f"#turn:{turn}:recall", list(config.memory.items), config.memory.policy(query, config.recall_limit)
+            f"#turn:{turn}:recall",
+            list(config.memory.items),
+            config.memory.policy(query, config.recall_limit),
         )
         items = list(recalled)[: config.recall_limit] if isinstance(recalled, list) else []
         if items:
@@ -214,7 +223,8 @@ async def _maybe_compact(ctx: ExecutionContext, config: AgentConfig, state: _Tur
     rest = len(messages) - n_sys
     keep: int | None = None
     if compaction.after_bytes is not None and state.transcript.nbytes > compaction.after_bytes:
-        keep = _kept_suffix_by_bytes(state.transcript.sizes[n_sys:], compaction.after_bytes / 2, compaction.keep_recent)
+        sizes = state.transcript.sizes[n_sys:]
+        keep = _kept_suffix_by_bytes(sizes, compaction.after_bytes / 2, compaction.keep_recent)
         if keep >= rest:
             keep = None  # the suffix is the whole transcript: folding would summarise nothing
     if keep is None and compaction.after_messages is not None and rest > compaction.after_messages:
@@ -253,6 +263,15 @@ def _maybe_warn(ctx: ExecutionContext, config: AgentConfig, state: _Turn) -> Non
         warnings.warn(message, TranscriptGrowthWarning, stacklevel=3)
 
 
+def _failure(exc: BaseException) -> str:
+    """``Type: message`` of a tool failure, the same live and when rebuilt from the journal (where a
+    type no module defines comes back as ``RecordedError``): it is part of the next turn's input."""
+    if isinstance(exc, RecordedError) and exc.type_name:
+        qualname = exc.type_name.rpartition(":")[2]
+        return f"{qualname.rpartition('.')[2]}: {str(exc).removeprefix(exc.type_name + ': ')}"
+    return f"{type(exc).__name__}: {exc}"
+
+
 def _refusal(config: AgentConfig, call: ToolCall, decision: ApprovalDecision) -> str:
     rule = config.refusal_text
     if callable(rule):
@@ -273,7 +292,8 @@ async def _run_tools(
             known = ", ".join(sorted(t.name for t in config.tools)) or "none"
             text = f"Error: there is no tool named {call.name!r}. Available tools: {known}."
         elif call.raw_arguments is not None:
-            text = f"Error: the arguments for {call.name!r} are not a JSON object: {call.raw_arguments[:200]!r}"
+            raw = call.raw_arguments[:200]
+            text = f"Error: the arguments for {call.name!r} are not a JSON object: {raw!r}"
         else:
             try:
                 tool.validate(call.arguments)
@@ -287,7 +307,10 @@ async def _run_tools(
         j
         for j in runnable
         if (tool := config.tool(calls[j].name)) is not None
-        and (tool.requires_approval(calls[j], turn) or (config.needs_approval and config.needs_approval(calls[j], turn)))
+        and (
+            tool.requires_approval(calls[j], turn)
+            or (config.needs_approval is not None and config.needs_approval(calls[j], turn))
+        )
     ]
     if gated:
         answers = await ctx.gates(
@@ -304,7 +327,8 @@ async def _run_tools(
         )
         for j, decision in zip(gated, answers, strict=True):
             if not decision.approved:
-                outcomes[j] = ("message", Message.tool(calls[j], _refusal(config, calls[j], decision), is_error=True))
+                refusal = _refusal(config, calls[j], decision)
+                outcomes[j] = ("message", Message.tool(calls[j], refusal, is_error=True))
                 runnable.remove(j)
 
     async def run_one(j: int) -> None:
@@ -316,7 +340,7 @@ async def _run_tools(
         except FATAL_TOOL_ERRORS:
             raise
         except Exception as exc:
-            text = f"Error: the tool {call.name!r} failed: {type(exc).__name__}: {exc}"
+            text = f"Error: the tool {call.name!r} failed: {_failure(exc)}"
             outcomes[j] = ("message", Message.tool(call, text, is_error=True))
             return
         outcomes[j] = ("tool", output)

@@ -58,7 +58,9 @@ class _OpaqueContext:
             attempt += 1
             return attempt
 
-        call = EffectCall(spec=spec, input=input, context=context, on_retry=on_retry, sleep=self._rt.clock.sleep)
+        call = EffectCall(
+            spec=spec, input=input, context=context, on_retry=on_retry, sleep=self._rt.clock.sleep
+        )
         result = await self._rt.effects.invoke(call)
         return to_jsonable(result.output)
 

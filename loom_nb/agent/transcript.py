@@ -126,7 +126,10 @@ def rebuild_requests(events: Iterable[Event]) -> dict[str, RebuiltRequest]:
         if sid.endswith(":compact"):
             if sid in outputs:
                 summary = ModelResponse.model_validate(outputs[sid])
-                state[sid] = fold(base, summary_message(summary), int(rec["keep"]))
+                keep = int(rec["keep"])
+                # As the loop does: a summary of tainted messages is itself tainted.
+                tainted_fold = any(m.tainted for m in base[system_prefix_len(base): len(base) - keep])
+                state[sid] = fold(base, summary_message(summary, tainted=tainted_fold), keep)
             continue
         state[sid] = base
         extras = [Message.model_validate(m) for m in rec.get("extra", ())]

@@ -72,7 +72,9 @@ class PromptGuard:
             return await next(call)
         guarded = guard_request(request)
         if guarded is not request:
-            call = _with_input(call, guarded)
+            # Hand the effect the same type it was given: a dict request stays a dict.
+            as_given = guarded if isinstance(call.input, ModelRequest) else guarded.model_dump(mode="json")
+            call = _with_input(call, as_given)
         return await next(call)
 
 
@@ -84,7 +86,7 @@ def _as_request(value: Any) -> ModelRequest | None:
     return None
 
 
-def _with_input(call: EffectCall, request: ModelRequest) -> EffectCall:
+def _with_input(call: EffectCall, request: ModelRequest | dict[str, Any]) -> EffectCall:
     from dataclasses import replace
 
     return replace(call, input=request)

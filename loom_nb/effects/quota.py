@@ -108,6 +108,8 @@ class Metering:
         per_execution: Limits for each execution.
         per_principal: Limits for each principal, across executions (totals of this process).
         load: Returns an execution's recorded usage totals (so limits hold across restarts).
+        load_effect: Returns an execution's recorded usage of one effect (so per-effect limits
+            hold across restarts too).
     """
 
     def __init__(
@@ -116,10 +118,12 @@ class Metering:
         per_execution: Quota | None = None,
         per_principal: Quota | None = None,
         load: Callable[[str], UsageTotals] | None = None,
+        load_effect: Callable[[str, str], UsageTotals] | None = None,
     ) -> None:
         self.per_execution = per_execution
         self.per_principal = per_principal
         self.load = load
+        self.load_effect = load_effect
         self._executions: dict[str, UsageTotals] = {}
         self._principals: dict[str, UsageTotals] = {}
         self._effects: dict[tuple[str, str], UsageTotals] = {}
@@ -132,18 +136,28 @@ class Metering:
             self._executions[execution_id] = totals
         return totals
 
+    def effect_totals(self, execution_id: str, effect_id: str) -> UsageTotals:
+        """This process's view of one effect's usage in an execution."""
+        key = (execution_id, effect_id)
+        totals = self._effects.get(key)
+        if totals is None:
+            totals = self.load_effect(execution_id, effect_id) if self.load_effect else UsageTotals()
+            self._effects[key] = totals
+        return totals
+
     async def __call__(self, call: EffectCall, next: Next) -> EffectResult:
         """Check the limits, call ``next``, then add the call's usage to the totals."""
         ctx = call.context
         execution = self.totals(ctx.execution_id)
         principal = self._principals.setdefault(ctx.principal.name, UsageTotals())
-        per_effect = self._effects.setdefault((ctx.execution_id, call.spec.effect_id), UsageTotals())
+        per_effect = self.effect_totals(ctx.execution_id, call.spec.effect_id)
         if self.per_execution:
             _check(f"execution {ctx.execution_id!r}", self.per_execution, execution)
         if self.per_principal:
             _check(f"principal {ctx.principal.name!r}", self.per_principal, principal)
         if isinstance(call.spec.quota, Quota):
-            _check(f"effect {call.spec.effect_id!r} in execution {ctx.execution_id!r}", call.spec.quota, per_effect)
+            scope = f"effect {call.spec.effect_id!r} in execution {ctx.execution_id!r}"
+            _check(scope, call.spec.quota, per_effect)
         result = await next(call)
         # Usage the effect reported itself (``EffectResult.usage``) is what step_completed records
         # and what ``Runtime.usage`` reloads after a restart: meter the same figures live.

@@ -26,6 +26,7 @@ class EffectRuntime(EffectRegistry):
         per_principal: Quota for each principal.
         default_retry: Retry policy for effects registered without one (None: no retry).
         load_usage: Returns an execution's recorded usage (set by the runtime that owns this).
+        load_effect_usage: Returns an execution's recorded usage of one effect (likewise).
     """
 
     def __init__(
@@ -35,9 +36,15 @@ class EffectRuntime(EffectRegistry):
         per_principal: Quota | None = None,
         default_retry: RetryPolicy | None = None,
         load_usage: Callable[[str], UsageTotals] | None = None,
+        load_effect_usage: Callable[[str, str], UsageTotals] | None = None,
     ) -> None:
         self.authorization = Authorization()
-        self.metering = Metering(per_execution=per_execution, per_principal=per_principal, load=load_usage)
+        self.metering = Metering(
+            per_execution=per_execution,
+            per_principal=per_principal,
+            load=load_usage,
+            load_effect=load_effect_usage,
+        )
         self.retry = Retry(default_retry)
         self.guard = PromptGuard()
         super().__init__([self.authorization, self.metering, self.retry, self.guard])

@@ -166,8 +166,15 @@ class Tool:
         return self.fn(*args, **kwargs)
 
     def __repr__(self) -> str:
-        flags = [f for f, on in (("needs_approval", bool(self.needs_approval)), ("idempotent", self.idempotent),
-                                 ("untrusted", not self.trusted)) if on]
+        flags = [
+            f
+            for f, on in (
+                ("needs_approval", bool(self.needs_approval)),
+                ("idempotent", self.idempotent),
+                ("untrusted", not self.trusted),
+            )
+            if on
+        ]
         return f"Tool({self.name!r}{', ' if flags else ''}{', '.join(flags)})"
 
 
@@ -185,7 +192,9 @@ def tool(
     retry: Any = None,
     quota: Any = None,
 ) -> Callable[[Callable[..., Any]], Tool]: ...
-def tool(fn: Callable[..., Any] | None = None, /, **options: Any) -> Tool | Callable[[Callable[..., Any]], Tool]:
+def tool(
+    fn: Callable[..., Any] | None = None, /, **options: Any
+) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Turn a typed function into a ``Tool``: ``@tool`` or ``@tool(needs_approval=True, ...)``.
 
     The docstring's first paragraph is the description; ``Args:`` lines describe parameters.

@@ -58,7 +58,6 @@ class AnthropicMessages(HTTPProvider):
 
     name = "anthropic"
     env_var = "ANTHROPIC_API_KEY"
-    label = "Anthropic"
     path = "/v1/messages"
     terminal = "message_stop"
 
@@ -160,7 +159,8 @@ def _messages(messages: tuple[Message, ...]) -> list[dict[str, Any]]:
             continue
         if m.role == "user" and results is not None:
             # Text after tool results joins their user turn (tool_result blocks must come first).
-            results.append({"type": "text", "text": m.text})
+            if m.text:  # the API refuses empty text blocks
+                results.append({"type": "text", "text": m.text})
             results = None
             continue
         results = None

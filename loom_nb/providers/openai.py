@@ -38,7 +38,6 @@ class OpenAIChat(HTTPProvider):
 
     name = "openai"
     env_var = "OPENAI_API_KEY"
-    label = "OpenAI"
     path = "/chat/completions"
     terminal = "data: [DONE]"
 
@@ -111,7 +110,9 @@ class OpenAIChat(HTTPProvider):
         calls: list[ToolCall] = []
         for j, tc in enumerate(message.get("tool_calls") or ()):
             fn = tc["function"]
-            arguments, raw = parse_arguments(fn.get("arguments") or "")
+            given = fn.get("arguments")
+            # Some compatible servers send the arguments as an object rather than as JSON text.
+            arguments, raw = (given, None) if isinstance(given, dict) else parse_arguments(given or "")
             calls.append(
                 ToolCall(
                     id=tc.get("id") or f"call_{j}", name=fn["name"], arguments=arguments, raw_arguments=raw
@@ -119,7 +120,7 @@ class OpenAIChat(HTTPProvider):
             )
         reason = choice.get("finish_reason")
         return ModelResponse(
-            message=Message(role="assistant", text=str(text), tool_calls=tuple(calls)),
+            message=Message(role="assistant", text=text, tool_calls=tuple(calls)),
             usage=_usage(data.get("usage")),
             finish_reason=_FINISH.get(reason, reason) if isinstance(reason, str) else None,
             response_id=data.get("id") if isinstance(data.get("id"), str) else None,

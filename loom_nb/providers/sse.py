@@ -24,7 +24,7 @@ import time
 from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Mapping
 from contextlib import asynccontextmanager
 from types import TracebackType
-from typing import Any, ClassVar, NamedTuple, Protocol
+from typing import Any, ClassVar, NamedTuple, Protocol, Self
 
 import httpx
 
@@ -301,11 +301,16 @@ class HTTPProvider:
         timeout: Seconds allowed to connect, and between two reads of the response.
         extra_headers: Headers added to every request.
         stream: Ask for a server-sent-event stream (True) or one JSON body (False).
+
+    Attributes:
+        name: The provider name shown in logs (``openai``, ``anthropic``).
+        env_var: The environment variable the key is read from.
+        path: The endpoint, appended to ``base_url``.
+        terminal: The event that ends a complete stream (named in errors).
     """
 
     name: str = "http"
     env_var: ClassVar[str] = ""
-    label: ClassVar[str] = "HTTP"
     path: ClassVar[str] = ""
     terminal: ClassVar[str] = ""
 
@@ -344,7 +349,7 @@ class HTTPProvider:
 
     # -- client lifetime ------------------------------------------------------------------------
 
-    async def __aenter__(self) -> HTTPProvider:
+    async def __aenter__(self) -> Self:
         if self._client is None:
             self._client = self._new_client()
         return self
@@ -447,6 +452,7 @@ class HTTPProvider:
         key = self._key()
         body = self._build_body(request)
         headers = self._headers(key, idempotency_key)
+        # httpx errors are raised ``from None``: they hold the request, and so the key.
         try:
             async with (
                 self._client_for_call() as client,
@@ -456,18 +462,18 @@ class HTTPProvider:
         except httpx.TimeoutException as exc:
             raise ProviderTimeout(
                 f"POST {self._display_url} timed out after {self.timeout:g} s ({type(exc).__name__})"
-            ) from exc
+            ) from None
         except httpx.UnsupportedProtocol as exc:
-            raise UsageError(f"cannot POST {self._display_url}: {exc}") from exc
+            raise UsageError(f"cannot POST {self._display_url}: {exc}") from None
         except httpx.TransportError as exc:
             detail = self._redact(str(exc), key) or "no detail"
             raise ProviderTimeout(
                 f"POST {self._display_url} failed: {type(exc).__name__}: {excerpt(detail, 200)}"
-            ) from exc
+            ) from None
         except httpx.DecodingError as exc:
             raise ProviderProtocolError(
                 f"the response from {self._display_url} could not be decoded: {exc}"
-            ) from exc
+            ) from None
 
     async def _handle(self, response: httpx.Response, on_delta: DeltaSink | None, key: str) -> ModelResponse:
         if not response.is_success:
@@ -527,12 +533,12 @@ class HTTPProvider:
             raise ProviderTimeout(
                 f"the stream from {self._display_url} stalled for more than {self.timeout:g} s "
                 f"({type(exc).__name__}) after {_received(count, last)}"
-            ) from exc
+            ) from None
         except httpx.TransportError as exc:
             raise ProviderTimeout(
                 f"the stream from {self._display_url} was cut off ({type(exc).__name__}: "
                 f"{excerpt(str(exc), 200)}) after {_received(count, last)}"
-            ) from exc
+            ) from None
         if not state.done:
             raise ProviderProtocolError(
                 f"the stream from {self._display_url} ended before {self.terminal} "

@@ -1,0 +1,526 @@
+"""``Frames``: the journal as pandas DataFrames, computed in DuckDB SQL.
+
+    import loom_nb as loom
+    f = loom.frames()                   # the default runtime's journal (or loom.frames(rt))
+    f.steps("exec-1")                   # one row per step, gate, decision and value
+    f.gates()                           # who waited how long, and what they answered
+    f.sql("SELECT kind, count(*) FROM steps GROUP BY kind")
+
+A DuckDB journal is read through a cursor of the runtime's own connection (DuckDB allows one
+process per file: the file is never opened again); the views are TEMP views of that cursor, so the
+journal file's schema is left alone. An ``InMemoryJournal`` is copied into a private in-memory
+DuckDB database (again whenever it has changed), so the same views answer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable, Coroutine, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import duckdb
+import pandas as pd
+
+from loom_nb.agent.transcript import rebuild_requests
+from loom_nb.analysis.views import COLUMNS, DECODED, ORDER, VIEW_ORDER, create_views, events_table
+from loom_nb.errors import FlowNotFoundError, UsageError
+from loom_nb.journal.canonical import canonical_json
+from loom_nb.journal.duckdb_store import DuckDBJournal
+from loom_nb.journal.migrations import MIGRATIONS
+from loom_nb.kernel.runtime import ExecutionResult, Runtime
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+    from loom_nb.analysis.ope import PolicyEstimate, Reward, TargetPolicy
+
+T = TypeVar("T")
+DataFrame = Any  # pandas is untyped here
+
+_NO_NETWORK = {"autoinstall_known_extensions": False, "autoload_known_extensions": False}
+
+#: Columns and dtypes of ``Frames.transcript``.
+TRANSCRIPT_COLUMNS: dict[str, str] = {
+    "role": "str",
+    "text": "str",
+    "tool_calls": "object",
+    "tool_call_id": "str",
+    "name": "str",
+    "is_error": "bool",
+    "tainted": "bool",
+}
+
+#: Columns and dtypes of ``Frames.replay``.
+REPLAY_COLUMNS: dict[str, str] = {
+    "execution_id": "str",
+    "reproduced": "bool",
+    "recorded_status": "str",
+    "replayed_status": "str",
+    "served": "int64",
+    "message": "str",
+    "seconds": "float64",
+}
+
+#: Columns and dtypes of ``ExecutionDiff.steps``.
+DIFF_COLUMNS: dict[str, str] = {
+    "step_id": "str",
+    "kind": "str",
+    "effect_a": "str",
+    "effect_b": "str",
+    "status_a": "str",
+    "status_b": "str",
+    "input_digest_a": "str",
+    "input_digest_b": "str",
+    "output_digest_a": "str",
+    "output_digest_b": "str",
+    "same": "bool",
+}
+
+_DIFF_SQL = """
+WITH st AS (
+    SELECT execution_id, step_id,
+           arg_min(data ->> '$.digest', seq) FILTER (WHERE kind = 'step_started') AS input_digest,
+           arg_max(CAST(CASE kind WHEN 'step_completed' THEN data -> '$.output' ELSE data -> '$.error' END
+                        AS VARCHAR), seq)
+               FILTER (WHERE kind = 'step_completed' OR (
+                   kind = 'step_failed' AND (data ->> '$.will_retry') IS DISTINCT FROM 'true')) AS outcome
+    FROM events
+    WHERE execution_id IN ($a, $b) AND step_id IS NOT NULL
+      AND kind IN ('step_started', 'step_completed', 'step_failed')
+    GROUP BY execution_id, step_id
+    UNION ALL BY NAME
+    SELECT execution_id, gate_id AS step_id, kind AS label, 'sha256:' || sha256(payload) AS input_digest,
+           answer AS outcome
+    FROM gates WHERE execution_id IN ($a, $b)
+    UNION ALL BY NAME
+    SELECT execution_id, step_id,
+           CASE kind WHEN 'decision_recorded' THEN data ->> '$.policy' ELSE data ->> '$.kind' END AS label,
+           CASE kind WHEN 'decision_recorded' THEN 'sha256:' || sha256(CAST(data -> '$.options' AS VARCHAR))
+           END AS input_digest,
+           CAST(CASE kind WHEN 'decision_recorded' THEN data -> '$.choice' ELSE data -> '$.value' END
+                AS VARCHAR) AS outcome
+    FROM events
+    WHERE execution_id IN ($a, $b) AND kind IN ('decision_recorded', 'value_recorded')
+),
+d AS (
+    SELECT st.execution_id, st.step_id, s.kind,
+           coalesce(s.effect, st.label) AS effect, s.status, st.input_digest,
+           CASE WHEN st.outcome IS NOT NULL THEN 'sha256:' || sha256(st.outcome) END AS output_digest,
+           row_number() OVER (PARTITION BY st.execution_id ORDER BY s.seq) AS pos
+    FROM st JOIN steps AS s ON s.execution_id = st.execution_id AND s.step_id = st.step_id
+),
+a AS (SELECT * FROM d WHERE execution_id = $a),
+b AS (SELECT * FROM d WHERE execution_id = $b)
+SELECT coalesce(a.step_id, b.step_id) AS step_id,
+       coalesce(a.kind, b.kind) AS kind,
+       a.effect AS effect_a, b.effect AS effect_b,
+       a.status AS status_a, b.status AS status_b,
+       a.input_digest AS input_digest_a, b.input_digest AS input_digest_b,
+       a.output_digest AS output_digest_a, b.output_digest AS output_digest_b,
+       coalesce(a.step_id IS NOT NULL AND b.step_id IS NOT NULL
+                AND a.effect IS NOT DISTINCT FROM b.effect
+                AND a.status IS NOT DISTINCT FROM b.status
+                AND a.input_digest IS NOT DISTINCT FROM b.input_digest
+                AND a.output_digest IS NOT DISTINCT FROM b.output_digest, false) AS same
+FROM a FULL OUTER JOIN b ON a.step_id = b.step_id
+ORDER BY coalesce(a.pos, b.pos), a.pos IS NULL, b.pos
+"""
+
+
+def _loads(value: Any) -> Any:
+    return json.loads(value) if isinstance(value, str) else None
+
+
+def _typed(df: DataFrame, dtypes: Mapping[str, str], decode: Sequence[str] = ()) -> DataFrame:
+    """Decode the JSON columns and give every column its documented dtype."""
+    for col in decode:
+        df[col] = df[col].astype(object).map(_loads)
+    return df.astype(dict(dtypes)).reset_index(drop=True)
+
+
+def _empty(dtypes: Mapping[str, str]) -> DataFrame:
+    return pd.DataFrame({c: pd.Series([], dtype=t) for c, t in dtypes.items()})
+
+
+def _run_sync(coro: Coroutine[Any, Any, T], name: str) -> T:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro)
+    coro.close()
+    raise UsageError(
+        f"{name}_sync() cannot run inside a running event loop (a Jupyter kernel has one): "
+        f"use `await frames.{name}(...)` instead"
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
+class ExecutionDiff:
+    """Two executions aligned by step id.
+
+    Attributes:
+        a: The first execution.
+        b: The second execution.
+        steps: One row per step id of either side (columns ``DIFF_COLUMNS``): kind, effect, status,
+            input digest and output digest of each side, and ``same``.
+        first_divergence: The first step id (in ``a``'s order) where they differ, or None.
+    """
+
+    a: str
+    b: str
+    steps: DataFrame
+    first_divergence: str | None
+
+    @property
+    def identical(self) -> bool:
+        """True when every step matches on both sides."""
+        return self.first_divergence is None
+
+    def __repr__(self) -> str:
+        first = self.first_divergence
+        where = "identical" if first is None else f"first divergence at {first!r}"
+        return f"ExecutionDiff({self.a!r} vs {self.b!r}: {len(self.steps)} steps, {where})"
+
+
+class Frames:
+    """The journal of one runtime as pandas DataFrames (one method per SQL view).
+
+    Every frame method takes an optional ``execution_id`` filter, returns a fresh DataFrame with the
+    documented columns and dtypes (``docs/analysis.md``), and reads what is committed now.
+
+    Args:
+        runtime: The runtime whose journal to read.
+    """
+
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+        self._con: Any = None
+        self._version: Any = None
+
+    def __repr__(self) -> str:
+        return f"Frames(journal={self.runtime.journal.location!r}, views={list(VIEW_ORDER)})"
+
+    # -- connection -------------------------------------------------------------------------------
+    @property
+    def views(self) -> tuple[str, ...]:
+        """The names ``sql()`` queries may use (and the raw ``content`` table)."""
+        return VIEW_ORDER
+
+    def _connection(self) -> Any:
+        if getattr(self.runtime, "_closed", False):
+            raise UsageError(
+                f"the runtime of {self!r} is closed: open it again and call loom.frames(runtime)"
+            )
+        journal = self.runtime.journal
+        connection = getattr(journal, "connection", None)
+        if isinstance(journal, DuckDBJournal) or isinstance(connection, duckdb.DuckDBPyConnection):
+            if self._con is None:
+                assert connection is not None
+                self._con = connection.cursor()
+                create_views(self._con)
+            return self._con
+        if not hasattr(journal, "all_events"):
+            raise UsageError(
+                f"frames cannot read a {type(journal).__name__}: use a DuckDB journal "
+                "(loom.Runtime.open(path)) or an InMemoryJournal"
+            )
+        version = getattr(journal, "commits", None)
+        if self._con is None:
+            self._con = duckdb.connect(":memory:", config=dict(_NO_NETWORK))
+            for _, statements in MIGRATIONS:
+                for statement in statements:
+                    self._con.execute(statement)
+            create_views(self._con)
+        if version is None or version != self._version:
+            self._load(journal.all_events())
+            self._version = version
+        return self._con
+
+    def _load(self, events: Sequence[Any]) -> None:
+        raw = pd.DataFrame(
+            {
+                "execution_id": pd.Series([e.execution_id for e in events], dtype=object),
+                "seq": pd.Series([e.seq for e in events], dtype="int64"),
+                "kind": pd.Series([str(e.kind) for e in events], dtype=object),
+                "step_id": pd.Series([e.step_id for e in events], dtype=object),
+                "at_us": pd.Series([round(e.at * 1_000_000) for e in events], dtype="int64"),
+                "data": pd.Series([canonical_json(e.data) for e in events], dtype=object),
+            }
+        )
+        con = self._con
+        table = events_table(con)
+        con.execute("BEGIN")
+        try:
+            con.execute(f"DELETE FROM {table}")
+            con.register("loom_raw_events", raw)
+            con.execute(
+                f"INSERT INTO {table} SELECT CAST(execution_id AS VARCHAR), seq, CAST(kind AS VARCHAR), "
+                "CAST(step_id AS VARCHAR), make_timestamp(at_us), CAST(data AS JSON) FROM loom_raw_events"
+            )
+            con.unregister("loom_raw_events")
+            con.execute("COMMIT")
+        except BaseException:
+            con.execute("ROLLBACK")
+            raise
+
+    def close(self) -> None:
+        """Release the cursor (or the private database of an in-memory journal)."""
+        if self._con is not None:
+            con, self._con, self._version = self._con, None, None
+            con.close()
+
+    def __enter__(self) -> Frames:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- reading ----------------------------------------------------------------------------------
+    def _frame(self, view: str, execution_id: str | None = None) -> DataFrame:
+        sql = f"SELECT * FROM {view}"
+        params: list[Any] = []
+        if execution_id is not None:
+            sql += " WHERE execution_id = ?"
+            params.append(execution_id)
+        df = self._connection().execute(f"{sql} ORDER BY {ORDER[view]}", params).df()
+        return _typed(df, COLUMNS[view], DECODED.get(view, ()))
+
+    def sql(self, query: str) -> DataFrame:
+        """Run any SQL over the views (``events``, ``executions``, ``steps``, ``turns``,
+        ``tool_calls``, ``gates``, ``decisions``, ``usage``, ``streams``, ``log_growth``; and the
+        raw ``content`` table) and return the result as a DataFrame.
+
+        JSON-valued columns are JSON text here (the frame methods decode them).
+        """
+        return self._connection().execute(query).df()
+
+    def events(self, execution_id: str | None = None) -> DataFrame:
+        """Every event: the journal's columns plus ``turn`` (carried forward) and ``bytes``."""
+        return self._frame("events", execution_id)
+
+    def executions(self) -> DataFrame:
+        """One row per execution: flow, status, times, lineage (``forked_from``, ``at_step``),
+        turns, events, bytes, decoded input and output, and the error when failed."""
+        return self._frame("executions")
+
+    def steps(self, execution_id: str | None = None) -> DataFrame:
+        """One row per step, gate, decision and value: kind, effect, status, attempts, timing,
+        sizes, tokens and cost."""
+        return self._frame("steps", execution_id)
+
+    def turns(self, execution_id: str | None = None) -> DataFrame:
+        """One row per agent turn: its final model node, timing, calls, tokens, finish reason, text."""
+        return self._frame("turns", execution_id)
+
+    def tool_calls(self, execution_id: str | None = None) -> DataFrame:
+        """One row per tool call a model asked for: arguments, approval (null when no gate),
+        reason, status, a preview of the result and the error, if any."""
+        return self._frame("tool_calls", execution_id)
+
+    def gates(self, execution_id: str | None = None) -> DataFrame:
+        """One row per gate: kind, when it opened and was resolved, the wait, payload and answer."""
+        return self._frame("gates", execution_id)
+
+    def decisions(self, execution_id: str | None = None) -> DataFrame:
+        """One row per decision: options, choice, probabilities, propensity and policy."""
+        return self._frame("decisions", execution_id)
+
+    def usage(self, execution_id: str | None = None) -> DataFrame:
+        """Per execution: calls, model calls, tokens and cost (as ``Runtime.usage`` sums them)."""
+        return self._frame("usage", execution_id)
+
+    def streams(self, execution_id: str | None = None) -> DataFrame:
+        """Every durable stream chunk: channel, text and the turn it belongs to."""
+        return self._frame("streams", execution_id)
+
+    def log_growth(self, execution_id: str | None = None) -> DataFrame:
+        """Events and bytes journaled per turn, and their running totals (events before the first
+        turn count toward turn 0)."""
+        return self._frame("log_growth", execution_id)
+
+    def transcript(self, execution_id: str, turn: int) -> DataFrame:
+        """The messages turn ``turn`` sent the model, rebuilt from the journal alone.
+
+        Raises:
+            UsageError: unknown execution, or no such turn.
+        """
+        events = self.runtime.journal.read(execution_id)
+        if not events:
+            raise UsageError(f"no execution {execution_id!r} in the journal {self.runtime.journal.location}")
+        requests = rebuild_requests(events)
+        request = requests.get(f"#turn:{turn}")
+        if request is None:
+            known = ", ".join(requests)
+            raise UsageError(
+                f"execution {execution_id!r} has no model turn {turn} (its turns: {known or 'none'})"
+            )
+        rows = [
+            {
+                "role": m.role,
+                "text": m.text,
+                "tool_calls": [c.model_dump(mode="json") for c in m.tool_calls],
+                "tool_call_id": m.tool_call_id,
+                "name": m.name,
+                "is_error": m.is_error,
+                "tainted": m.tainted,
+            }
+            for m in request.messages
+        ]
+        if not rows:
+            return _empty(TRANSCRIPT_COLUMNS)
+        return _typed(pd.DataFrame(rows, columns=list(TRANSCRIPT_COLUMNS)), TRANSCRIPT_COLUMNS)
+
+    # -- replay analysis --------------------------------------------------------------------------
+    async def replay(self, execution_id: str | Sequence[str] | None = None) -> DataFrame:
+        """Replay executions purely from the log (``Runtime.replay``) and report, one row each,
+        whether they reproduce (every execution when ``execution_id`` is None). An execution whose
+        flow is not registered in this process gets ``replayed_status="flow_not_found"``.
+
+        Raises:
+            UsageError: an unknown execution id.
+        """
+        if execution_id is None:
+            ids = list(self.runtime.executions())
+        elif isinstance(execution_id, str):
+            ids = [execution_id]
+        else:
+            ids = list(execution_id)
+        rows = []
+        for eid in ids:
+            try:
+                report = await self.runtime.replay(eid)
+            except FlowNotFoundError as exc:  # one missing flow does not hide the other reports
+                record = self.runtime.journal.get_execution(eid)
+                rows.append({
+                    "execution_id": eid, "reproduced": False,
+                    "recorded_status": record.status if record else "unknown",
+                    "replayed_status": "flow_not_found", "served": 0, "message": str(exc), "seconds": 0.0,
+                })
+                continue
+            rows.append({c: getattr(report, c) for c in REPLAY_COLUMNS})
+        if not rows:
+            return _empty(REPLAY_COLUMNS)
+        return _typed(pd.DataFrame(rows, columns=list(REPLAY_COLUMNS)), REPLAY_COLUMNS)
+
+    def replay_sync(self, execution_id: str | Sequence[str] | None = None) -> DataFrame:
+        """``replay`` for scripts without an event loop."""
+        return _run_sync(self.replay(execution_id), "replay")
+
+    async def fork(
+        self, execution_id: str, at_step: str, *, new_execution_id: str | None = None
+    ) -> ExecutionResult:
+        """Fork ``execution_id`` at ``at_step`` (``Runtime.fork``): a new execution served the
+        recorded prefix before ``at_step`` that runs live from there. ``executions()`` shows its
+        ``forked_from`` and ``at_step``; ``diff`` compares it with the original."""
+        return await self.runtime.fork(execution_id, at_step, new_execution_id=new_execution_id)
+
+    def fork_sync(
+        self, execution_id: str, at_step: str, *, new_execution_id: str | None = None
+    ) -> ExecutionResult:
+        """``fork`` for scripts without an event loop."""
+        return _run_sync(self.fork(execution_id, at_step, new_execution_id=new_execution_id), "fork")
+
+    def diff(self, a: str, b: str) -> ExecutionDiff:
+        """Align executions ``a`` and ``b`` by step id and find where they diverge.
+
+        Input digests of steps are the journaled ones; other digests are ``sha256`` of the JSON
+        text DuckDB renders (comparable with each other, not with ``digest_value``).
+
+        Raises:
+            UsageError: either execution is unknown.
+        """
+        con = self._connection()
+        for eid in (a, b):
+            if con.execute("SELECT 1 FROM events WHERE execution_id = ? LIMIT 1", [eid]).fetchone() is None:
+                raise UsageError(f"no execution {eid!r} in the journal {self.runtime.journal.location}")
+        df = _typed(con.execute(_DIFF_SQL, {"a": a, "b": b}).df(), DIFF_COLUMNS)
+        differing = df.loc[~df["same"], "step_id"]
+        first = None if differing.empty else str(differing.iloc[0])
+        return ExecutionDiff(a=a, b=b, steps=df, first_divergence=first)
+
+    # -- off-policy evaluation and plots ----------------------------------------------------------
+    def estimate_policy_value(
+        self,
+        target: TargetPolicy,
+        reward: Reward,
+        *,
+        outcomes: DataFrame | None = None,
+        decision_id: str | Callable[[str], bool] | None = None,
+        n_bootstrap: int = 1000,
+        confidence: float = 0.95,
+        seed: int = 0,
+    ) -> PolicyEstimate:
+        """Off-policy value of ``target`` from this journal's logged decisions (IPS and SNIPS);
+        see ``loom_nb.analysis.ope.estimate_policy_value``.
+
+        Args:
+            target: The policy to evaluate.
+            reward: A column of ``outcomes``, or a function of the execution id.
+            outcomes: The outcome DataFrame when ``reward`` names a column.
+            decision_id: Only decisions with this id (or for which this predicate is true).
+            n_bootstrap: Bootstrap resamples for the intervals.
+            confidence: Interval coverage.
+            seed: Bootstrap seed.
+        """
+        from loom_nb.analysis.ope import estimate_policy_value
+
+        decisions = self.decisions()
+        if isinstance(decision_id, str):
+            decisions = decisions[decisions["decision_id"] == decision_id]
+        elif decision_id is not None:
+            decisions = decisions[decisions["decision_id"].map(decision_id).astype(bool)]
+        return estimate_policy_value(
+            decisions, target, reward,
+            outcomes=outcomes, n_bootstrap=n_bootstrap, confidence=confidence, seed=seed,
+        )
+
+    def plot_timeline(self, execution_id: str) -> Figure:
+        """A Gantt chart of one execution's steps, gates and decisions (see ``plots.plot_timeline``)."""
+        from loom_nb.analysis.plots import plot_timeline
+
+        return plot_timeline(execution_id, frames=self)
+
+    def plot_log_growth(self, execution_id: str) -> Figure:
+        """Bytes journaled per turn and cumulative (see ``plots.plot_log_growth``)."""
+        from loom_nb.analysis.plots import plot_log_growth
+
+        return plot_log_growth(execution_id, frames=self)
+
+    def plot_usage(self, execution_id: str | None = None) -> Figure:
+        """Tokens and cost per execution, or per turn of one execution (see ``plots.plot_usage``)."""
+        from loom_nb.analysis.plots import plot_usage
+
+        return plot_usage(execution_id, frames=self)
+
+
+def frames(runtime: Runtime | None = None) -> Frames:
+    """The journal of ``runtime`` (the default runtime when None) as DataFrames.
+
+    Raises:
+        UsageError: no runtime given and no default runtime set.
+    """
+    if runtime is None:
+        from loom_nb.runtime import default_runtime
+
+        runtime = default_runtime()
+    return Frames(runtime)
+
+
+def diff(a: str, b: str, *, runtime: Runtime | None = None) -> ExecutionDiff:
+    """Align executions ``a`` and ``b`` by step id (``Frames.diff``)."""
+    f = frames(runtime)
+    try:
+        return f.diff(a, b)
+    finally:
+        f.close()
+
+
+def log_growth(execution_id: str | None = None, *, runtime: Runtime | None = None) -> DataFrame:
+    """Events and bytes journaled per turn and cumulative (``Frames.log_growth``)."""
+    f = frames(runtime)
+    try:
+        return f.log_growth(execution_id)
+    finally:
+        f.close()

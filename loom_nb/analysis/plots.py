@@ -1,0 +1,170 @@
+"""Plots of the frames (matplotlib, imported lazily; Agg canvas, no pyplot state).
+
+Each function returns a ``matplotlib.figure.Figure``: Jupyter shows it, ``fig.savefig("x.png")``
+writes it. Nothing is registered with pyplot, so figures are freed like any object.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from loom_nb.errors import UsageError
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+    from loom_nb.analysis.frames import Frames
+    from loom_nb.kernel.runtime import Runtime
+
+#: Bar colours by step kind.
+KIND_COLORS: dict[str, str] = {
+    "model": "#4C72B0",
+    "tool": "#55A868",
+    "compact": "#8172B2",
+    "gate": "#CCB974",
+    "effect": "#64B5CD",
+    "decision": "#C44E52",
+    "value": "#8C8C8C",
+}
+
+
+def _figure(width: float, height: float) -> Figure:
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(width, height), layout="constrained")
+    FigureCanvasAgg(fig)
+    return fig
+
+
+def _frames(frames: Frames | None, runtime: Runtime | None) -> Frames:
+    if frames is not None:
+        return frames
+    from loom_nb.analysis.frames import frames as make
+
+    return make(runtime)
+
+
+def plot_timeline(
+    execution_id: str, *, frames: Frames | None = None, runtime: Runtime | None = None
+) -> Figure:
+    """A Gantt chart of one execution: a bar per step (coloured by kind) from its start to its end,
+    gates hatched over their wait, decisions and values as diamonds; failed and in-doubt steps
+    outlined in red. Time is in seconds since the execution started.
+
+    Raises:
+        UsageError: the execution has no steps.
+    """
+    f = _frames(frames, runtime)
+    steps = f.steps(execution_id)
+    if steps.empty:
+        raise UsageError(f"execution {execution_id!r} has no steps to plot (is the id right?)")
+    at = f.events(execution_id)["at"]
+    t0, t1 = at.min(), at.max()
+    span = max((t1 - t0).total_seconds(), 1e-3)
+    start = (steps["started_at"] - t0).dt.total_seconds()
+    end = (steps["ended_at"].fillna(t1) - t0).dt.total_seconds()
+    n = len(steps)
+    fig = _figure(10, min(2.0 + 0.28 * n, 40))
+    ax = fig.add_subplot()
+    min_width = span / 200
+    for i, row in enumerate(steps.itertuples(index=False)):
+        color = KIND_COLORS.get(str(row.kind), "#999999")
+        y = n - 1 - i
+        if row.kind in ("decision", "value"):
+            ax.plot([start.iloc[i]], [y], marker="D", color=color, markersize=7, linestyle="none")
+            continue
+        width = max(end.iloc[i] - start.iloc[i], min_width)
+        bad = row.status in ("failed", "in_doubt") or bool(row.in_doubt)
+        ax.barh(
+            y, width, left=start.iloc[i], height=0.6, color=color, hatch="//" if row.kind == "gate" else None,
+            edgecolor="#C0392B" if bad else "white", linewidth=2 if bad else 0.5,
+        )
+    labels = [
+        f"{r.step_id}  {r.effect if isinstance(r.effect, str) else ''}".rstrip() for r in steps.itertuples()
+    ]
+    ax.set_yticks(range(n - 1, -1, -1), labels, fontsize=8)
+    ax.set_xlabel("seconds since the execution started")
+    ax.set_xlim(0, span * 1.02)
+    ax.grid(axis="x", alpha=0.3)
+    from matplotlib.patches import Patch
+
+    kinds = [k for k in KIND_COLORS if k in set(steps["kind"])]
+    ax.legend(handles=[Patch(color=KIND_COLORS[k], label=k) for k in kinds], loc="upper right", fontsize=8)
+    ax.set_title(f"{execution_id}: {n} steps over {span:.2f} s")
+    return fig
+
+
+def plot_log_growth(
+    execution_id: str, *, frames: Frames | None = None, runtime: Runtime | None = None
+) -> Figure:
+    """Bytes journaled per turn (bars) and in total (line, right axis) for one execution.
+
+    Raises:
+        UsageError: the execution has no events.
+    """
+    f = _frames(frames, runtime)
+    growth = f.log_growth(execution_id)
+    if growth.empty:
+        raise UsageError(f"execution {execution_id!r} has no events (is the id right?)")
+    fig = _figure(8, 4)
+    ax = fig.add_subplot()
+    turns = growth["turn"].to_numpy()
+    ax.bar(turns, growth["bytes"].to_numpy() / 1024, color=KIND_COLORS["model"], label="per turn")
+    ax.set_xlabel("turn")
+    ax.set_ylabel("KiB journaled in the turn")
+    ax.set_ylim(0, float(growth["bytes"].max()) / 1024 * 1.3)
+    right = ax.twinx()
+    cumulative = growth["cumulative_bytes"].to_numpy() / 1024
+    right.plot(turns, cumulative, color=KIND_COLORS["decision"], marker="o", label="cumulative")
+    right.set_ylabel("KiB journaled so far")
+    right.set_ylim(0, float(cumulative.max()) * 1.1)
+    handles = ax.get_legend_handles_labels()[0] + right.get_legend_handles_labels()[0]
+    ax.legend(handles=handles, loc="upper left", fontsize=8)
+    total = int(growth["cumulative_bytes"].iloc[-1])
+    ax.set_title(f"{execution_id}: {total:,} bytes over {len(growth)} turns")
+    return fig
+
+
+def plot_usage(
+    execution_id: str | None = None, *, frames: Frames | None = None, runtime: Runtime | None = None
+) -> Figure:
+    """Input and output tokens (stacked bars) and cost (line, right axis): per execution, or per
+    turn of ``execution_id``.
+
+    Raises:
+        UsageError: nothing to plot.
+    """
+    f = _frames(frames, runtime)
+    if execution_id is None:
+        data: Any = f.usage()
+        x_labels = [str(e) for e in data["execution_id"]]
+        title, x_label = f"usage of {len(data)} executions", "execution"
+    else:
+        data = f.turns(execution_id)
+        x_labels = [str(t) for t in data["turn"]]
+        title, x_label = f"{execution_id}: usage per turn", "turn"
+    if data.empty:
+        raise UsageError("nothing to plot: " + ("the journal is empty" if execution_id is None
+                                                 else f"execution {execution_id!r} has no turns"))
+    fig = _figure(max(6.0, 0.5 * len(data) + 2), 4)
+    ax = fig.add_subplot()
+    xs = list(range(len(data)))
+    inputs = data["input_tokens"].to_numpy(dtype=float)
+    outputs = data["output_tokens"].to_numpy(dtype=float)
+    ax.bar(xs, inputs, color=KIND_COLORS["model"], label="input tokens")
+    ax.bar(xs, outputs, bottom=inputs, color=KIND_COLORS["tool"], label="output tokens")
+    ax.set_xticks(xs, x_labels, rotation=45 if execution_id is None and len(xs) > 6 else 0, fontsize=8)
+    ax.set_xlabel(x_label)
+    ax.set_ylabel("tokens")
+    ax.set_ylim(0, max(float((inputs + outputs).max()), 1.0) * 1.3)
+    right = ax.twinx()
+    cost = data["cost"].to_numpy(dtype=float)
+    style = "none" if execution_id is None else "-"  # executions are categories: no line between them
+    right.plot(xs, cost, color=KIND_COLORS["decision"], marker="o", linestyle=style, label="cost")
+    right.set_ylabel("cost")
+    right.set_ylim(0, max(float(cost.max()), 1e-9) * 1.3)
+    handles = ax.get_legend_handles_labels()[0] + right.get_legend_handles_labels()[0]
+    ax.legend(handles=handles, loc="upper left", fontsize=8)
+    ax.set_title(title)
+    return fig

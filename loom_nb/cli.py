@@ -1,0 +1,206 @@
+"""The ``loom-nb`` command: ``loom-nb demo`` runs a scripted agent end to end in the terminal."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from loom_nb.agent import Agent, AgentResult, ApprovalDecision
+from loom_nb.effects import tool
+from loom_nb.errors import JournalLockedError, LoomError
+from loom_nb.journal.events import Event, EventKind
+from loom_nb.kernel.gates import OpenGate
+from loom_nb.kernel.runtime import ExecutionResult
+from loom_nb.messages import ModelRequest, ModelResponse
+from loom_nb.providers.scripted import ScriptedModel
+from loom_nb.runtime import Runtime
+
+DEMO_FLOW = "agent:demo"
+STALE = ("old-report.log", "cache.tmp")
+FRESH = ("notes.md",)
+
+
+def _sandbox(root: Path) -> Path:
+    folder = root / "loom-demo-files"
+    folder.mkdir(exist_ok=True)
+    if not any(folder.iterdir()):
+        for name in (*STALE, *FRESH):
+            (folder / name).write_text(f"demo file {name}\n")
+    return folder
+
+
+def build_demo_agent(folder: Path, *, delta_delay: float = 0.02) -> Agent:
+    """The demo agent: it lists a folder and asks to delete the stale files in it."""
+
+    @tool(idempotent=True)
+    def list_files(folder: str) -> list[str]:
+        """List the files in a folder.
+
+        Args:
+            folder: The folder to list.
+        """
+        return sorted(p.name for p in Path(folder).iterdir())
+
+    @tool(needs_approval=True)
+    def delete_file(path: str) -> str:
+        """Delete one file (asks for approval first).
+
+        Args:
+            path: The file to delete.
+        """
+        Path(path).unlink(missing_ok=True)
+        return f"deleted {path}"
+
+    def respond(request: ModelRequest) -> ModelResponse:
+        turns = sum(1 for m in request.messages if m.role == "assistant")
+        if turns == 0:
+            return ModelResponse.tool_calls(
+                [("list_files", {"folder": str(folder)})],
+                text="I'll start by looking at what is in the folder. ",
+            )
+        if turns == 1:
+            calls = [("delete_file", {"path": str(folder / name)}) for name in STALE]
+            return ModelResponse.tool_calls(
+                calls, text="Two files look stale: an old log and a temporary cache. I'll ask before deleting them. "
+            )
+        results = [m for m in request.messages if m.role == "tool" and m.name == "delete_file"]
+        done = [m.text.removeprefix("deleted ") for m in results if not m.is_error]
+        kept = len(results) - len(done)
+        summary = f"I deleted {len(done)} file(s)" + (f" and kept {kept} you refused" if kept else "")
+        return ModelResponse.text(summary + f". {FRESH[0]} stays: it is recent and not a cache. The folder is tidy.")
+
+    return Agent(
+        model=ScriptedModel(respond, name="demo-model", delta_delay=delta_delay),
+        tools=[list_files, delete_file],
+        system="You tidy folders. Delete only files that are stale, and ask first.",
+        name="demo",
+    )
+
+
+class _Printer:
+    """Shows a run in the terminal: streamed text, tool calls, gate outcomes."""
+
+    def __init__(self) -> None:
+        self.started: dict[str, float] = {}
+
+    def delta(self, execution_id: str, step_id: str, text: str) -> None:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+
+    def event(self, e: Event) -> None:
+        sid = e.step_id or ""
+        if e.kind == EventKind.STEP_STARTED and ":tool:" in sid:
+            args = ", ".join(f"{k}={v!r}" for k, v in (e.data.get("input") or {}).items())
+            print(f"\n  -> {e.data['effect'].removeprefix('tools.')}({args})", end="", flush=True)
+        elif e.kind == EventKind.STEP_COMPLETED and ":tool:" in sid:
+            print(f"  [done: {str(e.data.get('output'))[:70]}]", flush=True)
+        elif e.kind == EventKind.STEP_STARTED and sid.startswith("#turn:") and sid.count(":") == 1:
+            print(f"\n[{sid.removeprefix('#')}] ", end="", flush=True)
+
+
+def _ask(gate: OpenGate, assume: bool | None) -> ApprovalDecision:
+    payload = gate.payload if isinstance(gate.payload, dict) else {}
+    args = ", ".join(f"{k}={v!r}" for k, v in (payload.get("arguments") or {}).items())
+    prompt = f"\nApprove {payload.get('tool')}({args})? [y/N] "
+    if assume is not None:
+        print(prompt + ("y (--yes)" if assume else "n (--no)"))
+        return ApprovalDecision(approved=assume, reason=None if assume else "refused with --no")
+    answer = input(prompt).strip().lower()
+    if answer in ("y", "yes"):
+        return ApprovalDecision(approved=True)
+    return ApprovalDecision(approved=False, reason="refused at the terminal")
+
+
+def _steps_table(runtime: Runtime, execution_id: str) -> str:
+    rows: dict[str, dict[str, Any]] = {}
+    for e in runtime.journal.read(execution_id):
+        sid = e.step_id or ""
+        if e.kind == EventKind.STEP_STARTED:
+            row = rows.setdefault(sid, {"effect": e.data.get("effect"), "start": e.at, "attempts": 0})
+            row["attempts"] += 1
+        elif e.kind in (EventKind.STEP_COMPLETED, EventKind.STEP_FAILED) and sid in rows:
+            rows[sid]["status"] = "completed" if e.kind == EventKind.STEP_COMPLETED else "failed"
+            rows[sid]["ms"] = (e.at - rows[sid]["start"]) * 1000
+        elif e.kind == EventKind.GATE_RESOLVED:
+            ok = (e.data.get("payload") or {}).get("approved")
+            rows[sid] = {"effect": "approval", "status": "approved" if ok else "refused", "attempts": "", "ms": None}
+    lines = [f"{'step':<28} {'effect':<20} {'status':<10} {'attempts':>8} {'ms':>8}"]
+    for sid, r in rows.items():
+        ms = "" if r.get("ms") is None else f"{r['ms']:.1f}"
+        lines.append(f"{sid:<28} {r['effect']!s:<20} {r.get('status', 'running'):<10} {r['attempts']!s:>8} {ms:>8}")
+    return "\n".join(lines)
+
+
+def _demo(journal: str, assume: bool | None) -> int:
+    runtime = Runtime.open(journal)
+    with runtime:
+        folder = _sandbox(Path(journal).resolve().parent)
+        agent = build_demo_agent(folder)
+        agent.register(runtime)
+        printer = _Printer()
+        runtime.observe(printer.event, on_delta=printer.delta)
+        unfinished = [r for r in runtime.journal.list_executions() if r.flow == DEMO_FLOW and r.status in
+                      ("running", "suspended")]
+        state: ExecutionResult
+        if unfinished:
+            rec = unfinished[-1]
+            done = sum(1 for s in runtime.history(rec.execution_id).steps.values() if s.settled)
+            print(f"Resuming run {rec.execution_id} from {journal}: {done} completed step(s) will not run again.")
+            if rec.status == "running":
+                results = [r for r in runtime.recover_sync() if r.execution_id == rec.execution_id]
+                state = results[0] if results else runtime.result(rec.execution_id)
+            else:
+                state = runtime.result(rec.execution_id)
+        else:
+            count = sum(1 for r in runtime.journal.list_executions() if r.flow == DEMO_FLOW)
+            execution_id = f"demo-{count + 1}"
+            print(f"Starting run {execution_id} on {journal} (files in {folder}).")
+            state = runtime.start_sync(DEMO_FLOW, "Remove the stale files in the folder.", execution_id=execution_id)
+        while state.status == "suspended":
+            for gate in state.gates:
+                decision = _ask(gate, assume)
+                state = runtime.resume_sync(state.execution_id, gate.gate_id, decision)
+        print()
+        if state.status == "failed":
+            print(f"\nThe run failed: {state.error}")
+            return 1
+        result = AgentResult.model_validate(state.output)
+        print(f"\nAnswer: {result.output}\n({result.turns} turns, stop reason: {result.stop_reason})\n")
+        print(_steps_table(runtime, state.execution_id))
+        print(f"\nThe journal is {journal}; run `make lab` to analyse it in JupyterLab.")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of ``loom-nb``."""
+    parser = argparse.ArgumentParser(prog="loom-nb", description="Durable AI agent loops, journaled in DuckDB.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    demo = sub.add_parser("demo", help="run a scripted agent end to end (Ctrl-C, then run again: it resumes)")
+    demo.add_argument("--journal", default=os.environ.get("LOOM_JOURNAL", "loom.duckdb"), help="journal file")
+    answer = demo.add_mutually_exclusive_group()
+    answer.add_argument("--yes", action="store_true", help="approve every gate (for no TTY)")
+    answer.add_argument("--no", action="store_true", help="refuse every gate")
+    args = parser.parse_args(argv)
+    assume = True if args.yes else False if args.no else None
+    if assume is None and not sys.stdin.isatty():
+        print("loom-nb demo: stdin is not a terminal, so nobody can answer the approval prompt; "
+              "pass --yes to approve or --no to refuse.", file=sys.stderr)
+        return 2
+    try:
+        return _demo(args.journal, assume)
+    except KeyboardInterrupt:
+        print("\nInterrupted. Everything done so far is in the journal: run the demo again to resume this run.")
+        return 130
+    except JournalLockedError as exc:
+        print(f"loom-nb demo: {exc}", file=sys.stderr)
+        return 1
+    except LoomError as exc:
+        print(f"loom-nb demo: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,839 @@
+"""The live view of a run (ipywidgets): status, turns, streamed text, tool calls, gate cards, answer.
+
+``RunView(run)`` watches one ``Run``: ``run.on_change`` for its status and open gates, and
+``runtime.observe`` for committed events (tool calls, turns, gate answers, usage) and streamed
+model deltas. Every delta is kept; the text widget is refreshed at most ~20 times a second.
+
+Cards act through the public API only: Approve / Refuse call ``gate.approve(reason)`` /
+``gate.refuse(reason)``; the in-doubt card calls ``gate.happened(output)``, ``gate.run_again()``
+or ``gate.fail(reason)``. A card disables its buttons on the first click, so a double click cannot
+resume twice, and shows the decision and when it was recorded — whoever made it (a click, a cell,
+``%loom resume``).
+
+Every widget has a stable CSS class (``loom-run``, ``loom-run-status``, ``loom-turns``,
+``loom-stream``, ``loom-tools``, ``loom-tool-row``, ``loom-card``, ``loom-approval``,
+``loom-in-doubt``, ``loom-approve``, ``loom-refuse``, ``loom-reason``, ``loom-output``,
+``loom-happened``, ``loom-run-again``, ``loom-fail``, ``loom-card-status``, ``loom-answer``,
+``loom-error``, ``loom-usage``), and every object a useful ``text/plain`` form for front ends
+without widgets (plain IPython, nbval).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import html
+import json
+import logging
+import re
+import shlex
+import time
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+import ipywidgets as widgets
+
+from loom_nb.agent.config import APPROVAL_GATE
+from loom_nb.agent.facade import Gate, Run
+from loom_nb.journal.events import Event, EventKind
+from loom_nb.kernel.context import IN_DOUBT_GATE
+from loom_nb.notebook.runs import attach, display, ensure_registered
+from loom_nb.notebook.throttle import Throttle
+
+K = EventKind
+log = logging.getLogger("loom_nb")
+_TURN = re.compile(r"^#turn:(\d+)$")
+_TOOL = re.compile(r":tool:\d+$")
+
+STYLE = """<style>
+.loom-run { border-left: 3px solid #1976d2; padding-left: 8px; margin: 4px 0; }
+.loom-title { font-weight: 600; }
+.loom-badge { padding: 1px 8px; border-radius: 9px; color: #fff; font-size: 12px; }
+.loom-badge-running { background: #1976d2; } .loom-badge-suspended { background: #ef6c00; }
+.loom-badge-completed { background: #2e7d32; } .loom-badge-failed { background: #c62828; }
+.loom-stream pre, .loom-answer pre, .loom-error pre { white-space: pre-wrap; margin: 2px 0; font-size: 13px; }
+.loom-tool-row { font-size: 12px; }
+.loom-tool-row code { font-size: 12px; }
+.loom-tool-done { color: #2e7d32; } .loom-tool-failed, .loom-tool-refused { color: #c62828; }
+.loom-tool-running, .loom-tool-approval { color: #ef6c00; }
+.loom-card { border: 1px solid #ef6c00; border-radius: 4px; padding: 6px; margin: 4px 0; }
+.loom-card pre { margin: 2px 0; font-size: 12px; }
+.loom-card.loom-decided { border-color: #9e9e9e; }
+.loom-answer { border-top: 1px solid #ddd; }
+.loom-error { color: #c62828; }
+.loom-usage { color: #666; font-size: 12px; }
+</style>"""
+
+
+def step_kind(runtime: Any, step_id: str, effect_id: str | None) -> str:
+    """What a step is: ``model``, ``tool``, ``compaction`` or ``effect``.
+
+    From the effect's registered kind when this process knows it, else from the agent loop's step
+    ids (``#turn:<i>``, ``#turn:<i>:tool:<j>``, ``#turn:<i>:compact``).
+    """
+    kind = None
+    if effect_id:
+        try:
+            kind = runtime.effects.spec(effect_id).kind
+        except Exception:
+            kind = None
+    if kind == "summarizer" or step_id.endswith(":compact"):
+        return "compaction"
+    if kind in ("model", "tool"):
+        return str(kind)
+    if _TOOL.search(step_id):
+        return "tool"
+    if step_id.startswith("#turn:") and ":tool:" not in step_id:
+        return "model"
+    return "effect"
+
+
+def _short(value: Any, limit: int = 120) -> str:
+    if isinstance(value, str):
+        text = value
+    else:
+        text = json.dumps(value, ensure_ascii=False, default=str, sort_keys=True)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _call_text(name: str, arguments: Any) -> str:
+    if isinstance(arguments, dict):
+        inner = ", ".join(f"{k}={v!r}" for k, v in arguments.items())
+    else:
+        inner = _short(arguments, 80)
+    return f"{name}({_short(inner, 100)})"
+
+
+def _clock(at: float) -> str:
+    return datetime.fromtimestamp(at).strftime("%H:%M:%S")
+
+
+def _in_loop() -> bool:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
+
+
+def _html(cls: str, value: str = "") -> Any:
+    w = widgets.HTML(value=value)
+    w.add_class(cls)
+    return w
+
+
+def _button(description: str, cls: str, style: str, icon: str = "") -> Any:
+    b = widgets.Button(description=description, button_style=style, icon=icon, tooltip=description)
+    b.add_class(cls)
+    return b
+
+
+def _parse_json_or_text(text: str) -> Any:
+    text = text.strip()
+    if not text:
+        return None
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def describe_resolution(kind: str, payload: Any) -> str:
+    """A short human description of a gate's resume payload (``approved``, ``refused: why``...)."""
+    if not isinstance(payload, dict):
+        return f"resolved with {_short(payload, 80)}"
+    reason = payload.get("reason")
+    why = f" ({reason})" if reason else ""
+    if kind == APPROVAL_GATE and "approved" in payload:
+        return ("approved" if payload["approved"] else "refused") + why
+    if kind == IN_DOUBT_GATE and "action" in payload:
+        action = str(payload["action"])
+        if action == "happened":
+            return f"marked as happened (output {_short(payload.get('output'), 60)}){why}"
+        return {"run_again": "run again", "fail": "marked as failed"}.get(action, action) + why
+    return f"resolved with {_short(payload, 80)}"
+
+
+# -- gate cards -----------------------------------------------------------------------------------
+class GateCard(widgets.VBox):  # type: ignore[misc]
+    """A card for one open gate. Subclasses add the inputs and buttons of their gate kind.
+
+    Attributes:
+        gate: The gate.
+        decided: True once a decision was made (by this card or elsewhere); buttons are disabled.
+        decision: The recorded decision, described, with when it was recorded.
+        outcome: The decision without the time (what the text form shows).
+        status: The line under the buttons (decision, waiting, or an error).
+        problem: Why the gate cannot be acted on yet (e.g. the agent's flow is not defined), if so.
+    """
+
+    css = "loom-gate"
+
+    def __init__(self, gate: Gate, *, problem: str | None = None) -> None:
+        self.gate = gate
+        self.decided = False
+        self.decision: str | None = None
+        self.outcome: str | None = None
+        self.buttons: list[Any] = []
+        self.inputs: list[Any] = []
+        self.status = _html("loom-card-status")
+        self.problem_box = _html("loom-card-problem")
+        self.problem: str | None = None
+        self._pending: asyncio.Future[None] | None = None
+        super().__init__(children=[*self._build(), self.problem_box, self.status])
+        self.add_class("loom-card")
+        self.add_class(self.css)
+        self.show_problem(problem)
+
+    # -- for subclasses -------------------------------------------------------------------------
+    def _build(self) -> list[Any]:
+        payload = _short(self.gate.payload, 2000)
+        title = _html("loom-card-title", f"<b>Gate</b> <code>{html.escape(self.gate.gate_id)}</code> "
+                                         f"({html.escape(self.gate.kind)})")
+        body = _html("loom-card-payload", f"<pre>{html.escape(payload)}</pre>")
+        self.payload_box = widgets.Textarea(placeholder="resume payload (JSON)")
+        self.payload_box.add_class("loom-payload")
+        resume = _button("Resume", "loom-resume", "primary")
+        resume.on_click(lambda _: self.act("resumed", lambda: self.gate.resolve(
+            _parse_json_or_text(self.payload_box.value))))
+        self.buttons = [resume]
+        self.inputs = [self.payload_box]
+        return [title, body, self.payload_box, widgets.HBox([resume])]
+
+    def commands(self) -> str:
+        """The ``%loom resume`` command(s) that resolve this gate from a cell."""
+        return f"gate.resolve(payload) on run {self.gate.run.id}"
+
+    # -- acting ---------------------------------------------------------------------------------
+    def show_problem(self, problem: str | None) -> None:
+        """Show (or clear) why the gate cannot be acted on yet."""
+        self.problem = problem
+        self.problem_box.value = f"<pre class='loom-error'>{html.escape(problem)}</pre>" if problem else ""
+
+    def _lock(self, locked: bool) -> None:
+        for w in (*self.buttons, *self.inputs):
+            w.disabled = locked
+
+    def act(self, label: str, action: Callable[[], Any]) -> None:
+        """Run ``action`` (a public ``Gate`` method) once: later clicks are ignored.
+
+        If the run is still moving toward its gates (another card's click just resumed it), the
+        action waits for it to pause. Errors show on the card and re-enable it.
+        """
+        if self.decided:
+            return
+        self.decided = True
+        self._lock(True)
+        problem = ensure_registered(self.gate.run)
+        if problem is not None:
+            self._reopen(problem=problem)
+            return
+        self.show_problem(None)
+        run = self.gate.run
+        if run.status == "running" and _in_loop():
+            self.status.value = "<i>waiting for the run to reach its gates…</i>"
+
+            async def when_paused() -> None:
+                await run.wait(until="paused")
+                self._call(label, action)
+
+            self._pending = asyncio.ensure_future(when_paused())
+            return
+        self._call(label, action)
+
+    def _call(self, label: str, action: Callable[[], Any]) -> None:
+        try:
+            action()
+        except Exception as exc:
+            self._reopen(error=f"{type(exc).__name__}: {exc}")
+            return
+        if self.decision is None:  # the journal's gate_resolved may have marked it already
+            self._mark(label, time.time())
+
+    def _reopen(self, *, problem: str | None = None, error: str | None = None) -> None:
+        self.decided = False
+        self._lock(False)
+        if problem is not None:
+            self.show_problem(problem)
+        self.status.value = "" if error is None else f"<span class='loom-error'>{html.escape(error)}</span>"
+
+    def _mark(self, text: str, at: float) -> None:
+        self.decided = True
+        self._lock(True)
+        self.add_class("loom-decided")
+        self.outcome = text
+        self.decision = f"{text} at {_clock(at)}"
+        self.status.value = f"<b>{html.escape(self.decision[0].upper() + self.decision[1:])}</b>"
+
+    def resolved(self, payload: Any, at: float) -> None:
+        """Show the journal's record of this gate's resolution (from whoever resolved it)."""
+        self.show_problem(None)
+        self._mark(describe_resolution(self.gate.kind, payload), at)
+
+    # -- text -----------------------------------------------------------------------------------
+    def text(self) -> str:
+        """The card as one line of text."""
+        if self.outcome:
+            return f"gate {self.gate.gate_id}: {self.outcome}"
+        line = f"{self.gate!r} -> {self.commands()}"
+        return line + (f"  [{self.problem}]" if self.problem else "")
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.text()})"
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> Any:
+        bundle = super()._repr_mimebundle_(**kwargs)
+        if isinstance(bundle, dict):
+            bundle["text/plain"] = repr(self)
+        return bundle
+
+
+class ApprovalCard(GateCard):
+    """The card of an ``AgentToolApproval`` gate: tool, pretty-printed arguments, a reason box,
+    Approve (``gate.approve(reason)``) and Refuse (``gate.refuse(reason)``).
+
+    Attributes:
+        approve: The Approve button (class ``loom-approve``).
+        refuse: The Refuse button (class ``loom-refuse``).
+        reason: The reason text box (class ``loom-reason``).
+    """
+
+    css = "loom-approval"
+
+    def _build(self) -> list[Any]:
+        g = self.gate
+        pretty = json.dumps(g.arguments, indent=2, ensure_ascii=False, default=str)
+        title = _html(
+            "loom-card-title",
+            f"<b>Approve</b> <code>{html.escape(str(g.tool))}</code>? "
+            f"<small>{html.escape(g.gate_id)}</small>",
+        )
+        args = _html("loom-card-arguments", f"<pre>{html.escape(pretty)}</pre>")
+        self.reason = widgets.Text(placeholder="reason (optional; the model is told on refusal)")
+        self.reason.add_class("loom-reason")
+        self.approve = _button("Approve", "loom-approve", "success", "check")
+        self.refuse = _button("Refuse", "loom-refuse", "danger", "times")
+        self.approve.on_click(lambda _: self.act("approved", lambda: g.approve(self._reason())))
+        self.refuse.on_click(lambda _: self.act("refused", lambda: g.refuse(self._reason())))
+        self.buttons = [self.approve, self.refuse]
+        self.inputs = [self.reason]
+        return [title, args, self.reason, widgets.HBox([self.approve, self.refuse])]
+
+    def _reason(self) -> str | None:
+        return self.reason.value.strip() or None
+
+    def commands(self) -> str:
+        """The ``%loom resume`` commands that approve or refuse this gate from a cell."""
+        gid = shlex.quote(self.gate.gate_id)
+        return f"%loom resume {self.gate.run.id} {gid} --approve | --refuse [--reason R]"
+
+
+class InDoubtCard(GateCard):
+    """The card of an ``InDoubt`` gate (a non-idempotent step cut in flight): it happened (with
+    its output), run it again, or record it as failed.
+
+    Attributes:
+        output: The output text box (JSON or text) for "happened" (class ``loom-output``).
+        reason: The reason text box (class ``loom-reason``).
+        happened: Button calling ``gate.happened(output)`` (class ``loom-happened``).
+        run_again: Button calling ``gate.run_again()`` (class ``loom-run-again``).
+        fail: Button calling ``gate.fail(reason)`` (class ``loom-fail``).
+    """
+
+    css = "loom-in-doubt"
+
+    def _build(self) -> list[Any]:
+        g = self.gate
+        p = g.payload if isinstance(g.payload, dict) else {}
+        step, effect = p.get("step_id", g.gate_id), p.get("effect", "?")
+        title = _html(
+            "loom-card-title",
+            f"<b>In doubt</b>: step <code>{html.escape(str(step))}</code> "
+            f"(effect <code>{html.escape(str(effect))}</code>) was cut in flight. Did it happen?",
+        )
+        pretty = json.dumps(p.get("input"), indent=2, ensure_ascii=False, default=str)
+        body = _html("loom-card-arguments", f"<pre>{html.escape(pretty)}</pre>")
+        self.output = widgets.Text(placeholder="its output, if it happened (JSON or text)")
+        self.output.add_class("loom-output")
+        self.reason = widgets.Text(placeholder="reason (optional)")
+        self.reason.add_class("loom-reason")
+        self.happened = _button("It happened", "loom-happened", "success", "check")
+        self.run_again = _button("Run again", "loom-run-again", "warning", "redo")
+        self.fail = _button("Fail it", "loom-fail", "danger", "times")
+        self.happened.on_click(lambda _: self.act("marked as happened", self._happened))
+        self.run_again.on_click(lambda _: self.act("run again", g.run_again))
+        self.fail.on_click(lambda _: self.act("marked as failed", self._fail))
+        self.buttons = [self.happened, self.run_again, self.fail]
+        self.inputs = [self.output, self.reason]
+        return [title, body, self.output, self.reason, widgets.HBox(self.buttons)]
+
+    def _happened(self) -> Any:
+        return self.gate.happened(_parse_json_or_text(self.output.value))
+
+    def _fail(self) -> Any:
+        return self.gate.fail(self.reason.value.strip() or None)
+
+    def commands(self) -> str:
+        """The ``%loom resume`` commands that resolve this gate from a cell."""
+        gid = shlex.quote(self.gate.gate_id)
+        return f"%loom resume {self.gate.run.id} {gid} --happened OUTPUT | --run-again | --fail [--reason R]"
+
+
+def card_for(gate: Gate, *, problem: str | None = None) -> GateCard:
+    """The card for ``gate``'s kind (approval, in doubt, or a generic JSON resume card)."""
+    if gate.kind == APPROVAL_GATE:
+        return ApprovalCard(gate, problem=problem)
+    if gate.kind == IN_DOUBT_GATE:
+        return InDoubtCard(gate, problem=problem)
+    return GateCard(gate, problem=problem)
+
+
+# -- tool rows ------------------------------------------------------------------------------------
+class ToolRow:
+    """One tool call of the run: name, arguments, status, duration, result preview.
+
+    Attributes:
+        step_id: The tool step (``#turn:<i>:tool:<j>``).
+        name: The tool's name.
+        arguments: Its arguments.
+        status: ``awaiting approval``, ``approved``, ``refused``, ``running``, ``retrying``,
+            ``done``, ``failed`` or ``in doubt``.
+        widget: The HTML row (class ``loom-tool-row``).
+    """
+
+    def __init__(self, step_id: str, name: str, arguments: Any) -> None:
+        self.step_id = step_id
+        self.name = name
+        self.arguments = arguments
+        self.status = "running"
+        self.attempt = 1
+        self.started: float | None = None
+        self.ended: float | None = None
+        self.preview = ""
+        self.widget = _html("loom-tool-row")
+
+    @property
+    def duration(self) -> float | None:
+        """Seconds from the first start to the end, once ended."""
+        if self.started is None or self.ended is None:
+            return None
+        return max(self.ended - self.started, 0.0)
+
+    def text(self) -> str:
+        """The row as one line of text (without timings, so that it reads the same on every run)."""
+        parts = [f"tool {_call_text(self.name, self.arguments)}", self.status]
+        if self.attempt > 1:
+            parts.append(f"attempt {self.attempt}")
+        if self.preview:
+            parts.append(f"-> {self.preview}")
+        return " ".join(parts)
+
+    def render(self) -> None:
+        """Copy the row's state into its widget."""
+        state = self.status.split(" ")[0].replace("awaiting", "approval")
+        extra = f" <span>attempt {self.attempt}</span>" if self.attempt > 1 else ""
+        dur = f" <span>{self.duration:.2f} s</span>" if self.duration is not None else ""
+        preview = f" → <code>{html.escape(self.preview)}</code>" if self.preview else ""
+        badge = f"<span class='loom-tool-status loom-tool-{state}'>{html.escape(self.status)}</span>"
+        self.widget.value = (
+            f"<b>{html.escape(self.name)}</b> <code>{html.escape(_short(self.arguments, 100))}</code> "
+            f"{badge}{extra}{dur}{preview}"
+        )
+
+
+# -- the run view ---------------------------------------------------------------------------------
+class RunView(widgets.VBox):  # type: ignore[misc]
+    """The live view of one run.
+
+    Args:
+        run: The run to watch.
+        interval: Least seconds between two refreshes of the streamed text (0.05: ~20 a second).
+
+    Attributes:
+        run: The run.
+        cards: Gate cards by gate id (kept after their gates resolve).
+        tool_rows: Tool rows by step id.
+        turn: Model turns started so far.
+        deltas: Streamed deltas received.
+        status: The status badge (class ``loom-run-status``).
+        progress: The turn progress bar (class ``loom-turns``).
+        stream: The streamed model text (class ``loom-stream``).
+        answer: The final answer (class ``loom-answer``).
+        error: The failure, when failed (class ``loom-error``).
+        usage: Token usage (class ``loom-usage``).
+    """
+
+    def __init__(self, run: Run, *, interval: float = 0.05) -> None:
+        self.run = run
+        self.cards: dict[str, GateCard] = {}
+        self.tool_rows: dict[str, ToolRow] = {}
+        self.turn = 0
+        self.deltas = 0
+        self._parts: list[str] = []
+        self._delta_step: str | None = None
+        self._step_text_start: dict[str, int] = {}
+        self._seen_delta = False
+        self._prev_kind = ""
+        self._resolutions: dict[str, tuple[Any, float]] = {}
+        self._usage: dict[str, Any] = {"calls": 0, "input_tokens": 0, "output_tokens": 0, "cost": None}
+        self._loading = False
+        self._unsubscribe: Callable[[], None] | None = None
+        self._flow = run.agent.flow_name if run.agent is not None else ""
+        self._throttle = Throttle(self._render_text, interval=interval)
+
+        self.title = _html("loom-title")
+        self.status = _html("loom-run-status")
+        self.progress = widgets.IntProgress(value=0, min=0, max=self._max_turns() or 1, description="turns")
+        self.progress.add_class("loom-turns")
+        self.turn_label = _html("loom-turn-label")
+        self.stream = _html("loom-stream")
+        self.tools = widgets.VBox()
+        self.tools.add_class("loom-tools")
+        self.cards_box = widgets.VBox()
+        self.cards_box.add_class("loom-cards")
+        self.answer = _html("loom-answer")
+        self.error = _html("loom-error")
+        self.usage = _html("loom-usage")
+        style = _html("loom-style", STYLE)
+        header = widgets.HBox([style, self.title, self.status, self.progress, self.turn_label])
+        super().__init__(children=[header, self.stream, self.tools, self.cards_box, self.answer, self.error,
+                                   self.usage])
+        self.add_class("loom-run")
+
+        runtime = run.runtime
+        record = runtime.journal.get_execution(run.id)
+        if record is not None:
+            self._flow = self._flow or record.flow
+            self._loading = True
+            try:
+                for event in runtime.journal.read(run.id):
+                    self._apply(event)
+            finally:
+                self._loading = False
+            for row in self.tool_rows.values():
+                row.render()
+            self._render_progress()
+            self._render_usage()
+        self._unsubscribe = runtime.observe(self._on_event, on_delta=self.on_delta, execution_id=run.id)
+        run.on_change(self._on_change)
+        self._on_change(run)
+        self._throttle.flush()
+
+    # -- inputs from the runtime ----------------------------------------------------------------
+    def on_delta(self, execution_id: str, step_id: str, text: str) -> None:
+        """Take one streamed model delta (kept whole; the display refresh is throttled)."""
+        if step_id != self._delta_step:
+            if step_id not in self._step_text_start:
+                if self._parts:
+                    self._parts.append("\n")
+                self._step_text_start[step_id] = len(self._parts)
+            self._delta_step = step_id
+        self._seen_delta = True
+        self.deltas += 1
+        self._parts.append(text)
+        self._throttle.request()
+
+    def _on_event(self, event: Event) -> None:
+        self._apply(event)
+
+    def _apply(self, e: Event) -> None:
+        kind, sid, data = e.kind, e.step_id or "", e.data
+        if kind == K.STREAM_CHUNK:
+            if not self._seen_delta:
+                if self._prev_kind != K.STREAM_CHUNK and self._parts:
+                    self._parts.append("\n")
+                self._parts.append(str(data.get("text", "")))
+                self._throttle.request()
+        elif kind == K.STEP_STARTED:
+            self._step_started(sid, data, e.at)
+        elif kind in (K.STEP_COMPLETED, K.STEP_FAILED, K.STEP_IN_DOUBT):
+            self._step_ended(kind, sid, data, e.at)
+        elif kind == K.GATE_OPENED:
+            payload = data.get("payload")
+            if data.get("kind") == APPROVAL_GATE and sid.endswith(":approval") and isinstance(payload, dict):
+                row = self._row(sid[: -len(":approval")], str(payload.get("tool")), payload.get("arguments"))
+                row.status = "awaiting approval"
+                self._render_row(row)
+        elif kind == K.GATE_RESOLVED:
+            payload = data.get("payload")
+            self._resolutions[sid] = (payload, e.at)
+            card = self.cards.get(sid)
+            if card is not None:
+                card.resolved(payload, e.at)
+            target = self.tool_rows.get(sid[: -len(":approval")]) if sid.endswith(":approval") else None
+            if target is not None and isinstance(payload, dict) and "approved" in payload:
+                target.status = "approved" if payload["approved"] else "refused"
+                if not payload["approved"] and payload.get("reason"):
+                    target.preview = str(payload["reason"])
+                self._render_row(target)
+        self._prev_kind = kind
+
+    def _row(self, sid: str, name: str, arguments: Any) -> ToolRow:
+        row = self.tool_rows.get(sid)
+        if row is None:
+            row = self.tool_rows[sid] = ToolRow(sid, name, arguments)
+            self.tools.children = (*self.tools.children, row.widget)
+        return row
+
+    def _render_row(self, row: ToolRow) -> None:
+        if not self._loading:
+            row.render()
+
+    def _step_started(self, sid: str, data: dict[str, Any], at: float) -> None:
+        effect = str(data.get("effect", ""))
+        kind = step_kind(self.run.runtime, sid, effect)
+        attempt = int(data.get("attempt", 1) or 1)
+        if kind == "tool":
+            name = effect.removeprefix("tools.")
+            row = self._row(sid, name, data.get("input"))
+            row.status = "running" if attempt == 1 else "retrying"
+            row.attempt = attempt
+            if row.started is None:
+                row.started = at
+            self._render_row(row)
+        elif kind == "model":
+            match = _TURN.match(sid)
+            if match:
+                self.turn = max(self.turn, int(match.group(1)) + 1)
+                if not self._loading:
+                    self._render_progress()
+            start = self._step_text_start.get(sid)
+            if attempt > 1 and start is not None:  # a retried model call streams its text again
+                del self._parts[start:]
+                self._step_text_start.pop(sid)
+                self._delta_step = None
+                self._throttle.request()
+
+    def _step_ended(self, kind: str, sid: str, data: dict[str, Any], at: float) -> None:
+        usage = data.get("usage")
+        if kind == K.STEP_COMPLETED and isinstance(usage, dict) and "input_tokens" in usage:
+            self._usage["calls"] += 1
+            self._usage["input_tokens"] += int(usage.get("input_tokens") or 0)
+            self._usage["output_tokens"] += int(usage.get("output_tokens") or 0)
+            if usage.get("cost") is not None:
+                self._usage["cost"] = (self._usage["cost"] or 0.0) + float(usage["cost"])
+            if not self._loading:
+                self._render_usage()
+        row = self.tool_rows.get(sid)
+        if row is None:
+            return
+        if kind == K.STEP_COMPLETED:
+            row.status, row.ended = "done", at
+            row.preview = _short(data.get("output"), 120)
+        elif kind == K.STEP_IN_DOUBT:
+            row.status = "in doubt"
+        elif data.get("will_retry"):
+            row.status = "retrying"
+        else:
+            row.status, row.ended = "failed", at
+            error = data.get("error")
+            if isinstance(error, dict):
+                row.preview = _short(f"{error.get('type', '')}: {error.get('message', '')}", 160)
+        self._render_row(row)
+
+    def _on_change(self, run: Run) -> None:
+        try:
+            self._update(run)
+        except Exception:  # a view must never break the run's listeners
+            log.exception("loom_nb: the live view of run %s failed to update", run.id)
+
+    def _update(self, run: Run) -> None:
+        status = run.status
+        self.status.value = f"<span class='loom-badge loom-badge-{status}'>{status}</span>"
+        self.progress.bar_style = {"completed": "success", "failed": "danger", "suspended": "warning"}.get(
+            status, "info"
+        )
+        self.title.value = f"<span class='loom-title'>loom run <code>{html.escape(run.id)}</code></span>"
+        if status == "suspended":
+            self._show_gates(run)
+        elif status == "completed":
+            result = run.result
+            if result is not None:
+                self.answer.value = f"<b>Answer</b><pre>{html.escape(result.output)}</pre>"
+                self._usage.update(result.usage.model_dump())
+                self._usage["turns"] = result.turns
+                self.turn = max(self.turn, result.turns)
+            self._settled()
+        elif status == "failed":
+            exc = run.exception()
+            text = f"{type(exc).__name__}: {exc}" if exc is not None else "failed"
+            self.error.value = f"<b>Failed</b><pre>{html.escape(text)}</pre>"
+            self._settled()
+
+    def _show_gates(self, run: Run) -> None:
+        gates = [g for g in run.gates if g.gate_id not in self.cards]
+        if not gates:
+            return
+        problem = ensure_registered(run)
+        if self.progress.max <= 1 and self._max_turns():
+            self._render_progress()
+        new: list[GateCard] = []
+        for gate in gates:
+            card = self.cards[gate.gate_id] = card_for(gate, problem=problem)
+            if gate.gate_id in self._resolutions:
+                card.resolved(*self._resolutions[gate.gate_id])
+            new.append(card)
+        self.cards_box.children = (*self.cards_box.children, *new)
+
+    def _settled(self) -> None:
+        self._throttle.flush()
+        self._render_progress()
+        self._render_usage()
+        if self._unsubscribe is not None:
+            self._unsubscribe()
+            self._unsubscribe = None
+
+    # -- rendering ------------------------------------------------------------------------------
+    def _max_turns(self) -> int | None:
+        agent = self.run.agent
+        return agent.config.max_turns if agent is not None else None
+
+    def _render_progress(self) -> None:
+        top = self._max_turns() or max(self.turn, 1)
+        self.progress.max = max(top, self.turn, 1)
+        self.progress.value = self.turn
+        self.turn_label.value = f"turn {self.turn}/{top}" if self._max_turns() else f"turn {self.turn}"
+
+    def _render_usage(self) -> None:
+        text = self.usage_text()
+        self.usage.value = html.escape(text) if text else ""
+
+    def _render_text(self) -> None:
+        self.stream.value = f"<pre>{html.escape(''.join(self._parts))}</pre>" if self._parts else ""
+
+    def flush(self) -> None:
+        """Show every delta received so far now (instead of at the next throttled refresh)."""
+        self._throttle.flush()
+
+    @property
+    def refreshes(self) -> int:
+        """How many times the streamed text widget was refreshed."""
+        return self._throttle.calls
+
+    @property
+    def text_so_far(self) -> str:
+        """All the model text streamed so far (every delta, turns separated by a newline)."""
+        return "".join(self._parts)
+
+    def usage_text(self) -> str:
+        """Usage as one line (model calls, tokens, cost), or "" before any model call."""
+        u = self._usage
+        if not u.get("calls") and not u.get("input_tokens") and not u.get("output_tokens"):
+            return ""
+        text = f"usage: {u['input_tokens']} input + {u['output_tokens']} output tokens"
+        if u.get("calls"):
+            text += f" over {u['calls']} model call(s)"
+        if u.get("cost") is not None:
+            text += f", cost {u['cost']:.4f}"
+        return text
+
+    def close(self) -> None:
+        """Stop watching the run, then close the widgets."""
+        if self._unsubscribe is not None:
+            self._unsubscribe()
+            self._unsubscribe = None
+        super().close()
+
+    # -- text -----------------------------------------------------------------------------------
+    def text(self) -> str:
+        """The whole view as text (what front ends without widgets show). It leaves out timings
+        and clock times, so a deterministic run reads the same every time (nbval compares it)."""
+        run = self.run
+        status = run.status
+        head = f"loom run {run.id}" + (f" ({self._flow})" if self._flow else "") + f": {status}"
+        if self.turn:
+            top = self._max_turns()
+            head += f", turn {self.turn}" + (f"/{top}" if top else "")
+        lines = [head]
+        streamed = "".join(self._parts).strip()
+        if streamed:
+            lines += ["  " + line for line in streamed.splitlines()]
+        lines += ["  " + row.text() for row in self.tool_rows.values()]
+        lines += ["  " + card.text() for card in self.cards.values()]
+        if status == "suspended" and not self.cards:
+            lines += [f"  {g!r}" for g in run.gates]
+        result = run.result if status == "completed" else None
+        if result is not None:
+            lines.append(f"  answer: {result.output}")
+        if status == "failed":
+            exc = run.exception()
+            lines.append(f"  error: {type(exc).__name__}: {exc}" if exc is not None else "  error")
+        usage = self.usage_text()
+        if usage:
+            lines.append("  " + usage)
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        return self.text()
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> Any:
+        bundle = super()._repr_mimebundle_(**kwargs)
+        if isinstance(bundle, dict):
+            bundle["text/plain"] = self.text()
+        return bundle
+
+
+class RecoveryView(widgets.VBox):  # type: ignore[misc]
+    """What ``%loom recover`` is doing: a line, then the view of every recovered execution.
+
+    Attributes:
+        execution_ids: The executions being recovered.
+        views: Their views, once recovered.
+        error: Why the recovery failed, if it did.
+    """
+
+    def __init__(self, runtime: Any, execution_ids: list[str]) -> None:
+        self.runtime = runtime
+        self.execution_ids = list(execution_ids)
+        self.views: list[RunView] = []
+        self.error: str | None = None
+        self.task: asyncio.Future[Any] | None = None
+        self.line = _html("loom-recovery-status", f"recovering {len(self.execution_ids)} execution(s)…")
+        super().__init__(children=[self.line])
+        self.add_class("loom-recovery")
+
+    def finished(self, task: asyncio.Future[Any]) -> None:
+        """Done-callback of the recovery task: show its outcome."""
+        if task.cancelled():
+            self.fail("the recovery was cancelled")
+        elif task.exception() is not None:
+            exc = task.exception()
+            self.fail(f"{type(exc).__name__}: {exc}")
+        else:
+            self.done(task.result())
+
+    def fail(self, error: str) -> None:
+        """Show why the recovery failed."""
+        self.error = error
+        self.line.value = f"<pre class='loom-error'>recovery failed: {html.escape(error)}</pre>"
+
+    def done(self, results: list[Any]) -> None:
+        """Show each recovered execution's view (cards for any gate it now waits on)."""
+        self.views = [RunView(attach(self.runtime, r.execution_id)) for r in results]
+        summary = ", ".join(f"{r.execution_id} {r.status}" for r in results) or "nothing"
+        self.line.value = f"recovered: {html.escape(summary)}"
+        self.children = (self.line, *self.views)
+
+    def text(self) -> str:
+        """The recovery as text."""
+        if self.error:
+            return f"loom_nb: recovery failed: {self.error}"
+        if not self.views:
+            return f"loom_nb: recovering {len(self.execution_ids)} execution(s)…"
+        return "\n".join(v.text() for v in self.views)
+
+    def __repr__(self) -> str:
+        return self.text()
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> Any:
+        bundle = super()._repr_mimebundle_(**kwargs)
+        if isinstance(bundle, dict):
+            bundle["text/plain"] = self.text()
+        return bundle
+
+
+def show(run: Run) -> RunView:
+    """Display the live view of ``run`` in the current cell; returns the view."""
+    view = RunView(run)
+    display(view)
+    return view

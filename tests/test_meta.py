@@ -1,0 +1,145 @@
+"""Meta-tests that enforce the house rules: layering, determinism, the public surface, docstrings."""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import loom_nb
+
+PKG = Path(loom_nb.__file__).parent
+
+# What each part of the package may NOT import (dependencies point down).
+FORBIDDEN: dict[str, tuple[str, ...]] = {
+    "journal": ("loom_nb.kernel", "loom_nb.effects", "loom_nb.agent", "loom_nb.providers", "loom_nb.analysis",
+                "loom_nb.notebook", "loom_nb.runtime", "httpx", "IPython", "ipywidgets", "pandas"),
+    "kernel": ("loom_nb.effects", "loom_nb.agent", "loom_nb.providers", "loom_nb.analysis", "loom_nb.notebook",
+               "loom_nb.runtime", "httpx", "IPython", "ipywidgets", "anywidget", "pandas"),
+    "effects": ("loom_nb.agent", "loom_nb.providers", "loom_nb.analysis", "loom_nb.notebook", "httpx", "IPython",
+                "ipywidgets", "anywidget", "pandas"),
+    "providers": ("loom_nb.agent", "loom_nb.analysis", "loom_nb.notebook", "loom_nb.kernel", "loom_nb.effects",
+                  "IPython", "ipywidgets", "anywidget", "pandas"),
+    "agent": ("loom_nb.analysis", "loom_nb.notebook", "httpx", "IPython", "ipywidgets", "anywidget", "pandas"),
+    "analysis": ("loom_nb.notebook", "IPython", "ipywidgets", "anywidget"),
+    "messages.py": ("loom_nb.kernel", "loom_nb.effects", "loom_nb.agent", "loom_nb.providers", "httpx", "pandas"),
+}
+
+
+def _imports(path: Path) -> list[str]:
+    names: list[str] = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            names += [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.append(node.module)
+    return names
+
+
+def _files(part: str) -> list[Path]:
+    target = PKG / part
+    return [target] if target.suffix == ".py" else sorted(target.rglob("*.py"))
+
+
+@pytest.mark.parametrize("part", sorted(FORBIDDEN))
+def test_dependencies_point_down(part: str) -> None:
+    bad = [
+        f"{path.relative_to(PKG)} imports {name}"
+        for path in _files(part)
+        for name in _imports(path)
+        if any(name == f or name.startswith(f + ".") for f in FORBIDDEN[part])
+    ]
+    assert not bad, "layering violated:\n" + "\n".join(bad)
+
+
+def test_only_the_notebook_layer_imports_ipython_or_widgets() -> None:
+    bad = [
+        f"{path.relative_to(PKG)} imports {name}"
+        for path in PKG.rglob("*.py")
+        if "notebook" not in path.relative_to(PKG).parts
+        for name in _imports(path)
+        if name.split(".")[0] in ("IPython", "ipywidgets", "anywidget", "traitlets")
+    ]
+    assert not bad, "\n".join(bad)
+
+
+@pytest.mark.parametrize("part", ["kernel", "agent"])
+def test_no_wall_clock_or_global_randomness(part: str) -> None:
+    bad: list[str] = []
+    for path in _files(part):
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+                if (node.value.id, node.attr) in {("time", "time"), ("uuid", "uuid4"), ("time", "monotonic"),
+                                                  ("datetime", "now")}:
+                    bad.append(f"{path.name}:{node.lineno} {node.value.id}.{node.attr}")
+        bad += [f"{path.name} imports {n}" for n in _imports(path) if n in ("random", "uuid")]
+    assert not bad, "use the injected clock / ids / ctx.now() / ctx.uuid() / ctx.random():\n" + "\n".join(bad)
+
+
+def test_import_needs_no_kernel_or_widgets() -> None:
+    code = (
+        "import sys, loom_nb\n"
+        "bad = [m for m in ('IPython', 'ipywidgets', 'anywidget', 'pandas', 'matplotlib') if m in sys.modules]\n"
+        "print(','.join(bad))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "", f"import loom_nb pulled in {out.stdout.strip()}"
+
+
+EXPECTED_ALL = sorted(
+    """Agent AgentConfig AgentResult AnthropicMessages ApprovalDecision ClaimCheck ClaimCheckError Compaction
+    Decision EffectContext EffectError ExecutionContext FlowNotFoundError Gate GateRequest InDoubtError
+    InDoubtResolution JournalError JournalLockedError LoomError Message ModelProvider ModelRequest ModelResponse
+    NonDeterminismError NotAuthorizedError OpenAIChat Principal PromptIntegrityError ProviderError
+    ProviderHTTPError ProviderProtocolError ProviderTimeout Quota QuotaExceededError ResumeValidationError
+    RetriesExhaustedError RetryPolicy Routes Run Runtime ScriptedModel Skill TieredMemory Tool ToolCall
+    TranscriptGrowthWarning Usage UsageError __version__ agent_loop agent_step chunk_deltas default_runtime flow
+    frames llm_effect load_ipython_extension rebuild_requests set_default_runtime summarizer_effect timeline tool
+    unload_ipython_extension""".split()
+)
+
+
+def test_public_api_is_pinned() -> None:
+    assert sorted(loom_nb.__all__) == EXPECTED_ALL
+    for name in loom_nb.__all__:
+        assert hasattr(loom_nb, name), name
+
+
+def test_every_public_name_has_a_docstring() -> None:
+    missing = [
+        name
+        for name in loom_nb.__all__
+        if not name.startswith("__")
+        and (inspect.isclass(getattr(loom_nb, name)) or inspect.isfunction(getattr(loom_nb, name)))
+        and not (getattr(loom_nb, name).__doc__ or "").strip()
+    ]
+    assert not missing, f"no docstring: {missing}"
+
+
+def test_public_functions_and_classes_in_modules_have_docstrings() -> None:
+    missing: list[str] = []
+    for path in PKG.rglob("*.py"):
+        tree = ast.parse(path.read_text())
+        if not ast.get_docstring(tree):
+            missing.append(f"{path.relative_to(PKG)} (module)")
+        for node in tree.body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and not node.name.startswith("_"):
+                overload = any(getattr(d, "id", None) == "overload" for d in node.decorator_list)
+                if not overload and not ast.get_docstring(node):
+                    missing.append(f"{path.relative_to(PKG)}:{node.name}")
+    assert not missing, "missing docstrings:\n" + "\n".join(missing)
+
+
+def test_network_guard_refuses_a_public_address() -> None:
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        with pytest.raises(RuntimeError, match="reach the network"):
+            s.connect(("93.184.216.34", 80))
+    finally:
+        s.close()
