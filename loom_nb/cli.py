@@ -142,8 +142,9 @@ def _demo(journal: str, assume: bool | None) -> int:
         agent.register(runtime)
         printer = _Printer()
         runtime.observe(printer.event, on_delta=printer.delta)
-        unfinished = [r for r in runtime.journal.list_executions() if r.flow == DEMO_FLOW and r.status in
-                      ("running", "suspended")]
+        unfinished = [
+            r for r in runtime.journal.list_executions() if r.flow == DEMO_FLOW and r.status in ("running", "suspended")
+        ]
         state: ExecutionResult
         if unfinished:
             rec = unfinished[-1]
@@ -186,8 +187,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     assume = True if args.yes else False if args.no else None
     if assume is None and not sys.stdin.isatty():
-        print("loom-nb demo: stdin is not a terminal, so nobody can answer the approval prompt; "
-              "pass --yes to approve or --no to refuse.", file=sys.stderr)
+        print(
+            "loom-nb demo: stdin is not a terminal, so nobody can answer the approval prompt; "
+            "pass --yes to approve or --no to refuse.",
+            file=sys.stderr,
+        )
         return 2
     try:
         return _demo(args.journal, assume)

@@ -73,9 +73,7 @@ class Message(BaseModel):
         return cls(role="assistant", text=text, tool_calls=tuple(tool_calls))
 
     @classmethod
-    def tool(
-        cls, call: ToolCall, text: str, *, is_error: bool = False, tainted: bool = False
-    ) -> Message:
+    def tool(cls, call: ToolCall, text: str, *, is_error: bool = False, tainted: bool = False) -> Message:
         """The result of ``call`` as a tool message."""
         return cls(role="tool", text=text, tool_call_id=call.id, name=call.name, is_error=is_error, tainted=tainted)
 

@@ -41,8 +41,11 @@ class Runtime(kernel_runtime.Runtime):
         **kwargs: Any,
     ) -> None:
         effects = kwargs.pop("effects", None) or EffectRuntime(
-            per_execution=quota, per_principal=principal_quota, default_retry=default_retry,
-            load_usage=self.usage, load_effect_usage=self._effect_usage,
+            per_execution=quota,
+            per_principal=principal_quota,
+            default_retry=default_retry,
+            load_usage=self.usage,
+            load_effect_usage=self._effect_usage,
         )
         super().__init__(journal, effects=effects, **kwargs)
         if isinstance(self.effects, EffectRuntime) and self.effects.content_store is None:

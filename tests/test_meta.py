@@ -17,14 +17,54 @@ PKG = Path(loom_nb.__file__).parent
 
 # What each part of the package may NOT import (dependencies point down).
 FORBIDDEN: dict[str, tuple[str, ...]] = {
-    "journal": ("loom_nb.kernel", "loom_nb.effects", "loom_nb.agent", "loom_nb.providers", "loom_nb.analysis",
-                "loom_nb.notebook", "loom_nb.runtime", "httpx", "IPython", "ipywidgets", "pandas"),
-    "kernel": ("loom_nb.effects", "loom_nb.agent", "loom_nb.providers", "loom_nb.analysis", "loom_nb.notebook",
-               "loom_nb.runtime", "httpx", "IPython", "ipywidgets", "anywidget", "pandas"),
-    "effects": ("loom_nb.agent", "loom_nb.providers", "loom_nb.analysis", "loom_nb.notebook", "httpx", "IPython",
-                "ipywidgets", "anywidget", "pandas"),
-    "providers": ("loom_nb.agent", "loom_nb.analysis", "loom_nb.notebook", "loom_nb.kernel", "loom_nb.effects",
-                  "IPython", "ipywidgets", "anywidget", "pandas"),
+    "journal": (
+        "loom_nb.kernel",
+        "loom_nb.effects",
+        "loom_nb.agent",
+        "loom_nb.providers",
+        "loom_nb.analysis",
+        "loom_nb.notebook",
+        "loom_nb.runtime",
+        "httpx",
+        "IPython",
+        "ipywidgets",
+        "pandas",
+    ),
+    "kernel": (
+        "loom_nb.effects",
+        "loom_nb.agent",
+        "loom_nb.providers",
+        "loom_nb.analysis",
+        "loom_nb.notebook",
+        "loom_nb.runtime",
+        "httpx",
+        "IPython",
+        "ipywidgets",
+        "anywidget",
+        "pandas",
+    ),
+    "effects": (
+        "loom_nb.agent",
+        "loom_nb.providers",
+        "loom_nb.analysis",
+        "loom_nb.notebook",
+        "httpx",
+        "IPython",
+        "ipywidgets",
+        "anywidget",
+        "pandas",
+    ),
+    "providers": (
+        "loom_nb.agent",
+        "loom_nb.analysis",
+        "loom_nb.notebook",
+        "loom_nb.kernel",
+        "loom_nb.effects",
+        "IPython",
+        "ipywidgets",
+        "anywidget",
+        "pandas",
+    ),
     "agent": ("loom_nb.analysis", "loom_nb.notebook", "httpx", "IPython", "ipywidgets", "anywidget", "pandas"),
     "analysis": ("loom_nb.notebook", "IPython", "ipywidgets", "anywidget"),
     "messages.py": ("loom_nb.kernel", "loom_nb.effects", "loom_nb.agent", "loom_nb.providers", "httpx", "pandas"),
@@ -73,11 +113,14 @@ def test_no_wall_clock_or_global_randomness(part: str) -> None:
     bad: list[str] = []
     for path in _files(part):
         tree = ast.parse(path.read_text())
+        banned = {("time", "time"), ("uuid", "uuid4"), ("time", "monotonic"), ("datetime", "now")}
         for node in ast.walk(tree):
-            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
-                if (node.value.id, node.attr) in {("time", "time"), ("uuid", "uuid4"), ("time", "monotonic"),
-                                                  ("datetime", "now")}:
-                    bad.append(f"{path.name}:{node.lineno} {node.value.id}.{node.attr}")
+            if (
+                isinstance(node, ast.Attribute)
+                and isinstance(node.value, ast.Name)
+                and (node.value.id, node.attr) in banned
+            ):
+                bad.append(f"{path.name}:{node.lineno} {node.value.id}.{node.attr}")
         bad += [f"{path.name} imports {n}" for n in _imports(path) if n in ("random", "uuid")]
     assert not bad, "use the injected clock / ids / ctx.now() / ctx.uuid() / ctx.random():\n" + "\n".join(bad)
 
@@ -93,15 +136,72 @@ def test_import_needs_no_kernel_or_widgets() -> None:
 
 
 EXPECTED_ALL = sorted(
-    """Agent AgentConfig AgentResult AnthropicMessages ApprovalDecision ClaimCheck ClaimCheckError Compaction
-    Decision EffectContext EffectError ExecutionContext FlowNotFoundError Gate GateRequest InDoubtError
-    InDoubtResolution JournalError JournalLockedError LoomError Message ModelProvider ModelRequest ModelResponse
-    NonDeterminismError NotAuthorizedError OpenAIChat Principal PromptIntegrityError ProviderError
-    ProviderHTTPError ProviderProtocolError ProviderTimeout Quota QuotaExceededError ResumeValidationError
-    RetriesExhaustedError RetryPolicy Routes Run Runtime ScriptedModel Skill TieredMemory Tool ToolCall
-    TranscriptGrowthWarning Usage UsageError __version__ agent_loop agent_step chunk_deltas default_runtime flow
-    frames llm_effect load_ipython_extension rebuild_requests set_default_runtime summarizer_effect timeline tool
-    unload_ipython_extension""".split()
+    [
+        "Agent",
+        "AgentConfig",
+        "AgentResult",
+        "AnthropicMessages",
+        "ApprovalDecision",
+        "ClaimCheck",
+        "ClaimCheckError",
+        "Compaction",
+        "Decision",
+        "EffectContext",
+        "EffectError",
+        "ExecutionContext",
+        "FlowNotFoundError",
+        "Gate",
+        "GateRequest",
+        "InDoubtError",
+        "InDoubtResolution",
+        "JournalError",
+        "JournalLockedError",
+        "LoomError",
+        "Message",
+        "ModelProvider",
+        "ModelRequest",
+        "ModelResponse",
+        "NonDeterminismError",
+        "NotAuthorizedError",
+        "OpenAIChat",
+        "Principal",
+        "PromptIntegrityError",
+        "ProviderError",
+        "ProviderHTTPError",
+        "ProviderProtocolError",
+        "ProviderTimeout",
+        "Quota",
+        "QuotaExceededError",
+        "ResumeValidationError",
+        "RetriesExhaustedError",
+        "RetryPolicy",
+        "Routes",
+        "Run",
+        "Runtime",
+        "ScriptedModel",
+        "Skill",
+        "TieredMemory",
+        "Tool",
+        "ToolCall",
+        "TranscriptGrowthWarning",
+        "Usage",
+        "UsageError",
+        "__version__",
+        "agent_loop",
+        "agent_step",
+        "chunk_deltas",
+        "default_runtime",
+        "flow",
+        "frames",
+        "llm_effect",
+        "load_ipython_extension",
+        "rebuild_requests",
+        "set_default_runtime",
+        "summarizer_effect",
+        "timeline",
+        "tool",
+        "unload_ipython_extension",
+    ]
 )
 
 
@@ -129,7 +229,9 @@ def test_public_functions_and_classes_in_modules_have_docstrings() -> None:
         if not ast.get_docstring(tree):
             missing.append(f"{path.relative_to(PKG)} (module)")
         for node in tree.body:
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and not node.name.startswith("_"):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and not node.name.startswith(
+                "_"
+            ):
                 overload = any(getattr(d, "id", None) == "overload" for d in node.decorator_list)
                 if not overload and not ast.get_docstring(node):
                     missing.append(f"{path.relative_to(PKG)}:{node.name}")

@@ -80,9 +80,7 @@ class DuckDBJournal:
             try:
                 for sql in statements:
                     con.execute(sql)
-                con.execute(
-                    "INSERT INTO schema_migrations VALUES (?, make_timestamp(?))", [name, 0]
-                )
+                con.execute("INSERT INTO schema_migrations VALUES (?, make_timestamp(?))", [name, 0])
                 con.execute("COMMIT")
             except BaseException:
                 con.execute("ROLLBACK")

@@ -28,9 +28,7 @@ class InMemoryJournal:
         for event in events:
             log = staged.setdefault(event.execution_id, list(self._events.get(event.execution_id, ())))
             if log and log[-1].seq >= event.seq:
-                raise JournalError(
-                    f"duplicate or out-of-order seq {event.seq} for execution {event.execution_id!r}"
-                )
+                raise JournalError(f"duplicate or out-of-order seq {event.seq} for execution {event.execution_id!r}")
             log.append(replace(event, data=json.loads(canonical_json(event.data))))
         changes = projection_changes(events)
         started = [c[0] for c in changes if c[2] is not None]

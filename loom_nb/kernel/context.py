@@ -374,8 +374,9 @@ class ExecutionContext:
                 "options": opts,
                 "choice": choice,
                 "probabilities": probabilities,
-                "propensity": propensity_of(opts, Decision(choice=choice, probabilities=probabilities,
-                                                           propensity=decision.propensity)),
+                "propensity": propensity_of(
+                    opts, Decision(choice=choice, probabilities=probabilities, propensity=decision.propensity)
+                ),
                 "policy": policy_name(policy),
             },
         )

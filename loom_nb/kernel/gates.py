@@ -12,7 +12,7 @@ from loom_nb.errors import ResumeValidationError, UsageError
 from loom_nb.journal.canonical import to_jsonable
 
 
-class Suspend(BaseException):  # noqa: N818 - a control-flow signal, not an error
+class Suspend(BaseException):
     """Raised inside a flow body when it must wait for gates. A ``BaseException`` so that a
     user's ``except Exception`` cannot swallow it.
 

@@ -132,9 +132,12 @@ class History:
         elif kind == K.WARNING:
             self.warnings.add(str(d.get("code", "")))
         elif kind == K.EXECUTION_STARTED:
-            self.flow, self.input, self.principal, self.status = str(d.get("flow", "")), d.get("input"), d.get(
-                "principal"
-            ), "running"
+            self.flow, self.input, self.principal, self.status = (
+                str(d.get("flow", "")),
+                d.get("input"),
+                d.get("principal"),
+                "running",
+            )
         elif kind == K.EXECUTION_SUSPENDED:
             self.status = "suspended"
         elif kind == K.EXECUTION_RESUMED:

@@ -97,7 +97,11 @@ class ReplayReport:
 
 def _gate(execution_id: str, g: GateRecord) -> OpenGate:
     return OpenGate(
-        execution_id=execution_id, gate_id=g.gate_id, kind=g.kind, payload=g.payload, schema=g.schema,
+        execution_id=execution_id,
+        gate_id=g.gate_id,
+        kind=g.kind,
+        payload=g.payload,
+        schema=g.schema,
         opened_at=g.opened_at,
     )
 
@@ -165,9 +169,7 @@ class Runtime:
         """
         text = str(target)
         if text.startswith(("postgresql://", "postgres://")):
-            raise UsageError(
-                "PostgreSQL journals are not available yet: open a DuckDB file path or ':memory:'"
-            )
+            raise UsageError("PostgreSQL journals are not available yet: open a DuckDB file path or ':memory:'")
         return cls(DuckDBJournal(text, read_only=read_only), **kwargs)
 
     # -- lifecycle ------------------------------------------------------------------------------
@@ -186,9 +188,7 @@ class Runtime:
     async def __aenter__(self) -> Self:
         return self
 
-    async def __aexit__(
-        self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
-    ) -> None:
+    async def __aexit__(self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None) -> None:
         self.close()
 
     def __repr__(self) -> str:
@@ -359,9 +359,7 @@ class Runtime:
             gate = h.gates.get(gate_id)
             if gate is None:
                 open_ids = ", ".join(g.gate_id for g in h.open_gates()) or "none"
-                raise UsageError(
-                    f"execution {execution_id!r} has no gate {gate_id!r} (open gates: {open_ids})"
-                )
+                raise UsageError(f"execution {execution_id!r} has no gate {gate_id!r} (open gates: {open_ids})")
             if gate.resolved:
                 raise UsageError(
                     f"gate {gate_id!r} of execution {execution_id!r} was already resolved "
@@ -401,9 +399,7 @@ class Runtime:
                 results.append(await self._drive(self.history(rec.execution_id)))
         return results
 
-    async def fork(
-        self, execution_id: str, at_step: str, *, new_execution_id: str | None = None
-    ) -> ExecutionResult:
+    async def fork(self, execution_id: str, at_step: str, *, new_execution_id: str | None = None) -> ExecutionResult:
         """Start a new execution that is served ``execution_id``'s recorded prefix up to (not
         including) ``at_step``, then runs live from there: time travel without re-running the prefix.
 
@@ -421,15 +417,25 @@ class Runtime:
             raise UsageError(
                 f"execution {execution_id!r} has no step {at_step!r} to fork at (its steps: {', '.join(known[:30])})"
             )
-        lifecycle = {K.EXECUTION_STARTED, K.EXECUTION_SUSPENDED, K.EXECUTION_RESUMED, K.EXECUTION_COMPLETED,
-                     K.EXECUTION_FAILED}
+        lifecycle = {
+            K.EXECUTION_STARTED,
+            K.EXECUTION_SUSPENDED,
+            K.EXECUTION_RESUMED,
+            K.EXECUTION_COMPLETED,
+            K.EXECUTION_FAILED,
+        }
         eid = new_execution_id or self.ids.new_id()
         async with self._lock(eid):
             if self.journal.get_execution(eid) is not None:
                 raise UsageError(f"execution {eid!r} already exists: pick another new_execution_id")
             now = self.clock.now()
-            started = {"flow": h.flow, "input": h.input, "principal": h.principal, "forked_from": execution_id,
-                       "at_step": at_step}
+            started = {
+                "flow": h.flow,
+                "input": h.input,
+                "principal": h.principal,
+                "forked_from": execution_id,
+                "at_step": at_step,
+            }
             events = [Event(eid, 1, K.EXECUTION_STARTED, None, now, started)]
             for e in h.events[:cut]:
                 if e.kind not in lifecycle:
