@@ -822,3 +822,27 @@ async def test_concurrent_resumes_of_one_gate_record_one_resolution() -> None:
     outcomes = sorted(type(r).__name__ for r in results)
     assert outcomes == ["ExecutionResult", "UsageError"]
     assert len(step_events(rt, "c", K.GATE_RESOLVED)) == 1
+
+
+async def test_recover_goes_on_past_an_execution_whose_flow_is_missing() -> None:
+    journal = InMemoryJournal()
+    first = make_runtime(journal)
+
+    async def needs_x(ctx: ExecutionContext, value: Any) -> Any:
+        return await ctx.execute("x", value, step_id="only")
+
+    first.flows.register(needs_x, "needs_x")
+    first.flows.register(needs_x, "also_needs_x")
+    first.effects.register("x", lambda v: v, idempotent=True)
+    # two executions a crash left running before their step: only execution_started is in the log
+    for eid, flow_name in (("a", "needs_x"), ("b", "also_needs_x")):
+        journal.append([Event(eid, 1, EventKind.EXECUTION_STARTED, None, 1.0, {"flow": flow_name, "input": eid})])
+
+    later = make_runtime(journal)  # a new process: only one of the two flows is defined again
+    later.flows.register(needs_x, "also_needs_x")
+    later.effects.register("x", lambda v: v, idempotent=True)
+    results = {r.execution_id: r for r in await later.recover()}
+    assert results["b"].status == "completed" and results["b"].output == "b"
+    assert results["a"].status == "running"
+    assert results["a"].error is not None and "needs_x" in results["a"].error["message"]
+    assert journal.get_execution("a").status == "running"  # type: ignore[union-attr]

@@ -156,7 +156,7 @@ def _run_sync(coro: Coroutine[Any, Any, T], name: str) -> T:
     )
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, eq=False)
 class ExecutionDiff:
     """Two executions aligned by step id.
 

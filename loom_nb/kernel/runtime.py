@@ -390,13 +390,23 @@ class Runtime:
 
         A step cut in flight is re-invoked when its effect is idempotent (same idempotency key);
         otherwise it is recorded in doubt and the execution parks on an ``InDoubt`` gate.
+        An execution whose flow or effect is not registered, or whose code changed, is returned
+        with status ``running`` and the error (it stays running; the others are recovered).
         """
         results: list[ExecutionResult] = []
         for rec in self.journal.list_executions("running"):
             if rec.execution_id in self._active:
                 continue
             async with self._lock(rec.execution_id):
-                results.append(await self._drive(self.history(rec.execution_id)))
+                try:
+                    results.append(await self._drive(self.history(rec.execution_id)))
+                except (NonDeterminismError, EffectNotFoundError, FlowNotFoundError) as exc:
+                    # One execution that cannot go on yet must not stop the others: report it,
+                    # leave it running, and let the developer fix the cause and recover again.
+                    log.warning("execution %s not recovered: %s", rec.execution_id, exc)
+                    results.append(
+                        ExecutionResult(execution_id=rec.execution_id, status="running", error=error_to_data(exc))
+                    )
         return results
 
     async def fork(self, execution_id: str, at_step: str, *, new_execution_id: str | None = None) -> ExecutionResult:

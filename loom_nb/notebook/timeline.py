@@ -126,7 +126,7 @@ class TimelineWidget(anywidget.AnyWidget):
             elif not data.get("will_retry"):
                 bar.update(end=e.at, status="failed")
         elif e.kind == K.GATE_OPENED:
-            self._bars[sid] = {"id": sid, "kind": "gate", "label": f"{sid} (gate)", "start": e.at,
+            self._bars[sid] = {"id": sid, "kind": "gate", "label": sid, "start": e.at,
                                "end": None, "status": "waiting"}
         elif e.kind == K.GATE_RESOLVED and sid in self._bars:
             self._bars[sid].update(end=e.at, status="done")

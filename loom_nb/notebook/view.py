@@ -89,10 +89,7 @@ def step_kind(runtime: Any, step_id: str, effect_id: str | None) -> str:
 
 
 def _short(value: Any, limit: int = 120) -> str:
-    if isinstance(value, str):
-        text = value
-    else:
-        text = json.dumps(value, ensure_ascii=False, default=str, sort_keys=True)
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str, sort_keys=True)
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
