@@ -25,7 +25,9 @@ MODEL_KINDS = frozenset({"model", "summarizer"})
 
 def escape_fences(text: str) -> str:
     """Neutralise any attempt inside untrusted text to open or close a fence."""
-    return text.replace("<<<", "<\u2039<").replace(">>>", ">\u203a>")
+    while "<<<" in text or ">>>" in text:
+        text = text.replace("<<<", "<\u2039<").replace(">>>", ">\u203a>")
+    return text
 
 
 def fence(text: str) -> str:

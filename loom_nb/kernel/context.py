@@ -257,8 +257,9 @@ class ExecutionContext:
         async def on_retry(error: BaseException, delay: float) -> int:
             nonlocal current
             failed = {"effect": effect_id, "attempt": current, "will_retry": True, "delay": delay}
-            await rt.clock.sleep(delay)
             self._stage(K.STEP_FAILED, sid, {**failed, "error": error_to_data(error)})
+            self._flush()  # a crash during the backoff must not make a clean failure look in doubt
+            await rt.clock.sleep(delay)
             current += 1
             self._stage(K.STEP_STARTED, sid, {**started, "attempt": current})
             self._flush()
