@@ -7,6 +7,7 @@ shapes: ``.venv/bin/python tests/golden_flows.py --write`` (see ``tests/golden_f
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 
 import golden_flows
@@ -98,9 +99,10 @@ async def test_golden_journal_with_the_changed_flow_is_reported_not_reproduced(
     assert len(golden_journal.read(EXECUTION_ID)) == 20
 
 
-async def test_recovering_the_golden_prefix_with_the_changed_flow_raises_non_determinism() -> None:
+async def test_recovering_the_golden_prefix_with_the_changed_flow_reports_non_determinism() -> None:
     """Cut the golden run right after the charge's step_started (a crash in flight): recovering it
-    with the original flow parks the charge in doubt; with the changed flow it raises."""
+    with the original flow parks the charge in doubt; with the changed flow recover() reports the
+    NonDeterminismError for that execution, records nothing, and leaves it running."""
     cut = next(e.seq for e in golden_events() if e.kind == "step_started" and e.step_id == "#2")
 
     original = golden_flows.make_runtime(golden_flows.load(upto_seq=cut))
@@ -109,7 +111,10 @@ async def test_recovering_the_golden_prefix_with_the_changed_flow_raises_non_det
 
     journal = golden_flows.load(upto_seq=cut)
     changed = golden_flows.make_runtime(journal, golden_flows.golden_order_changed)
-    with pytest.raises(NonDeterminismError, match=rf"execution '{EXECUTION_ID}', step '#2'.*Fork the run"):
-        await changed.recover()
+    (reported,) = await changed.recover()
+    assert reported.status == "running" and reported.error is not None
+    assert reported.error["type"] == "loom_nb.errors:NonDeterminismError"
+    assert re.search(rf"execution '{EXECUTION_ID}', step '#2'.*Fork the run", reported.error["message"])
+    assert isinstance(reported.exception(), NonDeterminismError)
     assert len(journal.read(EXECUTION_ID)) == cut
     assert kinds(journal.read(EXECUTION_ID))[-1] == "step_started"

@@ -300,31 +300,29 @@ def test_recover_finishes_what_a_crash_left_running(
     ip: Any, displayed: list[Any], capsys: pytest.CaptureFixture[str]
 ) -> None:
     rt = loom.default_runtime()
-    rt.journal.append(
-        [
-            Event(
-                "crashed-2",
-                1,
-                "execution_started",
-                None,
-                1.0,
-                {"flow": "agent:rec", "input": "Remove the stale files", "principal": {}},
-            )
-        ]
-    )
+    for eid, flow in (("crashed-2", "agent:rec"), ("crashed-3", "agent:ghost")):
+        started = {"flow": flow, "input": "Remove the stale files", "principal": {}}
+        rt.journal.append([Event(eid, 1, "execution_started", None, 1.0, started)])
     capsys.readouterr()
     err = one_line_error(ip, capsys, "%loom recover")
-    assert "cannot recover execution 'crashed-2'" in err and "no flow named 'agent:rec'" in err
+    assert "cannot recover execution 'crashed-2' (and 1 more)" in err and "no flow named 'agent:rec'" in err
     t = TidyAgent("rec")
-    define(ip, "agent", t.agent)  # the notebook re-ran the cell defining the agent
+    define(ip, "agent", t.agent)  # the notebook re-ran the cell defining one of the agents
     ip.run_line_magic("loom", "recover")
-    assert "loom_nb: recovering 1 execution(s): crashed-2" in capsys.readouterr().out
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("loom_nb: cannot recover execution crashed-3 yet: no flow named 'agent:ghost'")
+    assert out[1] == "loom_nb: recovering 1 execution(s): crashed-2"
     (view,) = displayed
+    assert list(view.not_recovered) == ["crashed-3"]
+    assert view.not_recovered["crashed-3"].startswith("FlowNotFoundError: no flow named 'agent:ghost'")
     assert view.text().startswith("loom run crashed-2 (agent:rec): suspended, turn 2/20"), view.text()
     (card_view,) = view.views
     assert card_view.run.status == "suspended" and GATE in card_view.cards
     card_view.cards[GATE].approve.click()
     assert card_view.run.status == "completed" and t.deleted == ["/tmp/x/stale.log"]
+    err = one_line_error(ip, capsys, "%loom recover")  # only the execution nobody can run is left
+    assert "cannot recover execution 'crashed-3'" in err and "(and" not in err
+    rt.journal.append([Event("crashed-3", 2, "execution_failed", None, 2.0, {"error": {"type": "x", "message": ""}})])
     ip.run_line_magic("loom", "recover")
     assert "nothing to recover" in capsys.readouterr().out
 

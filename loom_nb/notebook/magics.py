@@ -267,17 +267,25 @@ class LoomMagics(Magics):
         if not left:
             print(f"loom_nb: nothing to recover in {runtime.journal.location}")
             return
+        missing: dict[str, str] = {}
         for eid in left:
             flow = flow_of(runtime, eid)
             agent = find_agent(flow)
             if agent is not None:
                 agent.register(runtime)
-            else:
-                try:
-                    runtime.flows.get(flow)
-                except FlowNotFoundError as exc:
-                    raise IPythonUsageError(f"cannot recover execution {eid!r}: {exc}") from None
-        print(f"loom_nb: recovering {len(left)} execution(s): {', '.join(left)}")
+                continue
+            try:
+                runtime.flows.get(flow)
+            except FlowNotFoundError as exc:
+                missing[eid] = str(exc)
+        if len(missing) == len(left):
+            eid, problem = next(iter(missing.items()))
+            more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
+            raise IPythonUsageError(f"cannot recover execution {eid!r}{more}: {problem}")
+        for eid, problem in missing.items():
+            print(f"loom_nb: cannot recover execution {eid} yet: {problem}")
+        print(f"loom_nb: recovering {len(left) - len(missing)} execution(s): "
+              f"{', '.join(e for e in left if e not in missing)}")
         view = RecoveryView(runtime, left)
         if _in_loop():
             display(view)

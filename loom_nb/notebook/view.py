@@ -37,6 +37,7 @@ from loom_nb.agent.config import APPROVAL_GATE
 from loom_nb.agent.facade import Gate, Run
 from loom_nb.journal.events import Event, EventKind
 from loom_nb.kernel.context import IN_DOUBT_GATE
+from loom_nb.kernel.errors_codec import error_summary
 from loom_nb.notebook.runs import attach, display, ensure_registered
 from loom_nb.notebook.throttle import Throttle
 
@@ -776,6 +777,7 @@ class RecoveryView(widgets.VBox):  # type: ignore[misc]
     Attributes:
         execution_ids: The executions being recovered.
         views: Their views, once recovered.
+        not_recovered: Why each execution that could not go on yet was left running, by id.
         error: Why the recovery failed, if it did.
     """
 
@@ -783,6 +785,7 @@ class RecoveryView(widgets.VBox):  # type: ignore[misc]
         self.runtime = runtime
         self.execution_ids = list(execution_ids)
         self.views: list[RunView] = []
+        self.not_recovered: dict[str, str] = {}
         self.error: str | None = None
         self.task: asyncio.Future[Any] | None = None
         self.line = _html("loom-recovery-status", f"recovering {len(self.execution_ids)} execution(s)…")
@@ -806,18 +809,26 @@ class RecoveryView(widgets.VBox):  # type: ignore[misc]
 
     def done(self, results: list[Any]) -> None:
         """Show each recovered execution's view (cards for any gate it now waits on)."""
-        self.views = [RunView(attach(self.runtime, r.execution_id)) for r in results]
-        summary = ", ".join(f"{r.execution_id} {r.status}" for r in results) or "nothing"
-        self.line.value = f"recovered: {html.escape(summary)}"
+        stuck = [r for r in results if r.status == "running" and r.error is not None]
+        self.not_recovered = {r.execution_id: error_summary(r.error) for r in stuck}
+        self.views = [RunView(attach(self.runtime, r.execution_id)) for r in results if r not in stuck]
+        summary = ", ".join(f"{r.execution_id} {r.status}" for r in results if r not in stuck) or "nothing"
+        lines = [f"recovered: {html.escape(summary)}"] + [
+            f"<span class='loom-error'>not recovered: {html.escape(eid)}: {html.escape(why)}</span>"
+            for eid, why in self.not_recovered.items()
+        ]
+        self.line.value = "<br>".join(lines)
         self.children = (self.line, *self.views)
 
     def text(self) -> str:
         """The recovery as text."""
         if self.error:
             return f"loom_nb: recovery failed: {self.error}"
-        if not self.views:
+        if not self.views and not self.not_recovered:
             return f"loom_nb: recovering {len(self.execution_ids)} execution(s)…"
-        return "\n".join(v.text() for v in self.views)
+        lines = [v.text() for v in self.views]
+        lines += [f"loom_nb: not recovered: {eid}: {why}" for eid, why in self.not_recovered.items()]
+        return "\n".join(lines)
 
     def __repr__(self) -> str:
         return self.text()
