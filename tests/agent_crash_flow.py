@@ -125,9 +125,7 @@ def build_agent(log_path: str) -> loom.Agent:
         log_call(log_path, "tool", ctx.idempotency_key, ctx.attempt)
         return book_output(city)
 
-    return loom.Agent(
-        model=LoggedModel(log_path), tools=[lookup, convert, book], name="trip", model_retry=None
-    )
+    return loom.Agent(model=LoggedModel(log_path), tools=[lookup, convert, book], name="trip", model_retry=None)
 
 
 def run(journal_path: str, log_path: str, crash_after: int | None, mode: str) -> dict[str, Any]:

@@ -32,9 +32,7 @@ def make_runtime(journal: JournalStore | None = None, **kwargs: Any) -> Runtime:
     return Runtime(journal if journal is not None else InMemoryJournal(), **kwargs)
 
 
-def register_model(
-    rt: Runtime, model: Any, effect_id: str = MODEL, *, kind: str = "model", **options: Any
-) -> None:
+def register_model(rt: Runtime, model: Any, effect_id: str = MODEL, *, kind: str = "model", **options: Any) -> None:
     """Register ``model`` (a ``ScriptedModel``) as a model effect, as ``loom.Agent`` does."""
     make = summarizer_effect if kind == "summarizer" else llm_effect
     rt.effects.register(effect_id, make(model), kind=kind, idempotent=True, **options)
@@ -139,9 +137,7 @@ def data_bytes(evs: Iterable[Event]) -> int:
     return sum(len(json.dumps(e.data, separators=(",", ":"))) for e in evs)
 
 
-def assert_rebuilt_matches(
-    rt: Runtime, execution_id: str, model: ScriptedModel, *, guarded: bool = False
-) -> None:
+def assert_rebuilt_matches(rt: Runtime, execution_id: str, model: ScriptedModel, *, guarded: bool = False) -> None:
     """Every model request, rebuilt from the journal alone, is what the model received, turn by turn.
 
     ``guarded``: compare after the prompt guard (the provider sees fenced tainted text).

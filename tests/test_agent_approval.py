@@ -53,9 +53,7 @@ def agent(log: list[str], script: list[ModelResponse], **options: Any) -> tuple[
 
 async def test_the_gate_parks_the_run_before_the_effect_runs() -> None:
     log: list[str] = []
-    config, model = agent(
-        log, [calls(("delete_file", {"path": "/tmp/a"}), text="Deleting."), ModelResponse.text("ok")]
-    )
+    config, model = agent(log, [calls(("delete_file", {"path": "/tmp/a"}), text="Deleting."), ModelResponse.text("ok")])
     rt, result = await run_agent(config, model, "tidy up")
     eid = result.execution_id
 
@@ -207,9 +205,7 @@ async def test_a_gate_resolves_once_and_a_bad_payload_is_refused_with_nothing_re
     eid = result.execution_id
     before = len(events(rt, eid))
 
-    with pytest.raises(
-        ResumeValidationError, match=r"is not a valid ApprovalDecision.*the gate is still open"
-    ):
+    with pytest.raises(ResumeValidationError, match=r"is not a valid ApprovalDecision.*the gate is still open"):
         await rt.resume(eid, GATE, {"approved": "maybe"})
     with pytest.raises(ResumeValidationError):
         await rt.resume(eid, GATE, {"reason": "no decision"})
@@ -217,9 +213,7 @@ async def test_a_gate_resolves_once_and_a_bad_payload_is_refused_with_nothing_re
     assert rt.result(eid).status == "suspended"
 
     await rt.resume(eid, GATE, {"approved": True})
-    with pytest.raises(
-        UsageError, match=r"gate '#turn:0:tool:0:approval' of execution 'exec-1' was already resolved"
-    ):
+    with pytest.raises(UsageError, match=r"gate '#turn:0:tool:0:approval' of execution 'exec-1' was already resolved"):
         await rt.resume(eid, GATE, {"approved": True})
     assert log == ["delete /tmp/a"]
     with pytest.raises(UsageError, match=r"has no gate '#turn:9:tool:0:approval' \(open gates: none\)"):

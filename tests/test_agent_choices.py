@@ -161,9 +161,7 @@ async def test_memory_recall_is_a_decision_bounded_by_recall_limit() -> None:
     memory = TieredMemory(MEMORIES)
     model = ScriptedModel([ModelResponse.text("Fridays, with approval from ops.")])
     config = AgentConfig(model=MODEL, memory=memory, recall_limit=2)
-    rt, result = await run_agent(
-        config, model, "Is a deploy on fridays, and does a deploy need approval from ops?"
-    )
+    rt, result = await run_agent(config, model, "Is a deploy on fridays, and does a deploy need approval from ops?")
     eid = result.execution_id
 
     record = decisions(rt, eid)["#turn:0:recall"]
@@ -235,9 +233,7 @@ async def test_control_a_loop_with_neither_skills_nor_memory_records_no_decision
 
     assert events(rt, eid, K.DECISION_RECORDED) == []
     assert [m.role for m in model.history[0].messages] == ["system", "user"]
-    assert all(
-        "extra" not in e.data["input"] for e in events(rt, eid, K.STEP_STARTED) if e.step_id == "#turn:0"
-    )
+    assert all("extra" not in e.data["input"] for e in events(rt, eid, K.STEP_STARTED) if e.step_id == "#turn:0")
 
 
 # -- routing ---------------------------------------------------------------------------------------------
@@ -289,9 +285,7 @@ async def test_a_routed_model_call_passes_the_whole_ring_authorization() -> None
     rt = make_runtime()
     register_model(rt, ScriptedModel([]), "model.cheap")
     register_model(rt, strong, "model.strong", scopes={"models.strong"})
-    routes = Routes(
-        models=["model.cheap", "model.strong"], policy=lambda models, request, turn: "model.strong"
-    )
+    routes = Routes(models=["model.cheap", "model.strong"], policy=lambda models, request, turn: "model.strong")
     _, result = await run_agent(AgentConfig(reasoning=routes), None, rt=rt)
 
     assert result.status == "failed"
@@ -312,9 +306,7 @@ async def test_a_routed_model_call_passes_the_whole_ring_quota() -> None:
     rt = make_runtime()
     register_model(rt, cheap, "model.cheap", quota=Quota(calls=1))
     register_model(rt, ScriptedModel([]), "model.strong")
-    routes = Routes(
-        models=["model.cheap", "model.strong"], policy=lambda models, request, turn: "model.cheap"
-    )
+    routes = Routes(models=["model.cheap", "model.strong"], policy=lambda models, request, turn: "model.cheap")
     _, result = await run_agent(AgentConfig(reasoning=routes, tools=[noop]), None, rt=rt)
 
     assert result.status == "failed"

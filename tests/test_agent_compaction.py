@@ -234,6 +234,21 @@ async def test_a_single_message_alone_over_the_threshold_is_not_summarised(compa
     assert model.history[0].messages == (Message.system("sys"), Message.user("x" * 5000))
 
 
+async def test_when_the_kept_suffix_is_every_message_the_fold_is_skipped() -> None:
+    """A system prompt counts toward after_bytes but is never folded: with it alone over the
+    threshold, the byte trigger fires while every other message fits in the kept suffix, and the loop
+    skips rather than paying for a summary that folds nothing."""
+    model = noting(2)
+    summarizer = summarizer_model()
+    compaction = Compaction(effect_id=SUMMARIZER, after_bytes=2000, keep_recent=8)
+    config = AgentConfig(model=MODEL, tools=[note_tool()], system="s" * 3000, compaction=compaction)
+    rt, result = await run_agent(config, model, summarizer=summarizer)
+    assert result.status == "completed"
+    assert [len(r.messages) for r in model.history] == [2, 4, 6]
+    assert compact_steps(rt, result.execution_id) == []
+    assert summarizer.history == []
+
+
 # -- the kept-suffix rule ----------------------------------------------------------------------------------
 @pytest.mark.parametrize(
     ("sizes", "budget", "keep_recent", "kept"),

@@ -66,9 +66,7 @@ def run(tmp: Path, crash: int | str | None, mode: str) -> Outcome:
         check=False,
     )
     lines = proc.stdout.strip().splitlines()
-    return Outcome(
-        proc.returncode, json.loads(lines[-1]) if proc.returncode == 0 and lines else None, proc.stderr
-    )
+    return Outcome(proc.returncode, json.loads(lines[-1]) if proc.returncode == 0 and lines else None, proc.stderr)
 
 
 def journal_events(tmp: Path) -> list[Event]:
@@ -140,9 +138,7 @@ def test_recovery_makes_only_the_remaining_calls_and_ends_as_the_uninterrupted_r
     assert recovered.result["output"] == uninterrupted["result"]["output"]
 
     after = calls_made(tmp_path)[len(before) :]
-    remaining = [
-        (kind, sid) for sid, kind in STEPS.items() if sid not in done and sid not in (cut & NOT_IDEMPOTENT)
-    ]
+    remaining = [(kind, sid) for sid, kind in STEPS.items() if sid not in done and sid not in (cut & NOT_IDEMPOTENT)]
     assert after == remaining  # ONLY the remaining calls, each once, in order
     assert not {sid for _, sid in after} & done  # nothing completed was called again
     final = journal_events(tmp_path)
@@ -159,9 +155,7 @@ def test_recovery_makes_only_the_remaining_calls_and_ends_as_the_uninterrupted_r
         attempts = [e.data["attempt"] for e in final if e.kind == K.STEP_STARTED and e.step_id == sid]
         keys = {e.data["idempotency_key"] for e in final if e.kind == K.STEP_STARTED and e.step_id == sid}
         assert attempts == [1, 2] and keys == {f"{flow.EXECUTION_ID}:{sid}"}
-    assert not any(
-        e.kind == K.STEP_IN_DOUBT and (e.step_id or "") in STEPS.keys() - NOT_IDEMPOTENT for e in final
-    )
+    assert not any(e.kind == K.STEP_IN_DOUBT and (e.step_id or "") in STEPS.keys() - NOT_IDEMPOTENT for e in final)
 
 
 def test_a_crash_between_a_model_step_started_and_its_completion_re_runs_just_that_turn(
@@ -192,9 +186,7 @@ def test_a_crash_between_a_model_step_started_and_its_completion_re_runs_just_th
     [("#turn:1:tool:0", True), ("#turn:2:tool:0", False)],
     ids=["idempotent-lookup", "non-idempotent-book"],
 )
-def test_a_crash_inside_a_tool_call(
-    tmp_path: Path, uninterrupted: dict[str, Any], step: str, again: bool
-) -> None:
+def test_a_crash_inside_a_tool_call(tmp_path: Path, uninterrupted: dict[str, Any], step: str, again: bool) -> None:
     assert run(tmp_path, f"inside:{step}", "start").returncode == flow.CRASH_EXIT_CODE
     before = calls_made(tmp_path)
     assert before[-1] == ("tool", step)

@@ -30,7 +30,14 @@ from agent_helpers import (
 import loom_nb as loom
 from loom_nb.agent import AgentConfig, AgentResult, Routes, agent_loop
 from loom_nb.agent.step import agent_step
-from loom_nb.errors import ProviderHTTPError, ResumeValidationError, UsageError
+from loom_nb.effects import Quota
+from loom_nb.errors import (
+    NotAuthorizedError,
+    ProviderHTTPError,
+    QuotaExceededError,
+    ResumeValidationError,
+    UsageError,
+)
 from loom_nb.kernel import ExecutionContext, FlowRegistry
 from loom_nb.messages import Message, ModelRequest, ModelResponse, Usage
 from loom_nb.providers.scripted import ScriptedModel
@@ -231,9 +238,7 @@ async def test_a_bad_tool_call_comes_back_to_the_model_as_an_error_it_can_correc
 
 async def test_a_tool_that_raises_gives_the_model_an_error_result_and_the_run_goes_on() -> None:
     seen: list[str] = []
-    model = ScriptedModel(
-        [calls(("lookup", {"city": "Atlantis"})), ModelResponse.text("Atlantis is unknown.")]
-    )
+    model = ScriptedModel([calls(("lookup", {"city": "Atlantis"})), ModelResponse.text("Atlantis is unknown.")])
     config = AgentConfig(model=MODEL, tools=[lookup_tool(seen)])
     rt, result = await run_agent(config, model)
     eid = result.execution_id
@@ -282,6 +287,28 @@ async def test_a_failure_of_a_type_no_module_defines_reaches_the_model_the_same_
     assert_rebuilt_matches(rt, result.execution_id, model)
 
 
+async def test_a_tool_refused_by_the_ring_ends_the_run_instead_of_going_back_to_the_model() -> None:
+    @loom.tool(scopes={"files.delete"})
+    def purge() -> str:
+        """Needs a scope the principal lacks."""
+        return "purged"
+
+    @loom.tool(quota=Quota(calls=1))
+    def ping() -> str:
+        """At most once per execution."""
+        return "pong"
+
+    for script, error in [
+        ([calls(("purge", {})), ModelResponse.text("never")], NotAuthorizedError),
+        ([calls(("ping", {})), calls(("ping", {})), ModelResponse.text("never")], QuotaExceededError),
+    ]:
+        model = ScriptedModel(script)
+        _, result = await run_agent(AgentConfig(model=MODEL, tools=[purge, ping]), model)
+        assert result.status == "failed"
+        assert isinstance(result.exception(), error)
+        assert len(model.history) == len(script) - 1  # the model was not told: the run ended
+
+
 # -- streaming -----------------------------------------------------------------------------------------
 async def test_scripted_model_streams_word_deltas_and_keeps_every_request() -> None:
     model = ScriptedModel([ModelResponse.text("Hello there. How are you?"), ModelResponse.text("Bye.")])
@@ -299,7 +326,7 @@ async def test_scripted_model_streams_word_deltas_and_keeps_every_request() -> N
 
 
 async def test_the_loop_streams_every_delta_live_and_journals_sentence_chunks() -> None:
-    text = "The first sentence is here. The second one follows it. And a short tail"
+    text = "Yes. The first sentence is here. The second one follows it. And a short tail"
     model = ScriptedModel([ModelResponse.text(text)])
     rt = make_runtime()
     live: list[str] = []
@@ -308,7 +335,8 @@ async def test_the_loop_streams_every_delta_live_and_journals_sentence_chunks() 
 
     assert "".join(live) == text and len(live) == len(text.split())
     chunks = [e.data["text"] for e in events(rt, result.execution_id, K.STREAM_CHUNK)]
-    assert chunks == ["The first sentence is here. ", "The second one follows it. ", "And a short tail"]
+    # Whole sentences of at least chunk_min_chars ("Yes. " alone is too short), the rest flushed.
+    assert chunks == ["Yes. The first sentence is here. ", "The second one follows it. ", "And a short tail"]
     # stream=False journals no chunks at all.
     quiet = ScriptedModel([ModelResponse.text(text)])
     rt2, result2 = await run_agent(AgentConfig(model=MODEL, stream=False), quiet)

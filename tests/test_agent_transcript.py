@@ -118,9 +118,7 @@ async def test_the_rebuilt_request_of_every_turn_is_what_the_model_received(
 
 async def test_a_routed_and_elevated_run_rebuilds_every_model_node() -> None:
     log: list[str] = []
-    cheap = ScriptedModel(
-        [ModelResponse.text("unsure"), calls(("delete", {"path": "/x"})), ModelResponse.text("ok")]
-    )
+    cheap = ScriptedModel([ModelResponse.text("unsure"), calls(("delete", {"path": "/x"})), ModelResponse.text("ok")])
     strong = ScriptedModel([calls(("search", {"query": "z"}))])
     rt = make_runtime()
     register_model(rt, cheap, "model.cheap")
@@ -161,9 +159,7 @@ async def test_a_model_turn_journals_only_the_delta_never_earlier_turns_messages
     eid = result.execution_id
 
     inputs = {
-        e.step_id: json.dumps(e.data["input"])
-        for e in events(rt, eid, K.STEP_STARTED)
-        if e.data["effect"] == MODEL
+        e.step_id: json.dumps(e.data["input"]) for e in events(rt, eid, K.STEP_STARTED) if e.data["effect"] == MODEL
     }
     assert "USER-MARK" in inputs["#turn:0"]
     for k in range(1, 13):

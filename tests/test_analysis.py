@@ -577,17 +577,21 @@ async def test_in_memory_frames_follow_new_commits() -> None:
 
 
 def test_frames_needs_a_runtime() -> None:
-    loom.set_default_runtime(None)
-    with pytest.raises(UsageError, match="no default runtime"):
-        loom.frames()
-    rt = make_runtime("duckdb")
-    loom.set_default_runtime(rt)
     try:
+        previous: loom.Runtime | None = loom.default_runtime()
+    except UsageError:
+        previous = None
+    rt = make_runtime("duckdb")
+    try:
+        loom.set_default_runtime(None)
+        with pytest.raises(UsageError, match="no default runtime"):
+            loom.frames()
+        loom.set_default_runtime(rt)
         f = loom.frames()
         assert isinstance(f, Frames) and f.runtime is rt
         assert "Frames(journal=':memory:'" in repr(f)
     finally:
-        loom.set_default_runtime(None)
+        loom.set_default_runtime(previous)
         rt.close()
 
     class Opaque:

@@ -7,10 +7,10 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from loom_nb.kernel.effects import EffectContext
-from loom_nb.messages import Message, ModelRequest, ModelResponse
+from loom_nb.messages import Message, ModelRequest
 from loom_nb.providers.base import ModelProvider
 
-ModelEffect = Callable[[Any, EffectContext], Awaitable[ModelResponse]]
+ModelEffect = Callable[[Any, EffectContext], Awaitable[dict[str, Any]]]
 
 
 def _accepts_key(provider: ModelProvider) -> bool:
@@ -29,13 +29,17 @@ def llm_effect(provider: ModelProvider) -> ModelEffect:
     """
     send_key = _accepts_key(provider)
 
-    async def model_call(request: Any, effect_context: EffectContext) -> ModelResponse:
+    async def model_call(request: Any, effect_context: EffectContext) -> dict[str, Any]:
         req = request if isinstance(request, ModelRequest) else ModelRequest.model_validate(request)
         if send_key:
-            return await provider.complete(  # type: ignore[call-arg]
+            response = await provider.complete(  # type: ignore[call-arg]
                 req, on_delta=effect_context.emit_delta, idempotency_key=effect_context.idempotency_key
             )
-        return await provider.complete(req, on_delta=effect_context.emit_delta)
+        else:
+            response = await provider.complete(req, on_delta=effect_context.emit_delta)
+        # Journaled without the fields left at their defaults (empty tool calls, null ids...):
+        # ModelResponse.model_validate gives the same response back, and the log stays small.
+        return response.model_dump(mode="json", exclude_defaults=True)
 
     model_call.__qualname__ = f"llm_effect({getattr(provider, 'name', type(provider).__name__)})"
     return model_call
@@ -49,7 +53,7 @@ def summarizer_effect(provider: ModelProvider, *, instructions: str | None = Non
     """
     inner = llm_effect(provider)
 
-    async def summarize(request: Any, effect_context: EffectContext) -> ModelResponse:
+    async def summarize(request: Any, effect_context: EffectContext) -> dict[str, Any]:
         req = request if isinstance(request, ModelRequest) else ModelRequest.model_validate(request)
         if instructions is not None:
             rest = tuple(m for m in req.messages if m.role != "system")
