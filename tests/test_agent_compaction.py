@@ -185,9 +185,12 @@ async def test_an_oversized_tool_result_crosses_after_bytes_with_after_messages_
     big = "note 0 ".ljust(3000, ".")
     assert max(len(r.messages) for r in model.history) < 50  # the message trigger never fired
     assert compact_steps(rt, eid) == ["#turn:1:compact", "#turn:2:compact"]
-    # Turn 1: the newest message alone is over the half budget: it is kept (floor of 1), the rest folds.
-    assert started(rt, eid, "#turn:1:compact")["input"]["keep"] == 1
-    assert [m.text for m in model.history[1].messages][1:] == [big]
+    # Turn 1: the newest message alone is over the half budget: it is kept (floor of 1), extended back
+    # to the assistant message that called the tool (a provider refuses an orphan tool result).
+    assert started(rt, eid, "#turn:1:compact")["input"]["keep"] == 2
+    assert [m.role for m in model.history[1].messages] == ["user", "assistant", "tool"]
+    assert model.history[1].messages[0].text.startswith("[Summary")
+    assert model.history[1].messages[-1].text == big
     # Turn 2: the two small newest messages fit in after_bytes / 2, so the oversized one folds away.
     assert started(rt, eid, "#turn:2:compact")["input"]["keep"] == 2
     assert summarizer.history[1].messages[-1].text == big
@@ -273,7 +276,11 @@ def expected_keep(messages: Sequence[Message], after_bytes: int, keep_recent: in
         if kept == keep_recent or (kept and total + size > after_bytes / 2):
             break
         kept, total = kept + 1, total + size
-    return max(kept, 1)
+    keep = max(kept, 1)
+    # ...extended back so the kept suffix never starts with a tool result whose call was folded.
+    while keep < len(messages) and messages[len(messages) - keep].role == "tool":
+        keep += 1
+    return keep
 
 
 async def test_every_byte_fold_keeps_exactly_the_rules_suffix() -> None:
@@ -461,3 +468,22 @@ def test_chunk_deltas_flush_emits_the_rest_once_and_nothing_when_empty() -> None
     chunker.flush()
     chunker.flush()
     assert out == ["Short. Still short "] and chunker.chunks == 1
+
+
+@pytest.mark.parametrize("after_bytes,after_messages", [(1500, None), (None, 3), (900, 4)])
+async def test_no_request_after_a_fold_holds_a_tool_result_without_its_call(
+    after_bytes: int | None, after_messages: int | None
+) -> None:
+    pads = [300, 50, 900, 20, 20, 700, 10, 400, 30, 30]
+    model = noting(len(pads), pads=pads)
+    compaction = Compaction(effect_id=SUMMARIZER, after_bytes=after_bytes, after_messages=after_messages, keep_recent=3)
+    config = AgentConfig(model=MODEL, tools=[note_tool()], system="sys", compaction=compaction)
+    rt, result = await run_agent(config, model, summarizer=summarizer_model())
+    assert compact_steps(rt, result.execution_id), "the scenario must fold at least once"
+    for i, request in enumerate(model.history):
+        called: set[str] = set()
+        for m in request.messages:
+            if m.role == "assistant":
+                called |= {c.id for c in m.tool_calls}
+            if m.role == "tool":
+                assert m.tool_call_id in called, f"request {i}: tool result {m.tool_call_id} without its call"

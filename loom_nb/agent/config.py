@@ -56,10 +56,13 @@ class Compaction:
     Attributes:
         effect_id: The summarizer effect (``summarizer_effect(provider)`` registers one).
         after_messages: Fold when the transcript holds more messages than this (system excluded).
-        after_bytes: Fold when the transcript's UTF-8 size passes this; the kept suffix is then the
-            longest newest run within ``after_bytes / 2``, at least 1 message, at most
-            ``keep_recent``, and the fold is skipped when that suffix is the whole transcript.
-        keep_recent: Messages kept verbatim after a fold (the most, for the byte trigger).
+        after_bytes: Fold when the transcript's UTF-8 size (system messages excluded: they are never
+            folded) passes this; the kept suffix is then the longest newest run within
+            ``after_bytes / 2``, at least 1 message, at most ``keep_recent``, and the fold is skipped
+            when that suffix is the whole transcript.
+        keep_recent: Messages kept verbatim after a fold (the most, for the byte trigger). Either
+            rule's suffix is extended back so that it never starts with a tool result whose
+            assistant call was folded away (providers refuse such requests).
     """
 
     effect_id: str

@@ -222,8 +222,11 @@ async def _maybe_compact(ctx: ExecutionContext, config: AgentConfig, state: _Tur
     n_sys = system_prefix_len(messages)
     rest = len(messages) - n_sys
     keep: int | None = None
-    if compaction.after_bytes is not None and state.transcript.nbytes > compaction.after_bytes:
-        sizes = state.transcript.sizes[n_sys:]
+    sizes = state.transcript.sizes[n_sys:]
+    # Only what a fold can remove counts toward the byte trigger: a system prompt larger than
+    # after_bytes would otherwise ask for a summary every turn while folding nothing of it.
+    foldable = state.transcript.nbytes - sum(state.transcript.sizes[:n_sys])
+    if compaction.after_bytes is not None and foldable > compaction.after_bytes:
         keep = _kept_suffix_by_bytes(sizes, compaction.after_bytes / 2, compaction.keep_recent)
         if keep >= rest:
             keep = None  # the suffix is the whole transcript: folding would summarise nothing
@@ -233,7 +236,13 @@ async def _maybe_compact(ctx: ExecutionContext, config: AgentConfig, state: _Tur
             keep = None
     if keep is None:
         return
-    folded = messages[n_sys: len(messages) - keep]
+    # Never keep a tool result without the assistant message that called it: providers refuse a
+    # request whose tool results answer no call. Extend the kept suffix back to that message.
+    while keep < rest and messages[len(messages) - keep].role == "tool":
+        keep += 1
+    if keep >= rest:
+        return
+    folded = messages[n_sys : len(messages) - keep]
     request = ModelRequest(messages=(Message.system(SUMMARIZE_INSTRUCTION), *folded))
     node = f"#turn:{turn}:compact"
     record = {"prev": state.prev, "add": state.pending, "keep": keep}
