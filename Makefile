@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: venv demo test lint pytest lab bench browser clean
+.PHONY: venv demo test lint pytest lab bench browser clean notebooks binder-check
 
 $(STAMP): pyproject.toml constraints.txt
 	python3 -m venv $(VENV)
@@ -27,10 +27,21 @@ browser:
 pytest: venv
 	$(VENV)/bin/pytest
 
-test: lint browser pytest
+test: lint browser pytest binder-check
 
 lab: venv
 	$(VENV)/bin/jupyter lab notebooks
+
+# Re-execute every tutorial in place (offline: API keys unset), storing the outputs nbval compares.
+notebooks: venv
+	cd notebooks && for nb in [0-9]*.ipynb; do \
+	  env -u OPENAI_API_KEY -u ANTHROPIC_API_KEY JUPYTER_PLATFORM_DIRS=1 \
+	    ../$(VENV)/bin/jupyter nbconvert --to notebook --execute --inplace "$$nb" || exit 1; \
+	done
+
+# Install from binder/requirements.txt alone in a fresh venv and run every tutorial there.
+binder-check:
+	binder/check.sh
 
 bench: venv
 	for b in bench/*.py; do echo "== $$b"; $(PY) $$b || exit 1; done

@@ -33,6 +33,7 @@ from loom_nb.errors import UsageError
 from loom_nb.kernel.context import IN_DOUBT_GATE, ExecutionContext, InDoubtResolution
 from loom_nb.kernel.gates import OpenGate, validate_payload
 from loom_nb.kernel.runtime import ExecutionResult
+from loom_nb.kernel.support import in_running_loop
 from loom_nb.messages import ToolCall
 from loom_nb.providers.base import ModelProvider
 from loom_nb.runtime import Runtime, default_runtime
@@ -43,12 +44,6 @@ _UNSET: Any = object()
 RUN_HOOKS: list[Callable[[Run], None]] = []
 
 
-def _in_loop() -> bool:
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return False
-    return True
 
 
 class Agent:
@@ -379,7 +374,7 @@ class Run:
 
     # -- driving --------------------------------------------------------------------------------
     def _drive(self, coro: Coroutine[Any, Any, ExecutionResult]) -> Any:
-        if _in_loop():
+        if in_running_loop():
             task = asyncio.ensure_future(coro)
             self._task = task
             self._error = None

@@ -14,7 +14,6 @@ DuckDB database (again whenever it has changed), so the same views answer.
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass
@@ -30,6 +29,7 @@ from loom_nb.journal.canonical import canonical_json
 from loom_nb.journal.duckdb_store import DuckDBJournal
 from loom_nb.journal.migrations import MIGRATIONS
 from loom_nb.kernel.runtime import ExecutionResult, Runtime
+from loom_nb.kernel.support import run_sync
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -145,15 +145,7 @@ def _empty(dtypes: Mapping[str, str]) -> DataFrame:
 
 
 def _run_sync(coro: Coroutine[Any, Any, T], name: str) -> T:
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(coro)
-    coro.close()
-    raise UsageError(
-        f"{name}_sync() cannot run inside a running event loop (a Jupyter kernel has one): "
-        f"use `await frames.{name}(...)` instead"
-    )
+    return run_sync(coro, sync_name=f"{name}_sync", await_hint=f"await frames.{name}(...)")
 
 
 @dataclass(frozen=True, kw_only=True, eq=False)

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import importlib
 from typing import Any
 
 from loom_nb.errors import RecordedError, _rebuild
 from loom_nb.journal.canonical import to_jsonable
+from loom_nb.kernel.support import import_qualified
 
 
 def _type_name(exc: BaseException) -> str:
@@ -36,12 +36,9 @@ def error_to_data(exc: BaseException) -> dict[str, Any]:
 
 
 def _find_type(name: str) -> type[BaseException] | None:
-    module_name, _, qualname = name.partition(":")
     try:
-        obj: Any = importlib.import_module(module_name)
-        for part in qualname.split("."):
-            obj = getattr(obj, part)
-    except Exception:
+        obj = import_qualified(name)
+    except LookupError:
         return None
     return obj if isinstance(obj, type) and issubclass(obj, BaseException) else None
 

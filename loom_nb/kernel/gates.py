@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass
 from typing import Any
 
@@ -10,6 +9,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from loom_nb.errors import ResumeValidationError, UsageError
 from loom_nb.journal.canonical import to_jsonable
+from loom_nb.kernel.support import import_qualified
 
 
 class Suspend(BaseException):
@@ -86,10 +86,8 @@ def resolve_schema(name: str) -> Any:
         return _SCHEMAS[name]
     module_name, _, qualname = name.partition(":")
     try:
-        obj: Any = importlib.import_module(module_name)
-        for part in qualname.split("."):
-            obj = getattr(obj, part)
-    except Exception:
+        obj = import_qualified(name)
+    except LookupError:
         raise UsageError(
             f"the resume payload type {qualname!r} (module {module_name}) is not defined in this process: "
             "run the cell or import the module that defines it, then resume again"

@@ -29,6 +29,7 @@ from loom_nb.kernel.flows import FLOWS, FlowFn, FlowRegistry
 from loom_nb.kernel.gates import OpenGate, Suspend, validate_payload
 from loom_nb.kernel.history import GateRecord, History
 from loom_nb.kernel.sources import Clock, IdSource, RandomSource
+from loom_nb.kernel.support import run_sync
 from loom_nb.sources import RandomIds, SystemClock, SystemRandom
 
 K = EventKind
@@ -497,15 +498,7 @@ class Runtime:
     # -- sync wrappers ----------------------------------------------------------------------------
     @staticmethod
     def _sync(coro: Coroutine[Any, Any, T], name: str) -> T:
-        try:
-            asyncio.get_running_loop()
-        except RuntimeError:
-            return asyncio.run(coro)
-        coro.close()
-        raise UsageError(
-            f"{name}_sync() cannot run inside a running event loop (a Jupyter kernel has one): "
-            f"use `await runtime.{name}(...)` instead"
-        )
+        return run_sync(coro, sync_name=f"{name}_sync", await_hint=f"await runtime.{name}(...)")
 
     def start_sync(self, flow: FlowFn | str, input: Any = None, **kwargs: Any) -> ExecutionResult:
         """``start`` for scripts without an event loop."""

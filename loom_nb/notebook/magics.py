@@ -23,6 +23,7 @@ from loom_nb.agent.config import APPROVAL_GATE
 from loom_nb.agent.facade import Run
 from loom_nb.errors import FlowNotFoundError, LoomError
 from loom_nb.kernel.context import IN_DOUBT_GATE
+from loom_nb.kernel.support import in_running_loop
 from loom_nb.notebook import extension
 from loom_nb.notebook.runs import display, ensure_registered, find_agent, flow_of, run_for
 from loom_nb.runtime import Runtime
@@ -87,18 +88,12 @@ def _sql_parser() -> _Parser:
     return p
 
 
-def _in_loop() -> bool:
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return False
-    return True
 
 
 def run_coroutine(coro: Coroutine[Any, Any, T]) -> T:
     """Run ``coro`` to completion from synchronous code, even inside the kernel's running loop
     (then in a worker thread with its own loop; the kernel waits for it)."""
-    if not _in_loop():
+    if not in_running_loop():
         return asyncio.run(coro)
     with concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="loom-magic") as pool:
         return pool.submit(asyncio.run, coro).result()
@@ -287,7 +282,7 @@ class LoomMagics(Magics):
         print(f"loom_nb: recovering {len(left) - len(missing)} execution(s): "
               f"{', '.join(e for e in left if e not in missing)}")
         view = RecoveryView(runtime, left)
-        if _in_loop():
+        if in_running_loop():
             display(view)
             view.task = asyncio.ensure_future(runtime.recover())
             view.task.add_done_callback(view.finished)

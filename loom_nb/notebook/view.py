@@ -38,6 +38,7 @@ from loom_nb.agent.facade import Gate, Run
 from loom_nb.journal.events import Event, EventKind
 from loom_nb.kernel.context import IN_DOUBT_GATE
 from loom_nb.kernel.errors_codec import error_summary
+from loom_nb.kernel.support import in_running_loop
 from loom_nb.notebook.runs import attach, display, ensure_registered
 from loom_nb.notebook.throttle import Throttle
 
@@ -106,12 +107,6 @@ def _clock(at: float) -> str:
     return datetime.fromtimestamp(at).strftime("%H:%M:%S")
 
 
-def _in_loop() -> bool:
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return False
-    return True
 
 
 def _html(cls: str, value: str = "") -> Any:
@@ -228,7 +223,7 @@ class GateCard(widgets.VBox):  # type: ignore[misc]
             return
         self.show_problem(None)
         run = self.gate.run
-        if run.status == "running" and _in_loop():
+        if run.status == "running" and in_running_loop():
             self.status.value = "<i>waiting for the run to reach its gates…</i>"
 
             async def when_paused() -> None:
