@@ -19,14 +19,14 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import duckdb
 
-from loom_nb.journal import ContentBlob, DuckDBJournal, Event, ExecutionRecord, canonical_json
+from loom_nb.journal import DuckDBJournal, canonical_json
 from loom_nb.kernel import ExecutionContext, FlowRegistry, Runtime
+from loom_nb.testing import JournalProxy
 
 TARGET_TURN_MS = 2.0
 TARGET_FLAT = 1.1
@@ -34,38 +34,13 @@ TARGET_BYTES = (4.5, 5.5)
 TARGET_REPLAY_MS = 100.0
 
 
-class CountingJournal:
-    """Delegates to a journal and counts ``append`` calls (commits)."""
+class CountingJournal(JournalProxy):
+    """Counts ``append`` calls (commits) and their time (``seconds``)."""
 
-    def __init__(self, inner: DuckDBJournal) -> None:
-        self.inner = inner
-        self.location = inner.location
-        self.appends = 0
-        self.seconds = 0.0
-
-    def append(self, events: Sequence[Event], contents: Sequence[ContentBlob] = ()) -> None:
-        self.appends += 1
-        t0 = time.perf_counter()
-        self.inner.append(events, contents)
-        self.seconds += time.perf_counter() - t0
-
-    def read(self, execution_id: str) -> list[Event]:
-        return self.inner.read(execution_id)
-
-    def get_execution(self, execution_id: str) -> ExecutionRecord | None:
-        return self.inner.get_execution(execution_id)
-
-    def list_executions(self, status: str | None = None) -> list[ExecutionRecord]:
-        return self.inner.list_executions(status)
-
-    def get_content(self, digest: str) -> bytes | None:
-        return self.inner.get_content(digest)
-
-    def content_info(self, digest: str) -> tuple[int, str, bool] | None:
-        return self.inner.content_info(digest)
-
-    def close(self) -> None:
-        self.inner.close()
+    @property
+    def seconds(self) -> float:
+        """Wall time spent committing."""
+        return self.append_seconds
 
 
 def file_bytes(path: Path) -> int:

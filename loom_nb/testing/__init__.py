@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import random as _random
 import sys
+import time
 from collections.abc import Sequence
 
 from loom_nb.journal.events import ContentBlob, Event, ExecutionRecord
@@ -67,30 +68,29 @@ class SeededRandom:
         return self._r.random()
 
 
-class CrashingJournal:
-    """Wraps a journal and kills the process (``os._exit``) right after the commit that makes the
-    total number of committed events reach ``crash_after``: a real crash for subprocess tests.
+class JournalProxy:
+    """A ``JournalStore`` that delegates to ``inner`` and counts what it commits.
 
-    Args:
-        inner: The real journal.
-        crash_after: Event count after which to die (None: never).
-        exit_code: The exit status of the crash.
+    Attributes:
+        appends: How many appends (commits) went through.
+        committed: How many events they held.
+        append_seconds: Wall time spent in appends.
     """
 
-    def __init__(self, inner: JournalStore, crash_after: int | None, *, exit_code: int = 86) -> None:
+    def __init__(self, inner: JournalStore) -> None:
         self.inner = inner
         self.location = inner.location
-        self.crash_after = crash_after
-        self.exit_code = exit_code
+        self.appends = 0
         self.committed = 0
+        self.append_seconds = 0.0
 
     def append(self, events: Sequence[Event], contents: Sequence[ContentBlob] = ()) -> None:
-        """Append, then die if the crash point is reached."""
+        """Delegate, counting the commit and timing it."""
+        began = time.perf_counter()
         self.inner.append(events, contents)
+        self.append_seconds += time.perf_counter() - began
+        self.appends += 1
         self.committed += len(events)
-        if self.crash_after is not None and self.committed >= self.crash_after:
-            sys.stdout.flush()
-            os._exit(self.exit_code)
 
     def read(self, execution_id: str) -> list[Event]:
         """Delegate."""
@@ -117,4 +117,35 @@ class CrashingJournal:
         self.inner.close()
 
 
-__all__ = ["CrashingJournal", "FakeClock", "InMemoryJournal", "ScriptedModel", "SeededRandom", "SequentialIds"]
+class CrashingJournal(JournalProxy):
+    """Kills the process (``os._exit``) right after the commit that makes the total number of
+    committed events reach ``crash_after``: a real crash for subprocess tests.
+
+    Args:
+        inner: The real journal.
+        crash_after: Event count after which to die (None: never).
+        exit_code: The exit status of the crash.
+    """
+
+    def __init__(self, inner: JournalStore, crash_after: int | None, *, exit_code: int = 86) -> None:
+        super().__init__(inner)
+        self.crash_after = crash_after
+        self.exit_code = exit_code
+
+    def append(self, events: Sequence[Event], contents: Sequence[ContentBlob] = ()) -> None:
+        """Append, then die if the crash point is reached."""
+        super().append(events, contents)
+        if self.crash_after is not None and self.committed >= self.crash_after:
+            sys.stdout.flush()
+            os._exit(self.exit_code)
+
+
+__all__ = [
+    "CrashingJournal",
+    "FakeClock",
+    "InMemoryJournal",
+    "JournalProxy",
+    "ScriptedModel",
+    "SeededRandom",
+    "SequentialIds",
+]
