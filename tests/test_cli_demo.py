@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import pty
 import select
+import signal
 import subprocess
 import sys
 import time
@@ -69,15 +70,25 @@ def test_ctrl_c_at_the_prompt_then_run_again_resumes_the_same_run(tmp_path: Path
     if pid == 0:  # the child: the demo on a terminal
         os.chdir(tmp_path)
         os.execv(sys.executable, DEMO)
+    status = -1
     try:
         _read_until(fd, b"[y/N]")
-        os.write(fd, b"\x03")  # Ctrl-C at the prompt
+        # Ctrl-C: the terminal sends SIGINT to the process at the prompt (sent directly, since a pty
+        # whose line discipline has ISIG off would only echo the ^C character).
+        os.kill(pid, signal.SIGINT)
         tail = _read_until(fd, b"run the demo again")
         assert b"Interrupted" in tail
     finally:
-        _, status = os.waitpid(pid, 0)
+        for _ in range(100):
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                break
+            time.sleep(0.1)
+        else:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
         os.close(fd)
-    assert os.WEXITSTATUS(status) == 130
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 130
 
     out = _run(tmp_path, "--yes")
     assert out.returncode == 0, out.stderr
