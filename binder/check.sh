@@ -21,9 +21,12 @@ done | tar --null -T - -cf - | tar -xf - -C "$tmp/repo"
 echo "binder-check: a fresh venv (python3 = $(python3 --version))"
 python3 -m venv "$tmp/venv"
 py="$tmp/venv/bin/python"
-"$py" -m pip install -q --upgrade pip
-"$py" -m pip install -q ipykernel nbclient  # what repo2docker's base image brings
-(cd "$tmp/repo" && "$py" -m pip install -q -r binder/requirements.txt)
+pip() {  # quiet, without the notes some pip configurations print for every missing find-links folder
+  "$py" -m pip install -q "$@" 2> >(grep -v "^WARNING: Location 'file:" >&2)
+}
+pip --upgrade pip
+pip ipykernel nbclient  # what repo2docker's base image brings
+(cd "$tmp/repo" && pip -r binder/requirements.txt)
 if [ -x "$tmp/repo/binder/postBuild" ]; then
   (cd "$tmp/repo" && PATH="$tmp/venv/bin:$PATH" ./binder/postBuild)
 fi

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import select
 import sys
 from pathlib import Path
 from typing import Any
@@ -108,10 +109,25 @@ def _ask(gate: OpenGate, assume: bool | None) -> ApprovalDecision:
     if assume is not None:
         print(prompt + ("y (--yes)" if assume else "n (--no)"))
         return ApprovalDecision(approved=assume, reason=None if assume else "refused with --no")
-    answer = input(prompt).strip().lower()
+    answer = _read_answer(prompt).strip().lower()
     if answer in ("y", "yes"):
         return ApprovalDecision(approved=True)
     return ApprovalDecision(approved=False, reason="refused at the terminal")
+
+
+def _read_answer(prompt: str) -> str:
+    """``input()`` that Ctrl-C always interrupts: DuckDB's threads may receive the SIGINT, which
+    would leave a blocking read in the main thread waiting for Enter; polling lets Python run its
+    handler within a quarter second."""
+    sys.stdout.write(prompt)
+    sys.stdout.flush()
+    while True:
+        ready, _, _ = select.select([sys.stdin], [], [], 0.25)
+        if ready:
+            line = sys.stdin.readline()
+            if not line:
+                raise EOFError("stdin closed at the approval prompt")
+            return line
 
 
 def _steps_table(runtime: Runtime, execution_id: str) -> str:

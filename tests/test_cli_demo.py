@@ -68,6 +68,7 @@ def _read_until(fd: int, needle: bytes, timeout: float = 60.0) -> bytes:
 def test_ctrl_c_at_the_prompt_then_run_again_resumes_the_same_run(tmp_path: Path) -> None:
     pid, fd = pty.fork()
     if pid == 0:  # the child: the demo on a terminal
+        signal.signal(signal.SIGINT, signal.SIG_DFL)  # a background CI shell may have it ignored
         os.chdir(tmp_path)
         os.execv(sys.executable, DEMO)
     status = -1
