@@ -166,17 +166,21 @@ class Agent:
         body.__qualname__ = self.flow_name
         runtime.flows.register(body, self.flow_name)
 
-    def start(self, input: Any, *, runtime: Runtime | None = None, execution_id: str | None = None) -> Run:
+    def start(
+        self, input: Any, *, runtime: Runtime | None = None, execution_id: str | None = None, view: bool = True
+    ) -> Run:
         """Start a run of this agent on ``input`` (the user's message) and return its ``Run``.
 
         In a notebook this returns at once (the run is a task on the kernel's loop); in a script it
         returns when the run completes, fails or waits at a gate. An existing ``execution_id``
-        returns that run (and continues it if it was left running by a crash).
+        returns that run as the journal has it (``runtime.recover()`` continues one a crash left
+        running). ``view=False``
+        shows no live view in a notebook (for many runs in one cell).
         """
         rt = runtime or default_runtime()
         self.register(rt)
         run = Run(rt, execution_id or rt.ids.new_id(), agent=self)
-        for hook in list(RUN_HOOKS):
+        for hook in list(RUN_HOOKS) if view else ():
             hook(run)
         run._drive(rt.start(self.flow_name, input, execution_id=run.id))
         return run
@@ -192,6 +196,30 @@ class Agent:
         rt = runtime or default_runtime()
         self.register(rt)
         return Run.attach(rt, execution_id, agent=self)
+
+
+class Resumption:
+    """The resume a gate answer scheduled on the running loop: await it for the runtime's result.
+
+    Attributes:
+        run: The run being resumed.
+        gate_id: The gate answered.
+    """
+
+    def __init__(self, run: Run, gate_id: str, task: asyncio.Future[ExecutionResult]) -> None:
+        self.run = run
+        self.gate_id = gate_id
+        self.task = task
+
+    def __await__(self) -> Generator[Any, None, ExecutionResult]:
+        return self.task.__await__()
+
+    def done(self) -> bool:
+        """True once the resume finished."""
+        return self.task.done()
+
+    def __repr__(self) -> str:
+        return f"<resuming run {self.run.id} at {self.gate_id}>"
 
 
 class Gate:
@@ -241,10 +269,11 @@ class Gate:
             raise UsageError(f"gate {self.gate_id!r} was already resolved with {self.resolution!r}")
         self.resolution = payload
         try:
-            return self.run._resume(self.gate_id, payload)
+            outcome = self.run._resume(self.gate_id, payload)
         except BaseException:
             self.resolution = None
             raise
+        return Resumption(self.run, self.gate_id, outcome) if isinstance(outcome, asyncio.Future) else outcome
 
     def approve(self, reason: str | None = None) -> Any:
         """Approve the tool call; the run resumes and runs it."""
@@ -295,6 +324,8 @@ class Run:
         self._gates: dict[str, Gate] = {}
         self._changed: asyncio.Event | None = None
         self._listeners: list[Callable[[Run], None]] = []
+        #: The last refused resume (a UsageError), which did not change the run.
+        self.last_error: BaseException | None = None
 
     @classmethod
     def attach(cls, runtime: Runtime, execution_id: str, *, agent: Agent | None = None) -> Run:
@@ -401,7 +432,12 @@ class Run:
             self._signal()
             return
         exc = task.exception()
-        if exc is not None:
+        if isinstance(exc, UsageError):
+            # A refused resume (bad payload, gate already answered) leaves the run where the journal
+            # says it is; the caller who awaited the resume sees the error.
+            self.last_error = exc
+            self._set_state(self.runtime.result(self.id))
+        elif exc is not None:
             self._error = exc
             self._signal()
         else:
@@ -409,7 +445,17 @@ class Run:
 
     def _resume(self, gate_id: str, payload: Any) -> Any:
         if self.status == "running":
-            raise UsageError(f"run {self.id} is still running; wait for it to reach the gate before resuming")
+            previous = self._task
+            if previous is None or not in_running_loop():
+                raise UsageError(f"run {self.id} is still running; wait for it to reach the gate before resuming")
+
+            async def after_previous() -> ExecutionResult:
+                # Answers given while the run moves (two gates answered in one cell) queue up; the
+                # runtime's per-execution lock keeps them in order.
+                await asyncio.wait({previous})
+                return await self.runtime.resume(self.id, gate_id, payload)
+
+            return self._drive(after_previous())
         gate = next((g for g in self._state.gates if g.gate_id == gate_id), None) if self._state else None
         if gate is not None:
             # Refuse a bad payload here, before driving: the run stays suspended on the open gate

@@ -29,8 +29,11 @@ KIND_COLORS: dict[str, str] = {
 
 
 def _figure(width: float, height: float) -> Figure:
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
+    try:
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+    except ImportError:
+        raise UsageError("the plots need matplotlib: pip install 'loom_nb[plots]'") from None
 
     fig = Figure(figsize=(width, height), layout="constrained")
     FigureCanvasAgg(fig)

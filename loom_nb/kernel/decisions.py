@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass
 from typing import Any
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True)
 class Decision:
     """A policy's answer.
 
@@ -19,6 +19,7 @@ class Decision:
     """
 
     choice: Any
+    _: KW_ONLY
     probabilities: Sequence[float] | None = None
     propensity: float | None = None
 
