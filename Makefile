@@ -37,7 +37,7 @@ notebooks: venv
 	cd notebooks && for nb in [0-9]*.ipynb; do \
 	  env -u OPENAI_API_KEY -u ANTHROPIC_API_KEY JUPYTER_PLATFORM_DIRS=1 \
 	    ../$(VENV)/bin/jupyter nbconvert --to notebook --execute --inplace "$$nb" || exit 1; \
-	done
+	done; ../$(VENV)/bin/python strip_metadata.py [0-9]*.ipynb
 
 # Install from binder/requirements.txt alone in a fresh venv and run every tutorial there.
 binder-check:
