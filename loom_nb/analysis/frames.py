@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Coroutine, Mapping, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -276,8 +277,14 @@ class Frames:
         if execution_id is not None:
             sql += " WHERE execution_id = ?"
             params.append(execution_id)
-        df = self._connection().execute(f"{sql} ORDER BY {ORDER[view]}", params).df()
+        con = self._connection()
+        with self._parallel():
+            df = con.execute(f"{sql} ORDER BY {ORDER[view]}", params).df()
         return _typed(df, COLUMNS[view], DECODED.get(view, ()))
+
+    def _parallel(self) -> AbstractContextManager[None]:
+        journal = self.runtime.journal
+        return journal.parallel_reads() if isinstance(journal, DuckDBJournal) else nullcontext()
 
     def sql(self, query: str) -> DataFrame:
         """Run any SQL over the views (``events``, ``executions``, ``steps``, ``turns``,
@@ -286,7 +293,9 @@ class Frames:
 
         JSON-valued columns are JSON text here (the frame methods decode them).
         """
-        return self._connection().execute(query).df()
+        con = self._connection()
+        with self._parallel():
+            return con.execute(query).df()
 
     def events(self, execution_id: str | None = None) -> DataFrame:
         """Every event: the journal's columns plus ``turn`` (carried forward) and ``bytes``."""

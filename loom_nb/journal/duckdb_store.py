@@ -8,8 +8,10 @@ writing process per file; a second process gets ``JournalLockedError``, never Du
 from __future__ import annotations
 
 import json
+import os
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +24,9 @@ from loom_nb.journal.migrations import CREATE_MIGRATIONS_TABLE, MIGRATIONS
 from loom_nb.journal.store import projection_changes
 
 _NO_NETWORK = {"autoinstall_known_extensions": False, "autoload_known_extensions": False}
+# Commits run on one thread: a small commit is 15-25% cheaper than with DuckDB's worker pool
+# (measured in docs/performance.md). Analysis queries raise it with ``parallel_reads()``.
+_WRITE_THREADS = 1
 _ROW = "(?, ?, ?, ?, make_timestamp(?), ?)"
 _PID = re.compile(r"\(PID (\d+)\)")
 
@@ -52,7 +57,9 @@ class DuckDBJournal:
         self.location = str(path)
         self.read_only = read_only
         try:
-            self.connection: Any = duckdb.connect(self.location, read_only=read_only, config=dict(_NO_NETWORK))
+            self.connection: Any = duckdb.connect(
+                self.location, read_only=read_only, config={**_NO_NETWORK, "threads": _WRITE_THREADS}
+            )
         except duckdb.IOException as exc:
             if "lock" in str(exc).lower():
                 raise _lock_error(self.location, exc) from None
@@ -146,6 +153,16 @@ class DuckDBJournal:
             self.connection.execute(sql, params)
         except duckdb.ConstraintException as exc:
             raise JournalError(f"the journal refused an append (a duplicate seq?): {exc}") from exc
+
+    @contextmanager
+    def parallel_reads(self) -> Iterator[None]:
+        """Let DuckDB use every core for the (analysis) queries run inside the block."""
+        self.connection.execute(f"SET threads TO {os.cpu_count() or 1}")
+        try:
+            yield
+        finally:
+            if not self._closed:
+                self.connection.execute(f"SET threads TO {_WRITE_THREADS}")
 
     # -- reads ----------------------------------------------------------------------------------
     def read(self, execution_id: str) -> list[Event]:
