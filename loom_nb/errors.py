@@ -131,7 +131,7 @@ class ProviderHTTPError(ProviderError):
         self.status_code = status_code
         self.body = body
         self.retry_after = retry_after
-        self.retryable = status_code == 429 or status_code >= 500
+        self.retryable = status_code in (408, 429) or status_code >= 500
 
     def __reduce__(self) -> Any:
         return (_rebuild, (type(self), self.args, self.__dict__))

@@ -78,3 +78,22 @@ async def test_view_false_shows_no_live_view(monkeypatch: Any) -> None:
 def test_decision_takes_the_choice_positionally() -> None:
     d = loom.Decision("model.small", probabilities=[0.8, 0.2])
     assert (d.choice, d.probabilities, d.propensity) == ("model.small", [0.8, 0.2], None)
+
+
+async def test_a_route_policy_choosing_an_unknown_model_fails_the_run_clearly() -> None:
+    rt = runtime()
+    rt.effects.register("model.a", lambda _r: {"message": {"role": "assistant", "text": "hi"}}, kind="model")
+    routes = loom.Routes(models=["model.a"], policy=lambda _models, _request, _turn: "model.zzz")
+    agent = loom.Agent(routes=routes, name="routed")
+    run = agent.start("x", runtime=rt, execution_id="u-1")
+    try:
+        await run
+    except loom.UsageError as exc:
+        assert "chose 'model.zzz'" in str(exc) and "Routes.models ['model.a']" in str(exc)
+    else:  # pragma: no cover
+        raise AssertionError("an unknown route choice was accepted")
+
+
+def test_408_is_retryable_and_400_is_not() -> None:
+    assert loom.ProviderHTTPError("timeout", status_code=408).retryable
+    assert not loom.ProviderHTTPError("bad", status_code=400).retryable

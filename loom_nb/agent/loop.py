@@ -30,6 +30,7 @@ from loom_nb.errors import (
     QuotaExceededError,
     RecordedError,
     ToolArgumentsError,
+    UsageError,
 )
 from loom_nb.journal.canonical import to_jsonable
 from loom_nb.kernel.context import ExecutionContext
@@ -132,6 +133,11 @@ async def _call_model(
         return node, await _model_step(ctx, config, config.model, request, record, node)
     policy = _route_policy(routes, request, turn)
     model_id = await ctx.decide(f"#turn:{turn}:route", list(routes.models), policy)
+    if model_id not in routes.models:
+        raise UsageError(
+            f"the route policy {routes.name!r} chose {model_id!r} at turn {turn}, which is not one of "
+            f"Routes.models {list(routes.models)}: return one of them (or a Decision whose choice is one)"
+        )
     node = f"#turn:{turn}"
     response = await _model_step(ctx, config, str(model_id), request, record, node)
     level = 0
