@@ -34,17 +34,8 @@ from provider_server import (
 from loom_nb.errors import ProviderHTTPError, ProviderProtocolError, ProviderTimeout, UsageError
 from loom_nb.messages import Message, ModelRequest, ModelResponse, ToolCall, ToolSpec, Usage
 from loom_nb.providers import AnthropicMessages, ModelProvider, OpenAIChat
-from loom_nb.providers.sse import (
-    HTTPProvider,
-    SSEDecoder,
-    SSEEvent,
-    aiter_sse,
-    aiter_sse_bytes,
-    error_detail,
-    loads,
-    parse_arguments,
-    parse_retry_after,
-)
+from loom_nb.providers.http import HTTPProvider, error_detail, parse_arguments, parse_retry_after
+from loom_nb.providers.sse import SSEDecoder, SSEEvent, aiter_sse, aiter_sse_bytes, loads
 
 KEY = "sk-test-SECRET-0123456789abcdef"
 WEATHER = ToolSpec(

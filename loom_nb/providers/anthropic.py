@@ -10,7 +10,8 @@ import httpx
 
 from loom_nb.errors import ProviderHTTPError, ProviderProtocolError
 from loom_nb.messages import Message, ModelRequest, ModelResponse, ToolCall, Usage
-from loom_nb.providers.sse import HTTPProvider, SSEEvent, error_detail, excerpt, loads, parse_arguments
+from loom_nb.providers.http import HTTPProvider, error_detail, excerpt, parse_arguments
+from loom_nb.providers.sse import SSEEvent, loads
 
 API_VERSION = "2023-06-01"
 

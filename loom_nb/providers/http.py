@@ -1,0 +1,427 @@
+"""``HTTPProvider``, the base of ``OpenAIChat`` and ``AnthropicMessages``: API key resolution, the
+httpx client's lifetime, and the mapping of every failure to ``ProviderError`` subclasses the
+retry ring can act on; plus the small parsers they share (retry-after, error bodies, arguments)."""
+
+from __future__ import annotations
+
+import email.utils
+import functools
+import json
+import math
+import os
+import ssl
+import time
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from types import TracebackType
+from typing import Any, ClassVar, Protocol, Self
+
+import httpx
+
+from loom_nb.errors import ProviderHTTPError, ProviderProtocolError, ProviderTimeout, UsageError
+from loom_nb.messages import ModelRequest, ModelResponse
+from loom_nb.providers.base import DeltaSink
+from loom_nb.providers.sse import SSEEvent, aiter_sse_bytes
+
+
+def parse_retry_after(headers: Mapping[str, str], *, now: float | None = None) -> float | None:
+    """Seconds to wait before retrying, from ``retry-after-ms`` or ``retry-after``, or None.
+
+    Args:
+        headers: Response headers (an ``httpx.Headers`` or a mapping with lower-case keys).
+        now: The current Unix time (for an HTTP-date value); defaults to ``time.time()``.
+
+    Returns:
+        A non-negative number of seconds, or None when no header holds a usable value.
+    """
+    ms = headers.get("retry-after-ms")
+    if ms is not None:
+        seconds = _non_negative(ms)
+        if seconds is not None:
+            return seconds / 1000.0
+    value = headers.get("retry-after")
+    if value is None:
+        return None
+    seconds = _non_negative(value)
+    if seconds is not None:
+        return seconds
+    try:
+        when = email.utils.parsedate_to_datetime(value.strip())
+    except (TypeError, ValueError, IndexError, OverflowError):
+        return None
+    current = time.time() if now is None else now
+    return max(0.0, when.timestamp() - current)
+
+
+def _non_negative(text: str) -> float | None:
+    try:
+        value = float(text.strip())
+    except ValueError:
+        return None
+    return value if math.isfinite(value) and value >= 0 else None
+
+
+def error_detail(body: str) -> str:
+    """The provider's own error message from an error body (JSON or not), as one short line."""
+    try:
+        data = json.loads(body)
+    except ValueError:
+        return excerpt(" ".join(body.split()), 300)
+    if isinstance(data, dict):
+        err = data.get("error", data)
+        if isinstance(err, str):
+            return excerpt(err, 300)
+        if isinstance(err, dict):
+            message = err.get("message") or err.get("detail") or data.get("message") or data.get("detail")
+            kind = err.get("type") if isinstance(err.get("type"), str) else None
+            if isinstance(message, str) and message:
+                return excerpt(f"{kind}: {message}" if kind and kind != "error" else message, 300)
+    return excerpt(" ".join(body.split()), 300)
+
+
+def excerpt(text: str, limit: int = 160) -> str:
+    """``text`` cut to ``limit`` characters, with an ellipsis when it was longer."""
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def parse_arguments(raw: str) -> tuple[dict[str, Any], str | None]:
+    """Tool-call arguments text → ``(arguments, raw_arguments)``.
+
+    A JSON object gives ``(object, None)``; empty text gives ``({}, None)`` (a call with no
+    arguments); anything else gives ``({}, raw)`` so the agent loop can report it to the model.
+    """
+    if not raw.strip():
+        return {}, None
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        return {}, raw
+    return (value, None) if isinstance(value, dict) else ({}, raw)
+
+
+@functools.cache
+def _ssl_context() -> ssl.SSLContext:
+    # Building a default context costs ~25 ms; build it once per process.
+    return httpx.create_ssl_context()
+
+
+class _Secret:
+    """An API key that never shows itself in ``repr`` or ``str``."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: str) -> None:
+        self.value = value
+
+    def __repr__(self) -> str:
+        return "<secret>"
+
+    __str__ = __repr__
+
+
+class StreamState(Protocol):
+    """What a client's stream parser keeps while events arrive."""
+
+    done: bool
+
+    def feed(self, event: SSEEvent) -> str | None:
+        """Take one event; return the text delta it carries, if any."""
+        ...
+
+    def result(self) -> ModelResponse:
+        """The assembled response, once ``done``."""
+        ...
+
+
+class HTTPProvider:
+    """Base of the HTTP model clients: keys, the httpx client, and failures as ``ProviderError``.
+
+    Each ``complete`` call opens and closes its own ``httpx.AsyncClient`` unless the provider is
+    used as an async context manager (``async with provider: ...``), which keeps one connection pool
+    open until the block exits. A ``transport`` passed in belongs to the caller and is never closed.
+
+    Args:
+        model: The model name sent with each request (``ModelRequest.model`` overrides it).
+        base_url: The API root.
+        api_key: The key; None reads the class's environment variable at the first call; ``""``
+            sends no credentials (a local server).
+        transport: An httpx transport (``httpx.MockTransport`` in tests), or None for the network.
+        timeout: Seconds allowed to connect, and between two reads of the response.
+        extra_headers: Headers added to every request.
+        stream: Ask for a server-sent-event stream (True) or one JSON body (False).
+
+    Attributes:
+        name: The provider name shown in logs (``openai``, ``anthropic``).
+        env_var: The environment variable the key is read from.
+        path: The endpoint, appended to ``base_url``.
+        terminal: The event that ends a complete stream (named in errors).
+    """
+
+    name: str = "http"
+    env_var: ClassVar[str] = ""
+    path: ClassVar[str] = ""
+    terminal: ClassVar[str] = ""
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        base_url: str,
+        api_key: str | None,
+        transport: httpx.AsyncBaseTransport | None,
+        timeout: float,
+        extra_headers: Mapping[str, str] | None,
+        stream: bool,
+    ) -> None:
+        if not isinstance(model, str) or not model:
+            raise UsageError(f"{type(self).__name__} needs a model name, e.g. model='...'")
+        if not base_url.startswith(("http://", "https://")):
+            raise UsageError(f"base_url must start with http:// or https://, got {base_url!r}")
+        self.model = model
+        self.base_url = base_url.rstrip("/")
+        self.timeout = timeout
+        self.stream = stream
+        self._api_key = None if api_key is None else _Secret(api_key)
+        self._transport = transport
+        self._extra_headers = dict(extra_headers or {})
+        self._client: httpx.AsyncClient | None = None
+        url = httpx.URL(self.base_url + self.path)
+        self._url = str(url)
+        # Shown in errors: no user:password part.
+        self._display_url = f"{url.scheme}://{url.netloc.decode('ascii', 'replace')}{url.path}"
+
+    def __repr__(self) -> str:
+        return (
+            f"{type(self).__name__}(model={self.model!r}, base_url={self.base_url!r}, stream={self.stream})"
+        )
+
+    # -- client lifetime ------------------------------------------------------------------------
+
+    async def __aenter__(self) -> Self:
+        if self._client is None:
+            self._client = self._new_client()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Close the pooled client opened by ``async with`` (a no-op otherwise)."""
+        client, self._client = self._client, None
+        if client is not None and self._transport is None:
+            await client.aclose()
+
+    def _new_client(self) -> httpx.AsyncClient:
+        if self._transport is not None:
+            return httpx.AsyncClient(transport=self._transport, timeout=self.timeout)
+        return httpx.AsyncClient(timeout=self.timeout, verify=_ssl_context())
+
+    @asynccontextmanager
+    async def _client_for_call(self) -> AsyncIterator[httpx.AsyncClient]:
+        if self._client is not None:
+            yield self._client
+        elif self._transport is not None:
+            # Closing the client would close the caller's transport; it holds nothing else.
+            yield self._new_client()
+        else:
+            async with self._new_client() as client:
+                yield client
+
+    # -- secrets --------------------------------------------------------------------------------
+
+    def _key(self) -> str:
+        if self._api_key is not None:
+            return self._api_key.value
+        key = os.environ.get(self.env_var, "")
+        if not key:
+            raise UsageError(
+                f"no API key for {type(self).__name__}: set the {self.env_var} environment variable or "
+                f"pass api_key=... (api_key='' sends none, for a local server)"
+            )
+        return key
+
+    def _redact(self, text: str, key: str) -> str:
+        return text.replace(key, "<redacted>") if key else text
+
+    # -- the call -------------------------------------------------------------------------------
+
+    def _build_body(self, request: ModelRequest) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def _auth_headers(self, key: str) -> dict[str, str]:
+        raise NotImplementedError
+
+    def _stream_state(self) -> StreamState:
+        raise NotImplementedError
+
+    def _parse_body(self, data: dict[str, Any]) -> ModelResponse:
+        raise NotImplementedError
+
+    def _headers(self, key: str, idempotency_key: str | None) -> dict[str, str]:
+        headers = {
+            "content-type": "application/json",
+            "accept": "text/event-stream" if self.stream else "application/json",
+            **self._extra_headers,
+            **self._auth_headers(key),
+        }
+        if idempotency_key:
+            headers["Idempotency-Key"] = idempotency_key
+        return headers
+
+    async def complete(
+        self,
+        request: ModelRequest,
+        *,
+        on_delta: DeltaSink | None = None,
+        idempotency_key: str | None = None,
+    ) -> ModelResponse:
+        """Send ``request`` and return the model's response, streaming text deltas to ``on_delta``.
+
+        Args:
+            request: The transcript, tools and limits.
+            on_delta: Called with each text delta as it arrives (once with the whole text when not
+                streaming).
+            idempotency_key: Sent as the ``Idempotency-Key`` header when given.
+
+        Returns:
+            The assistant message with its tool calls, usage, finish reason and response id.
+
+        Raises:
+            UsageError: No API key is configured.
+            ProviderHTTPError: The API answered with an error status (retryable for 429 and 5xx).
+            ProviderTimeout: The call timed out or the connection failed (retryable).
+            ProviderProtocolError: The response or stream was malformed or cut short.
+        """
+        key = self._key()
+        body = self._build_body(request)
+        headers = self._headers(key, idempotency_key)
+        # httpx errors are raised ``from None``: they hold the request, and so the key.
+        try:
+            async with (
+                self._client_for_call() as client,
+                client.stream("POST", self._url, json=body, headers=headers) as response,
+            ):
+                return await self._handle(response, on_delta, key)
+        except httpx.TimeoutException as exc:
+            raise ProviderTimeout(
+                f"POST {self._display_url} timed out after {self.timeout:g} s ({type(exc).__name__})"
+            ) from None
+        except httpx.UnsupportedProtocol as exc:
+            raise UsageError(f"cannot POST {self._display_url}: {exc}") from None
+        except httpx.TransportError as exc:
+            detail = self._redact(str(exc), key) or "no detail"
+            raise ProviderTimeout(
+                f"POST {self._display_url} failed: {type(exc).__name__}: {excerpt(detail, 200)}"
+            ) from None
+        except httpx.DecodingError as exc:
+            raise ProviderProtocolError(
+                f"the response from {self._display_url} could not be decoded: {exc}"
+            ) from None
+
+    async def _handle(self, response: httpx.Response, on_delta: DeltaSink | None, key: str) -> ModelResponse:
+        if not response.is_success:
+            raw = await response.aread()
+            raise self._http_error(response, raw, key)
+        ctype = response.headers.get("content-type", "")
+        if "event-stream" in ctype or (self.stream and "json" not in ctype):
+            return await self._read_stream(response, on_delta)
+        raw = await response.aread()
+        try:
+            data = json.loads(raw)
+        except ValueError:
+            data = None
+        if not isinstance(data, dict):
+            text = raw.decode("utf-8", "replace")
+            raise ProviderProtocolError(
+                f"{self._display_url} answered HTTP {response.status_code} with a body that is not a "
+                f"JSON object (content-type {ctype!r}): {excerpt(text)!r}"
+            )
+        try:
+            result = self._parse_body(data)
+        except (KeyError, TypeError, AttributeError, IndexError, ValueError) as exc:
+            raise ProviderProtocolError(
+                f"unexpected response shape from {self._display_url} ({type(exc).__name__}: {exc}): "
+                f"{excerpt(raw.decode('utf-8', 'replace'))!r}"
+            ) from exc
+        if on_delta is not None and result.message.text:
+            on_delta(result.message.text)
+        return result
+
+    async def _read_stream(self, response: httpx.Response, on_delta: DeltaSink | None) -> ModelResponse:
+        state = self._stream_state()
+        count = 0
+        last = ""
+        events = aiter_sse_bytes(response.aiter_bytes())
+        try:
+            async for event in events:
+                count += 1
+                last = event.data
+                try:
+                    text = state.feed(event)
+                except json.JSONDecodeError as exc:
+                    raise ProviderProtocolError(
+                        f"malformed JSON in event {count} of the stream from {self._display_url}: "
+                        f"{excerpt(event.data)!r}"
+                    ) from exc
+                except (KeyError, TypeError, AttributeError, IndexError, ValueError) as exc:
+                    raise ProviderProtocolError(
+                        f"unexpected event {count} in the stream from {self._display_url} "
+                        f"({type(exc).__name__}: {exc}): {excerpt(event.data)!r}"
+                    ) from exc
+                if text and on_delta is not None:
+                    on_delta(text)
+                if state.done:
+                    break
+        except httpx.TimeoutException as exc:
+            raise ProviderTimeout(
+                f"the stream from {self._display_url} stalled for more than {self.timeout:g} s "
+                f"({type(exc).__name__}) after {_received(count, last)}"
+            ) from None
+        except httpx.TransportError as exc:
+            raise ProviderTimeout(
+                f"the stream from {self._display_url} was cut off ({type(exc).__name__}: "
+                f"{excerpt(str(exc), 200)}) after {_received(count, last)}"
+            ) from None
+        if not state.done:
+            raise ProviderProtocolError(
+                f"the stream from {self._display_url} ended before {self.terminal} "
+                f"(after {_received(count, last)})"
+            )
+        await _drain(events)
+        try:
+            return state.result()
+        except (KeyError, TypeError, AttributeError, IndexError, ValueError) as exc:
+            raise ProviderProtocolError(
+                f"the stream from {self._display_url} assembled into an invalid response "
+                f"({type(exc).__name__}: {excerpt(str(exc), 300)})"
+            ) from exc
+
+    def _http_error(self, response: httpx.Response, raw: bytes, key: str) -> ProviderHTTPError:
+        body = self._redact(raw.decode("utf-8", "replace"), key)
+        detail = error_detail(body) if body.strip() else (response.reason_phrase or "no error message")
+        retry_after = parse_retry_after(response.headers)
+        message = f"POST {self._display_url} returned HTTP {response.status_code}: {detail}"
+        if retry_after is not None:
+            message += f" (retry after {retry_after:g} s)"
+        return ProviderHTTPError(
+            message, status_code=response.status_code, body=excerpt(body, 20_000), retry_after=retry_after
+        )
+
+
+async def _drain(events: AsyncIterator[SSEEvent]) -> None:
+    """Read what follows the terminal event (normally just the body's end) so the connection can be
+    reused; anything sent after it is ignored, and so is a failure, since the answer is complete."""
+    try:
+        async for _ in events:
+            pass
+    except httpx.HTTPError:
+        pass
+
+
+def _received(count: int, last: str) -> str:
+    return f"{count} events, the last {excerpt(last)!r}" if count else "no complete event"
