@@ -19,7 +19,8 @@ from loom_nb.agent.facade import RUN_HOOKS
 from loom_nb.journal import Event
 from loom_nb.kernel.flows import FLOWS
 from loom_nb.notebook import extension, magics
-from loom_nb.notebook.view import ApprovalCard, RunView
+from loom_nb.notebook.cards import ApprovalCard
+from loom_nb.notebook.view import RunView
 
 GATE = "#turn:1:tool:0:approval"
 

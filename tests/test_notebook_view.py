@@ -15,9 +15,10 @@ import loom_nb as loom
 from loom_nb.agent.facade import Run
 from loom_nb.kernel import ExecutionContext
 from loom_nb.messages import ModelRequest
+from loom_nb.notebook.cards import ApprovalCard, GateCard, InDoubtCard
 from loom_nb.notebook.throttle import Throttle
 from loom_nb.notebook.timeline import TimelineWidget, asset_dir, timeline
-from loom_nb.notebook.view import ApprovalCard, GateCard, InDoubtCard, RunView
+from loom_nb.notebook.view import RunView
 
 GATE = "#turn:1:tool:0:approval"
 TASK = "Remove the stale files in /tmp/x"

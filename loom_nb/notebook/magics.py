@@ -240,7 +240,7 @@ class LoomMagics(Magics):
                     "in-doubt steps"
                 )
             if args.happened is not None:
-                from loom_nb.notebook.view import _parse_json_or_text
+                from loom_nb.notebook.cards import _parse_json_or_text
 
                 gate.happened(_parse_json_or_text(args.happened))
                 done = "marked as happened"
