@@ -5,11 +5,15 @@ Imported as ``kernel_helpers`` (tests/ is not a package; pytest puts it on ``sys
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
-from loom_nb.journal import Event, InMemoryJournal
+from loom_nb.journal import DuckDBJournal, Event, InMemoryJournal
 from loom_nb.journal.store import JournalStore
 from loom_nb.kernel import EffectContext, FlowRegistry, Runtime
 from loom_nb.testing import FakeClock, SeededRandom, SequentialIds
@@ -69,3 +73,36 @@ def copy_prefix(events: list[Event], upto_seq: int) -> InMemoryJournal:
     journal = InMemoryJournal()
     journal.append([e for e in events if e.seq <= upto_seq])
     return journal
+
+
+@dataclass
+class ScriptOutcome:
+    """How a crash-test script's process ended: its exit code, the JSON result it printed, stderr."""
+
+    returncode: int
+    result: dict[str, Any] | None
+    stderr: str
+
+
+def run_script(script: Path, journal: Path, log: Path, crash: int | str | None, mode: str) -> ScriptOutcome:
+    """Run ``python <script> <journal> <log> <crash|none> <mode>`` in a fresh process; the last
+    line it prints (when it exits 0) is its JSON result."""
+    proc = subprocess.run(
+        [sys.executable, str(script), str(journal), str(log), "none" if crash is None else str(crash), mode],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    lines = proc.stdout.strip().splitlines()
+    result = json.loads(lines[-1]) if proc.returncode == 0 and lines else None
+    return ScriptOutcome(proc.returncode, result, proc.stderr)
+
+
+def read_journal_file(path: Path, execution_id: str) -> list[Event]:
+    """One execution's events from a DuckDB journal file nobody else holds (opened read-only)."""
+    journal = DuckDBJournal(path, read_only=True)
+    try:
+        return journal.read(execution_id)
+    finally:
+        journal.close()

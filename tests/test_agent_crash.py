@@ -11,17 +11,14 @@ is in the middle of a model call.
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import agent_crash_flow as flow
 import pytest
+from kernel_helpers import ScriptOutcome, read_journal_file, run_script
 
-from loom_nb.journal import DuckDBJournal, Event, EventKind
+from loom_nb.journal import Event, EventKind
 
 pytestmark = pytest.mark.slow
 
@@ -43,38 +40,12 @@ STEPS = {
 NOT_IDEMPOTENT = {"#turn:2:tool:0"}  # book
 
 
-@dataclass
-class Outcome:
-    returncode: int
-    result: dict[str, Any] | None
-    stderr: str
-
-
-def run(tmp: Path, crash: int | str | None, mode: str) -> Outcome:
-    proc = subprocess.run(
-        [
-            sys.executable,
-            str(SCRIPT),
-            str(tmp / "journal.duckdb"),
-            str(tmp / "calls.log"),
-            "none" if crash is None else str(crash),
-            mode,
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    lines = proc.stdout.strip().splitlines()
-    return Outcome(proc.returncode, json.loads(lines[-1]) if proc.returncode == 0 and lines else None, proc.stderr)
+def run(tmp: Path, crash: int | str | None, mode: str) -> ScriptOutcome:
+    return run_script(SCRIPT, tmp / "journal.duckdb", tmp / "calls.log", crash, mode)
 
 
 def journal_events(tmp: Path) -> list[Event]:
-    journal = DuckDBJournal(tmp / "journal.duckdb", read_only=True)
-    try:
-        return journal.read(flow.EXECUTION_ID)
-    finally:
-        journal.close()
+    return read_journal_file(tmp / "journal.duckdb", flow.EXECUTION_ID)
 
 
 def calls_made(tmp: Path) -> list[tuple[str, str]]:

@@ -10,17 +10,13 @@ idempotency key and the next attempt, and a non-idempotent one parks on an ``InD
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from collections import Counter
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import crash_flow
 import pytest
-from kernel_helpers import shape
+from kernel_helpers import ScriptOutcome, read_journal_file, run_script, shape
 
 from loom_nb.journal import DuckDBJournal, Event
 from loom_nb.kernel import Runtime
@@ -32,40 +28,12 @@ SCRIPT = Path(__file__).with_name("crash_flow.py")
 EVENTS = 15
 
 
-@dataclass
-class Outcome:
-    returncode: int
-    result: dict[str, Any] | None
-    stderr: str
-
-
-def run(tmp: Path, crash: int | str | None, mode: str) -> Outcome:
-    proc = subprocess.run(
-        [
-            sys.executable,
-            str(SCRIPT),
-            str(tmp / "journal.duckdb"),
-            str(tmp / "invocations.log"),
-            "none" if crash is None else str(crash),
-            mode,
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    lines = proc.stdout.strip().splitlines()
-    return Outcome(
-        proc.returncode, json.loads(lines[-1]) if proc.returncode == 0 and lines else None, proc.stderr
-    )
+def run(tmp: Path, crash: int | str | None, mode: str) -> ScriptOutcome:
+    return run_script(SCRIPT, tmp / "journal.duckdb", tmp / "invocations.log", crash, mode)
 
 
 def journal_events(tmp: Path) -> list[Event]:
-    journal = DuckDBJournal(tmp / "journal.duckdb", read_only=True)
-    try:
-        return journal.read(crash_flow.EXECUTION_ID)
-    finally:
-        journal.close()
+    return read_journal_file(tmp / "journal.duckdb", crash_flow.EXECUTION_ID)
 
 
 def invocations(tmp: Path) -> list[tuple[str, str, int]]:
