@@ -344,6 +344,9 @@ def test_pending_with_the_agent_undefined_shows_which_flow_is_missing(
     # as after a kernel restart: no cell has defined the agent, so its flow is unknown
     del FLOWS._flows["agent:lost"]
     ip.user_ns.pop("agent_lost")
+    from loom_nb.agent.facade import AGENTS
+
+    AGENTS.pop("agent:lost", None)
     from loom_nb.notebook import runs
 
     runs._LIVE.pop(run.id)
@@ -361,3 +364,22 @@ def test_pending_with_the_agent_undefined_shows_which_flow_is_missing(
     card.approve.click()
     assert view.run.status == "completed" and t.deleted == ["/tmp/x/stale.log"]
     assert card.problem is None and card.decision is not None
+
+
+def test_pending_finds_an_agent_that_no_variable_holds(
+    ip: Any, displayed: list[Any], capsys: pytest.CaptureFixture[str]
+) -> None:
+    t, run = suspended_run(ip, "held")
+    agent = t.agent
+    del FLOWS._flows["agent:held"]  # the flow is gone (as after a restart) ...
+    ip.user_ns.pop("agent_held")  # ... and no notebook variable holds the agent; it lives elsewhere
+    from loom_nb.notebook import runs
+
+    runs._LIVE.pop(run.id)
+    ip.run_line_magic("loom", "pending")
+    (view,) = displayed
+    card = view.cards[GATE]
+    assert card.problem is None
+    card.approve.click()
+    assert view.run.status == "completed" and t.deleted == ["/tmp/x/stale.log"]
+    assert agent is t.agent

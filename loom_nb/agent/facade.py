@@ -9,6 +9,7 @@ resumes synchronously.
 from __future__ import annotations
 
 import asyncio
+import weakref
 from collections.abc import Callable, Coroutine, Generator, Mapping, Sequence
 from typing import Any
 
@@ -42,6 +43,10 @@ _UNSET: Any = object()
 
 #: Called with every ``Run`` that ``Agent.start`` creates (the notebook layer shows its live view).
 RUN_HOOKS: list[Callable[[Run], None]] = []
+
+#: The latest ``Agent`` built for each flow name in this process (so a restarted kernel that re-ran
+#: the defining cell can find it by the flow name an execution records).
+AGENTS: weakref.WeakValueDictionary[str, Agent] = weakref.WeakValueDictionary()
 
 
 
@@ -127,6 +132,7 @@ class Agent:
             chunk_min_chars=chunk_min_chars,
             parallel_tools=parallel_tools,
         )
+        AGENTS[self.flow_name] = self
 
     def __repr__(self) -> str:
         tools = ", ".join(t.name for t in self.config.tools)

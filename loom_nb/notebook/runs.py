@@ -12,7 +12,7 @@ from __future__ import annotations
 import weakref
 from typing import Any
 
-from loom_nb.agent.facade import Agent, Run
+from loom_nb.agent.facade import AGENTS, Agent, Run
 from loom_nb.errors import FlowNotFoundError, UsageError
 from loom_nb.runtime import Runtime
 
@@ -50,7 +50,7 @@ def display(obj: Any) -> None:
 
 def find_agent(flow_name: str) -> Agent | None:
     """The ``Agent`` defined in the notebook whose flow is ``flow_name`` (the latest one), or None."""
-    found: Agent | None = None
+    found: Agent | None = AGENTS.get(flow_name)
     for value in list(_user_namespace().values()):
         if isinstance(value, Agent) and value.flow_name == flow_name:
             found = value
