@@ -44,27 +44,32 @@ class Runtime(kernel_runtime.Runtime):
             per_execution=quota,
             per_principal=principal_quota,
             default_retry=default_retry,
-            load_usage=self.usage,
-            load_effect_usage=self._effect_usage,
+            load_usage=self.usage_by_effect,
         )
         super().__init__(journal, effects=effects, **kwargs)
         if isinstance(self.effects, EffectRuntime) and self.effects.content_store is None:
             self.effects.content_store = JournalContentStore(journal)
 
+    def usage_by_effect(self, execution_id: str) -> dict[str, UsageTotals]:
+        """An execution's recorded usage per effect id, from one read of its events."""
+        by_effect: dict[str, UsageTotals] = {}
+        for event in self.journal.read(execution_id):
+            if event.kind == EventKind.STEP_COMPLETED:
+                usage = event.data.get("usage")
+                totals = by_effect.setdefault(str(event.data.get("effect")), UsageTotals())
+                totals.add(usage if isinstance(usage, dict) else {"calls": 1})
+        return by_effect
+
     def usage(self, execution_id: str, *, effect_id: str | None = None) -> UsageTotals:
         """An execution's recorded usage: calls, tokens and cost summed over completed steps
         (of one effect only, when ``effect_id`` is given)."""
+        by_effect = self.usage_by_effect(execution_id)
+        if effect_id is not None:
+            return by_effect.get(effect_id, UsageTotals())
         totals = UsageTotals()
-        for event in self.journal.read(execution_id):
-            if event.kind != EventKind.STEP_COMPLETED:
-                continue
-            if effect_id is None or event.data.get("effect") == effect_id:
-                usage = event.data.get("usage")
-                totals.add(usage if isinstance(usage, dict) else {"calls": 1})
+        for per_effect in by_effect.values():
+            totals.add(per_effect.as_dict())
         return totals
-
-    def _effect_usage(self, execution_id: str, effect_id: str) -> UsageTotals:
-        return self.usage(execution_id, effect_id=effect_id)
 
 
 _default: Runtime | None = None

@@ -104,12 +104,13 @@ class Metering:
     """Meters every call (calls, tokens, cost) and enforces quotas per execution, per principal
     and per effect, refusing a call that would exceed one before it runs.
 
+    An execution's recorded usage is read from the journal once, the first time one of its calls
+    meets a limit (one read for every effect of it); calls with no limit to check read nothing.
+
     Args:
         per_execution: Limits for each execution.
         per_principal: Limits for each principal, across executions (totals of this process).
-        load: Returns an execution's recorded usage totals (so limits hold across restarts).
-        load_effect: Returns an execution's recorded usage of one effect (so per-effect limits
-            hold across restarts too).
+        load: Returns an execution's recorded usage by effect id (so limits hold across restarts).
     """
 
     def __init__(
@@ -117,53 +118,51 @@ class Metering:
         *,
         per_execution: Quota | None = None,
         per_principal: Quota | None = None,
-        load: Callable[[str], UsageTotals] | None = None,
-        load_effect: Callable[[str, str], UsageTotals] | None = None,
+        load: Callable[[str], Mapping[str, UsageTotals]] | None = None,
     ) -> None:
         self.per_execution = per_execution
         self.per_principal = per_principal
         self.load = load
-        self.load_effect = load_effect
-        self._executions: dict[str, UsageTotals] = {}
+        self._by_effect: dict[str, dict[str, UsageTotals]] = {}
         self._principals: dict[str, UsageTotals] = {}
-        self._effects: dict[tuple[str, str], UsageTotals] = {}
+
+    def _recorded(self, execution_id: str) -> dict[str, UsageTotals]:
+        by_effect = self._by_effect.get(execution_id)
+        if by_effect is None:
+            by_effect = dict(self.load(execution_id)) if self.load else {}
+            self._by_effect[execution_id] = by_effect
+        return by_effect
 
     def totals(self, execution_id: str) -> UsageTotals:
-        """This process's view of an execution's usage."""
-        totals = self._executions.get(execution_id)
-        if totals is None:
-            totals = self.load(execution_id) if self.load else UsageTotals()
-            self._executions[execution_id] = totals
+        """This process's view of an execution's usage (all effects)."""
+        totals = UsageTotals()
+        for per_effect in self._recorded(execution_id).values():
+            totals.add(per_effect.as_dict())
         return totals
 
     def effect_totals(self, execution_id: str, effect_id: str) -> UsageTotals:
         """This process's view of one effect's usage in an execution."""
-        key = (execution_id, effect_id)
-        totals = self._effects.get(key)
-        if totals is None:
-            totals = self.load_effect(execution_id, effect_id) if self.load_effect else UsageTotals()
-            self._effects[key] = totals
-        return totals
+        return self._recorded(execution_id).setdefault(effect_id, UsageTotals())
 
     async def __call__(self, call: EffectCall, next: Next) -> EffectResult:
         """Check the limits, call ``next``, then add the call's usage to the totals."""
         ctx = call.context
-        execution = self.totals(ctx.execution_id)
+        effect_quota = call.spec.quota if isinstance(call.spec.quota, Quota) else None
         principal = self._principals.setdefault(ctx.principal.name, UsageTotals())
-        per_effect = self.effect_totals(ctx.execution_id, call.spec.effect_id)
         if self.per_execution:
-            _check(f"execution {ctx.execution_id!r}", self.per_execution, execution)
+            _check(f"execution {ctx.execution_id!r}", self.per_execution, self.totals(ctx.execution_id))
         if self.per_principal:
             _check(f"principal {ctx.principal.name!r}", self.per_principal, principal)
-        if isinstance(call.spec.quota, Quota):
+        if effect_quota:
             scope = f"effect {call.spec.effect_id!r} in execution {ctx.execution_id!r}"
-            _check(scope, call.spec.quota, per_effect)
+            _check(scope, effect_quota, self.effect_totals(ctx.execution_id, call.spec.effect_id))
         result = await next(call)
         # Usage the effect reported itself (``EffectResult.usage``) is what step_completed records
         # and what ``Runtime.usage`` reloads after a restart: meter the same figures live.
         usage = dict(result.usage) if result.usage else usage_of(result.output)
-        for totals in (execution, principal, per_effect):
-            totals.add(usage or {"calls": 1})
+        principal.add(usage or {"calls": 1})
+        if ctx.execution_id in self._by_effect:  # else the journal has it when a limit first asks
+            self.effect_totals(ctx.execution_id, call.spec.effect_id).add(usage or {"calls": 1})
         if usage and not result.usage:
             result = EffectResult(output=result.output, usage=usage, tainted=result.tainted)
         return result

@@ -8,7 +8,7 @@ claim-check (one link per ``ClaimCheck`` configuration) -> the effect. The idemp
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from loom_nb.effects.authz import Authorization
 from loom_nb.effects.claimcheck import ClaimCheck, ClaimCheckInterceptor, ContentStore
@@ -25,8 +25,8 @@ class EffectRuntime(EffectRegistry):
         per_execution: Quota for each execution.
         per_principal: Quota for each principal.
         default_retry: Retry policy for effects registered without one (None: no retry).
-        load_usage: Returns an execution's recorded usage (set by the runtime that owns this).
-        load_effect_usage: Returns an execution's recorded usage of one effect (likewise).
+        load_usage: Returns an execution's recorded usage by effect id (set by the runtime that
+            owns this; read once per execution, when a limit first needs it).
     """
 
     def __init__(
@@ -35,15 +35,13 @@ class EffectRuntime(EffectRegistry):
         per_execution: Quota | None = None,
         per_principal: Quota | None = None,
         default_retry: RetryPolicy | None = None,
-        load_usage: Callable[[str], UsageTotals] | None = None,
-        load_effect_usage: Callable[[str, str], UsageTotals] | None = None,
+        load_usage: Callable[[str], Mapping[str, UsageTotals]] | None = None,
     ) -> None:
         self.authorization = Authorization()
         self.metering = Metering(
             per_execution=per_execution,
             per_principal=per_principal,
             load=load_usage,
-            load_effect=load_effect_usage,
         )
         self.retry = Retry(default_retry)
         self.guard = PromptGuard()
