@@ -22,7 +22,7 @@ import httpx
 
 from loom_nb.messages import Message, ModelRequest
 from loom_nb.providers import AnthropicMessages, OpenAIChat
-from loom_nb.providers.sse import HTTPProvider
+from loom_nb.providers.http import HTTPProvider
 
 REQUEST = ModelRequest(messages=(Message.system("Be brief."), Message.user("Tell me a story.")))
 

@@ -245,3 +245,12 @@ def test_network_guard_refuses_a_public_address() -> None:
             s.connect(("93.184.216.34", 80))
     finally:
         s.close()
+
+
+@pytest.mark.parametrize("script", sorted(p.name for p in (PKG.parent / "bench").glob("*.py")))
+def test_every_bench_script_imports(script: str) -> None:
+    """Benches are not run by `make test`; importing them catches a renamed API they still use."""
+    path = PKG.parent / "bench" / script
+    code = f"import runpy, sys; sys.path.insert(0, {str(path.parent)!r}); runpy.run_path({str(path)!r})"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert out.returncode == 0, out.stderr[-2000:]
