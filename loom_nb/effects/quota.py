@@ -124,21 +124,23 @@ class Metering:
         self.per_principal = per_principal
         self.load = load
         self._by_effect: dict[str, dict[str, UsageTotals]] = {}
+        self._executions: dict[str, UsageTotals] = {}
         self._principals: dict[str, UsageTotals] = {}
 
     def _recorded(self, execution_id: str) -> dict[str, UsageTotals]:
         by_effect = self._by_effect.get(execution_id)
         if by_effect is None:
             by_effect = dict(self.load(execution_id)) if self.load else {}
-            self._by_effect[execution_id] = by_effect
+            total = UsageTotals()
+            for per_effect in by_effect.values():
+                total.add(per_effect.as_dict())
+            self._by_effect[execution_id], self._executions[execution_id] = by_effect, total
         return by_effect
 
     def totals(self, execution_id: str) -> UsageTotals:
         """This process's view of an execution's usage (all effects)."""
-        totals = UsageTotals()
-        for per_effect in self._recorded(execution_id).values():
-            totals.add(per_effect.as_dict())
-        return totals
+        self._recorded(execution_id)
+        return self._executions[execution_id]
 
     def effect_totals(self, execution_id: str, effect_id: str) -> UsageTotals:
         """This process's view of one effect's usage in an execution."""
@@ -163,6 +165,7 @@ class Metering:
         principal.add(usage or {"calls": 1})
         if ctx.execution_id in self._by_effect:  # else the journal has it when a limit first asks
             self.effect_totals(ctx.execution_id, call.spec.effect_id).add(usage or {"calls": 1})
+            self._executions[ctx.execution_id].add(usage or {"calls": 1})
         if usage and not result.usage:
             result = EffectResult(output=result.output, usage=usage, tainted=result.tainted)
         return result
