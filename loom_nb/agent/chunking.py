@@ -8,6 +8,19 @@ from collections.abc import Callable
 _BOUNDARY = re.compile(r"[.!?;:](?:[\"')\]]*)\s+|\n")
 
 
+def _boundary_start(text: str, end: int) -> int:
+    """Where a boundary that ends past ``end`` can begin: back over trailing whitespace, closing
+    quotes or brackets, and one sentence mark."""
+    i = end
+    while i > 0 and text[i - 1].isspace():
+        i -= 1
+    while i > 0 and text[i - 1] in "\"')]":
+        i -= 1
+    if i > 0 and text[i - 1] in ".!?;:":
+        i -= 1
+    return i
+
+
 class DeltaChunker:
     """A delta sink that hands ``emit`` whole sentences of at least ``min_chars`` characters.
 
@@ -24,20 +37,27 @@ class DeltaChunker:
         self.min_chars = min_chars
         self.chunks = 0
         self._buffer = ""
+        self._scanned = 0  # the buffer before this offset was scanned already
+        self._cut = -1  # the last boundary found that ends at or past min_chars
 
     def __call__(self, delta: str) -> None:
-        """Take one delta; emit up to the last sentence boundary once the buffer is long enough."""
+        """Take one delta; emit up to the last sentence boundary once the buffer is long enough.
+
+        Only the new text (and a few characters before it, where a boundary may begin) is scanned,
+        so a long sentence costs O(its length) over all its deltas, not O(length) per delta.
+        """
+        start = _boundary_start(self._buffer, self._scanned)
         self._buffer += delta
-        if len(self._buffer) < self.min_chars:
-            return
-        cut = -1
-        for match in _BOUNDARY.finditer(self._buffer):
+        for match in _BOUNDARY.finditer(self._buffer, start):
             if match.end() >= self.min_chars:
-                cut = match.end()
-        if cut > 0:
-            chunk, self._buffer = self._buffer[:cut], self._buffer[cut:]
-            self.chunks += 1
-            self.emit(chunk)
+                self._cut = match.end()
+        self._scanned = len(self._buffer)
+        if len(self._buffer) < self.min_chars or self._cut <= 0:
+            return
+        chunk, self._buffer = self._buffer[: self._cut], self._buffer[self._cut :]
+        self._scanned, self._cut = 0, -1
+        self.chunks += 1
+        self.emit(chunk)
 
     def flush(self) -> None:
         """Emit what is left."""
