@@ -103,7 +103,8 @@ class ExecutionContext:
         events, blobs = self._staged, self._blobs
         self._staged, self._blobs = [], []
         self._rt.journal.append(events, blobs)
-        self._rt._notify([e for e in events if e.kind != K.STREAM_CHUNK])  # chunks were shown at once
+        if self._rt._observers:
+            self._rt._notify([e for e in events if e.kind != K.STREAM_CHUNK])  # chunks were shown at once
 
     def _claim(self, ident: str) -> None:
         if ident in self._claimed:

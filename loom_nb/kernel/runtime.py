@@ -158,7 +158,8 @@ class Runtime:
         self.principal = principal or Principal()
         self._locks: dict[str, asyncio.Lock] = {}
         self._active: set[str] = set()
-        self._observers: list[tuple[str | None, EventObserver | None, DeltaObserver | None]] = []
+        # A tuple, replaced on (un)subscribe: the per-event and per-delta paths iterate it as is.
+        self._observers: tuple[tuple[str | None, EventObserver | None, DeltaObserver | None], ...] = ()
         self._closed = False
 
     @classmethod
@@ -206,18 +207,17 @@ class Runtime:
         """Call ``on_event(event)`` after events commit (stream chunks at once), and
         ``on_delta(execution_id, step_id, text)`` for every streamed delta. Returns an unsubscribe."""
         entry = (execution_id, on_event, on_delta)
-        self._observers.append(entry)
+        self._observers = (*self._observers, entry)
 
         def unsubscribe() -> None:
-            if entry in self._observers:
-                self._observers.remove(entry)
+            self._observers = tuple(o for o in self._observers if o is not entry)
 
         return unsubscribe
 
     def _notify(self, events: list[Event]) -> None:
         if not self._observers:
             return
-        for eid, on_event, _ in list(self._observers):
+        for eid, on_event, _ in self._observers:
             if on_event is None:
                 continue
             for event in events:
@@ -228,7 +228,7 @@ class Runtime:
                         log.exception("a loom_nb event observer failed")
 
     def _notify_delta(self, execution_id: str, step_id: str, text: str) -> None:
-        for eid, _, on_delta in list(self._observers):
+        for eid, _, on_delta in self._observers:
             if on_delta is not None and (eid is None or eid == execution_id):
                 try:
                     on_delta(execution_id, step_id, text)
