@@ -345,7 +345,6 @@ class Run:
         # A finished task's done-callbacks run a loop iteration later; take its outcome now.
         task = self._task
         if task is not None and task.done():
-            self._task = None
             self._finished(task)
 
     @property
@@ -428,11 +427,9 @@ class Run:
         return state
 
     def _finished(self, task: asyncio.Future[ExecutionResult]) -> None:
-        if self._task is task:
-            self._task = None
-        elif self._task is not None or getattr(task, "_loom_absorbed", False):
-            return  # a newer task drives the run now, or this outcome was taken already
-        task._loom_absorbed = True  # type: ignore[attr-defined]
+        if task is not self._task:
+            return  # a newer task drives the run now, or _absorb took this outcome already
+        self._task = None
         if task.cancelled():
             self._error = asyncio.CancelledError(f"run {self.id} was cancelled")
             self._signal()
