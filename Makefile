@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: venv demo test lint pytest lab bench browser clean notebooks binder-check
+.PHONY: venv demo test check fmt lint pytest lab bench browser clean notebooks binder-check
 
 $(STAMP): pyproject.toml constraints.txt
 	python3 -m venv $(VENV)
@@ -19,7 +19,17 @@ demo: venv
 
 lint: venv
 	$(VENV)/bin/ruff check loom_nb tests bench
+	$(VENV)/bin/ruff format --check loom_nb tests bench
 	$(VENV)/bin/mypy
+
+# Format the code in place (make lint checks it is formatted).
+fmt: venv
+	$(VENV)/bin/ruff format loom_nb tests bench
+	$(VENV)/bin/ruff check --fix loom_nb tests bench
+
+# The edit loop: lint and every test not marked slow or browser (no notebooks, no binder check).
+check: lint
+	$(VENV)/bin/pytest -q -m "not slow and not browser" tests
 
 browser:
 	@command -v chromium >/dev/null || (apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium)

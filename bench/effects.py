@@ -5,7 +5,7 @@ with ``await registry.invoke(call)`` through:
 
 - a bare ``EffectRegistry()`` (no interceptors): the baseline;
 - one interceptor at a time, to see where the time goes;
-- ``EffectRuntime`` with everything on: authorization (a required scope the principal holds),
+- ``EffectRing`` with everything on: authorization (a required scope the principal holds),
   metering with per-execution and per-effect quotas set, a retry policy that never triggers, the
   guard on a small ``ModelRequest`` holding a tainted tool message (so it really fences), and a
   claim-check link installed for another tool.
@@ -30,7 +30,7 @@ from loom_nb.effects import (
     Authorization,
     ClaimCheck,
     ClaimCheckInterceptor,
-    EffectRuntime,
+    EffectRing,
     JournalContentStore,
     Metering,
     PromptGuard,
@@ -90,9 +90,7 @@ def make_call(registry: EffectRegistry) -> EffectCall:
 
 
 def register(registry: EffectRegistry) -> EffectRegistry:
-    registry.register(
-        EFFECT_ID, model, scopes=[SCOPE], retry=POLICY, quota=Quota(calls=BIG, tokens=BIG), kind="model"
-    )
+    registry.register(EFFECT_ID, model, scopes=[SCOPE], retry=POLICY, quota=Quota(calls=BIG, tokens=BIG), kind="model")
     return registry
 
 
@@ -100,8 +98,8 @@ def with_interceptors(interceptors: Iterable[Interceptor]) -> EffectRegistry:
     return register(EffectRegistry(interceptors))
 
 
-def full_ring() -> EffectRuntime:
-    ring = EffectRuntime(per_execution=Quota(calls=BIG, tokens=BIG, cost=float(BIG)), default_retry=POLICY)
+def full_ring() -> EffectRing:
+    ring = EffectRing(per_execution=Quota(calls=BIG, tokens=BIG, cost=float(BIG)), default_retry=POLICY)
     ring.add_claim_check(ClaimCheck(tool_ids=["search"]), store=JournalContentStore(InMemoryJournal()))
     register(ring)
     return ring
@@ -117,7 +115,7 @@ CONFIGS: list[tuple[str, Callable[[], EffectRegistry]]] = [
     ("retry (policy, no failure)", lambda: with_interceptors([Retry(POLICY)])),
     ("guard (1 tainted message)", lambda: with_interceptors([PromptGuard()])),
     ("claim-check (other tool)", lambda: with_interceptors([claim_link()])),
-    ("**full ring** (EffectRuntime)", full_ring),
+    ("**full ring** (EffectRing)", full_ring),
 ]
 
 
@@ -184,5 +182,5 @@ async def main() -> int:
 
 
 if __name__ == "__main__":
-    check_guard_fences(EffectRuntime())
+    check_guard_fences(EffectRing())
     raise SystemExit(asyncio.run(main()))

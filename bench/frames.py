@@ -172,10 +172,12 @@ def main() -> None:
                 rows.append((f"`{name}()`", median, n))
             f.close()
 
-    print(f"journal: {events:,} events, {executions:,} executions ({len(template)} events each), "
-          f"{'in memory' if args.memory else f'{size / 2**20:.0f} MiB file'}; "
-          f"bulk insert {build_s:.2f} s; views created in {views_s * 1e3:.1f} ms; {os.cpu_count()} cores, "
-          f"load average {os.getloadavg()[0]:.1f}\n")
+    print(
+        f"journal: {events:,} events, {executions:,} executions ({len(template)} events each), "
+        f"{'in memory' if args.memory else f'{size / 2**20:.0f} MiB file'}; "
+        f"bulk insert {build_s:.2f} s; views created in {views_s * 1e3:.1f} ms; {os.cpu_count()} cores, "
+        f"load average {os.getloadavg()[0]:.1f}\n"
+    )
     print(f"| frame | rows | median of {args.repeat} (s) |")
     print("|---|---:|---:|")
     for name, median, n in rows:

@@ -25,7 +25,7 @@ from typing import Any
 import duckdb
 
 from loom_nb.journal import DuckDBJournal, canonical_json
-from loom_nb.kernel import ExecutionContext, FlowRegistry, Runtime
+from loom_nb.kernel import Engine, ExecutionContext, FlowRegistry
 from loom_nb.testing import JournalProxy
 
 TARGET_TURN_MS = 2.0
@@ -52,7 +52,7 @@ def run_size(directory: Path, n: int, *, replay: bool) -> dict[str, Any]:
     path = directory / f"kernel-{n}.duckdb"
     journal = CountingJournal(DuckDBJournal(path))
     flows = FlowRegistry()
-    rt = Runtime(journal, flows=flows)
+    rt = Engine(journal, flows=flows)
     rt.effects.register("bench.a", lambda v: {"a": v["turn"]}, idempotent=True)
     rt.effects.register("bench.b", lambda v: {"b": v["turn"]})
     turn_s: list[float] = []
@@ -138,10 +138,7 @@ def main(argv: list[str]) -> int:
         rows = {n: run_size(directory, n, replay=(n == max(sizes))) for n in sizes}
     python = sys.version.split()[0]
     print(f"# kernel bench: DuckDB {duckdb.__version__}, Python {python}, {os.cpu_count()} cpus\n")
-    print(
-        f"baseline: one committed autocommit INSERT with parameters: median {base:.3f} ms "
-        f"(of {args.baseline})\n"
-    )
+    print(f"baseline: one committed autocommit INSERT with parameters: median {base:.3f} ms (of {args.baseline})\n")
     print(
         "| N | turn median ms | turn mean ms | total/N ms | in commits ms/turn | rest ms/turn "
         "| median / baseline insert | commits/turn | bytes written/turn (file+wal) "
@@ -165,14 +162,12 @@ def main(argv: list[str]) -> int:
     if 200 in rows:
         mid = rows[200]["median_ms"]
         lines.append(
-            f"| per-turn median at N=200 | {mid:.3f} ms | <= {TARGET_TURN_MS} ms "
-            f"| {verdict(mid <= TARGET_TURN_MS)} |"
+            f"| per-turn median at N=200 | {mid:.3f} ms | <= {TARGET_TURN_MS} ms | {verdict(mid <= TARGET_TURN_MS)} |"
         )
         if 10 in rows:
             flat = mid / rows[10]["median_ms"]
             lines.append(
-                f"| per-turn median N=200 / N=10 | {flat:.2f}x | <= {TARGET_FLAT}x "
-                f"| {verdict(flat <= TARGET_FLAT)} |"
+                f"| per-turn median N=200 / N=10 | {flat:.2f}x | <= {TARGET_FLAT}x | {verdict(flat <= TARGET_FLAT)} |"
             )
         if 1000 in rows:
             lo, hi = TARGET_BYTES
@@ -180,16 +175,14 @@ def main(argv: list[str]) -> int:
             wb = rows[1000]["written_per_turn"] * 1000 / (rows[200]["written_per_turn"] * 200)
             eb = rows[1000]["payload_per_turn"] * 1000 / (rows[200]["payload_per_turn"] * 200)
             lines.append(
-                f"| bytes written (file+wal) N=1000 / N=200 | {wb:.2f} | in [{lo}, {hi}] "
-                f"| {verdict(lo <= wb <= hi)} |"
+                f"| bytes written (file+wal) N=1000 / N=200 | {wb:.2f} | in [{lo}, {hi}] | {verdict(lo <= wb <= hi)} |"
             )
             lines.append(
                 f"| file+wal after CHECKPOINT N=1000 / N=200 | {fb:.2f} | in [{lo}, {hi}] "
                 f"| {verdict(lo <= fb <= hi)} (256 KiB blocks) |"
             )
             lines.append(
-                f"| event data bytes N=1000 / N=200 | {eb:.2f} | in [{lo}, {hi}] "
-                f"| {verdict(lo <= eb <= hi)} |"
+                f"| event data bytes N=1000 / N=200 | {eb:.2f} | in [{lo}, {hi}] | {verdict(lo <= eb <= hi)} |"
             )
     overhead = {n: r["total_per_turn_ms"] - r["commit_per_turn_ms"] for n, r in rows.items()}
     if 200 in rows:

@@ -29,8 +29,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 from notebook_helpers import KernelSession, kernel_button_ids, last_json, make_runtime
 
-from loom_nb.agent.facade import Run
-from loom_nb.notebook.view import RunView
+from loom_nb.agent.agent import Run
+from loom_nb.notebook.run_view import RunView
 
 SETUP = '''
 import asyncio, json, os, time
@@ -82,8 +82,8 @@ print(json.dumps(_out))
 """
 
 KERNEL_DELTAS = """
-from loom_nb.agent.facade import Run
-from loom_nb.notebook.view import RunView
+from loom_nb.agent.agent import Run
+from loom_nb.notebook.run_view import RunView
 _res = {{}}
 for _label, _interval, _n in (("throttled", 0.05, {deltas}), ("unthrottled", 0.0, {unthrottled})):
     _v = RunView(Run(rt, "deltas-" + _label), interval=_interval)

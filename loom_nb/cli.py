@@ -13,8 +13,8 @@ from loom_nb.agent import Agent, AgentResult, ApprovalDecision
 from loom_nb.effects import tool
 from loom_nb.errors import JournalLockedError, LoomError
 from loom_nb.journal.events import Event, EventKind
+from loom_nb.kernel.engine import ExecutionResult
 from loom_nb.kernel.gates import OpenGate
-from loom_nb.kernel.runtime import ExecutionResult
 from loom_nb.messages import ModelRequest, ModelResponse
 from loom_nb.providers.scripted import ScriptedModel
 from loom_nb.runtime import Runtime

@@ -1,23 +1,27 @@
-"""The assembled ``Runtime``: the durable kernel with the effect ring installed.
+"""The composition root: ``Runtime`` assembles the durable kernel (``Engine``), the effect ring and
+a journal store, and ``Runtime.open`` chooses the store from a path.
 
-``loom_nb.Runtime`` is what users open; ``loom_nb.kernel.Runtime`` is the bare kernel (a plain
-effect registry), which the kernel's own tests use.
+``loom_nb.Runtime`` is what users open; ``loom_nb.kernel.Engine`` is the bare kernel (a plain
+effect registry, any journal), which the kernel's own tests use.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from pathlib import Path
+from typing import Any, Self
 
 from loom_nb.effects.claimcheck import JournalContentStore
 from loom_nb.effects.quota import Quota, UsageTotals
 from loom_nb.effects.retry import RetryPolicy
-from loom_nb.effects.runtime import EffectRuntime
+from loom_nb.effects.ring import EffectRing
+from loom_nb.errors import UsageError
+from loom_nb.journal.duckdb_store import DuckDBJournal
 from loom_nb.journal.events import EventKind
 from loom_nb.journal.store import JournalStore
-from loom_nb.kernel import runtime as kernel_runtime
+from loom_nb.kernel.engine import Engine
 
 
-class Runtime(kernel_runtime.Runtime):
+class Runtime(Engine):
     """Durable executions over a journal, every effect call through the protection ring.
 
     Open one with ``Runtime.open("loom.duckdb")`` (or ``":memory:"``); use it as a context manager
@@ -40,15 +44,28 @@ class Runtime(kernel_runtime.Runtime):
         default_retry: RetryPolicy | None = None,
         **kwargs: Any,
     ) -> None:
-        effects = kwargs.pop("effects", None) or EffectRuntime(
+        effects = kwargs.pop("effects", None) or EffectRing(
             per_execution=quota,
             per_principal=principal_quota,
             default_retry=default_retry,
             load_usage=self.usage_by_effect,
         )
         super().__init__(journal, effects=effects, **kwargs)
-        if isinstance(self.effects, EffectRuntime) and self.effects.content_store is None:
+        if isinstance(self.effects, EffectRing) and self.effects.content_store is None:
             self.effects.content_store = JournalContentStore(journal)
+
+    @classmethod
+    def open(cls, target: str | Path = ":memory:", *, read_only: bool = False, **kwargs: Any) -> Self:
+        """Open a runtime on a DuckDB journal file (or ``":memory:"``).
+
+        Raises:
+            JournalLockedError: another process holds the file.
+            UsageError: a PostgreSQL URL (not available yet).
+        """
+        text = str(target)
+        if text.startswith(("postgresql://", "postgres://")):
+            raise UsageError("PostgreSQL journals are not available yet: open a DuckDB file path or ':memory:'")
+        return cls(DuckDBJournal(text, read_only=read_only), **kwargs)
 
     def usage_by_effect(self, execution_id: str) -> dict[str, UsageTotals]:
         """An execution's recorded usage per effect id, from one read of its events."""
@@ -87,9 +104,7 @@ def default_runtime() -> Runtime:
     Raises:
         UsageError: none is set.
     """
-    if _default is None or _default._closed:
-        from loom_nb.errors import UsageError
-
+    if _default is None or _default.closed:
         raise UsageError(
             "no default runtime: run %load_ext loom_nb in a notebook, or pass "
             "runtime=loom.Runtime.open('loom.duckdb') (or call loom.set_default_runtime(rt))"

@@ -17,7 +17,6 @@ from loom_nb.providers.scripted import ScriptedModel
 from loom_nb.runtime import Runtime
 from loom_nb.testing import FakeClock, SequentialIds
 
-K = EventKind
 MODEL = "model.main"
 SUMMARIZER = "model.summarizer"
 FLOW = "agent"
@@ -114,14 +113,14 @@ def events(rt: Runtime, execution_id: str, kind: str | None = None) -> list[Even
     return [e for e in rt.journal.read(execution_id) if kind is None or e.kind == kind]
 
 
-def step_ids(rt: Runtime, execution_id: str, kind: str = K.STEP_STARTED) -> list[str]:
+def step_ids(rt: Runtime, execution_id: str, kind: str = EventKind.STEP_STARTED) -> list[str]:
     """Step ids of the events of ``kind``, in journal order (repeats kept)."""
     return [e.step_id or "" for e in events(rt, execution_id, kind)]
 
 
 def first_started(rt: Runtime, execution_id: str, step_id: str) -> Event:
     """The first ``step_started`` of one step."""
-    for e in events(rt, execution_id, K.STEP_STARTED):
+    for e in events(rt, execution_id, EventKind.STEP_STARTED):
         if e.step_id == step_id:
             return e
     raise AssertionError(f"no step_started for {step_id!r}; steps: {step_ids(rt, execution_id)}")
@@ -129,7 +128,7 @@ def first_started(rt: Runtime, execution_id: str, step_id: str) -> Event:
 
 def decisions(rt: Runtime, execution_id: str) -> dict[str, dict[str, Any]]:
     """Recorded decisions by id."""
-    return {e.step_id or "": e.data for e in events(rt, execution_id, K.DECISION_RECORDED)}
+    return {e.step_id or "": e.data for e in events(rt, execution_id, EventKind.DECISION_RECORDED)}
 
 
 def data_bytes(evs: Iterable[Event]) -> int:

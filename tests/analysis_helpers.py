@@ -114,7 +114,9 @@ def messy_model() -> loom.ScriptedModel:
         n = _assistants(request)
         if n == 0:
             calls: list[tuple[str, dict[str, Any]]] = [
-                ("no_such_tool", {"x": 1}), ("explode", {"reason": "testing"}), ("search", {"query": "q"}),
+                ("no_such_tool", {"x": 1}),
+                ("explode", {"reason": "testing"}),
+                ("search", {"query": "q"}),
             ]
             return loom.ModelResponse.tool_calls(calls, text="Trying things.", usage=usage(0))
         return loom.ModelResponse.text("Some tools failed.", usage=usage(1))

@@ -29,7 +29,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from loom_nb.journal import DuckDBJournal
-from loom_nb.kernel import Decision, EffectContext, ExecutionContext, ExecutionResult, FlowRegistry, Runtime
+from loom_nb.kernel import Decision, EffectContext, Engine, ExecutionContext, ExecutionResult, FlowRegistry
 from loom_nb.testing import CrashingJournal, FakeClock, SequentialIds
 
 EXECUTION_ID = "run-1"
@@ -72,19 +72,17 @@ async def order(ctx: ExecutionContext, inp: Any) -> Any:
     approval = await ctx.gate("approval", "ShipApproval", payload={"charge": charge}, schema=Approval)
     if not approval.approved:
         return {"shipped": False}
-    shipment = await ctx.execute(
-        "shipping.ship", {"carrier": carrier, "receipt": charge["receipt"]}, step_id="ship"
-    )
+    shipment = await ctx.execute("shipping.ship", {"carrier": carrier, "receipt": charge["receipt"]}, step_id="ship")
     return {"shipped": True, "carrier": carrier, "charge": charge, "shipment": shipment, "ref": ctx.uuid()}
 
 
 FLOWS.register(order)
 
 
-def build(journal_path: str, log_path: str, crash_after: int | None, crash_in: str | None = None) -> Runtime:
+def build(journal_path: str, log_path: str, crash_after: int | None, crash_in: str | None = None) -> Engine:
     """The runtime over the real DuckDB file, wrapped in the crash switch, with every effect registered."""
     journal = CrashingJournal(DuckDBJournal(journal_path), crash_after, exit_code=CRASH_EXIT_CODE)
-    rt = Runtime(journal, clock=FakeClock(tick=1.0), ids=SequentialIds(), flows=FLOWS)
+    rt = Engine(journal, clock=FakeClock(tick=1.0), ids=SequentialIds(), flows=FLOWS)
 
     def register(effect_id: str, idempotent: bool) -> None:
         def effect(value: Any, ctx: EffectContext) -> Any:
@@ -104,7 +102,7 @@ def build(journal_path: str, log_path: str, crash_after: int | None, crash_in: s
     return rt
 
 
-async def drive(rt: Runtime, result: ExecutionResult, resolved: list[str]) -> ExecutionResult:
+async def drive(rt: Engine, result: ExecutionResult, resolved: list[str]) -> ExecutionResult:
     """Resolve open gates until the run settles."""
     while result.status == "suspended":
         gate = result.gates[0]

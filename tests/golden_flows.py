@@ -24,7 +24,7 @@ from pydantic import BaseModel
 
 from loom_nb.journal import Event, InMemoryJournal, canonical_json
 from loom_nb.journal.store import JournalStore
-from loom_nb.kernel import Decision, ExecutionContext, FlowRegistry, GateRequest, Runtime
+from loom_nb.kernel import Decision, Engine, ExecutionContext, FlowRegistry, GateRequest
 from loom_nb.testing import FakeClock, SeededRandom, SequentialIds
 
 GOLDEN = Path(__file__).with_name("golden") / "kernel_order.jsonl"
@@ -109,11 +109,11 @@ async def golden_order_changed(ctx: ExecutionContext, inp: Any) -> Any:
     return {"status": "ordered", "receipt": receipt}
 
 
-def make_runtime(journal: JournalStore, body: Any = golden_order) -> Runtime:
+def make_runtime(journal: JournalStore, body: Any = golden_order) -> Engine:
     """A deterministic runtime with the golden effects and ``body`` registered as ``golden_order``."""
     flows = FlowRegistry()
     flows.register(body, name=FLOW_NAME)
-    rt = Runtime(journal, clock=FakeClock(tick=1.0), ids=SequentialIds(), random=SeededRandom(7), flows=flows)
+    rt = Engine(journal, clock=FakeClock(tick=1.0), ids=SequentialIds(), random=SeededRandom(7), flows=flows)
     rt.effects.register("catalog.lookup", lookup, idempotent=True)
     rt.effects.register("stock.reserve", reserve)
     rt.effects.register("payments.charge", charge)
@@ -157,9 +157,7 @@ def load(path: Path = GOLDEN, *, upto_seq: int | None = None) -> InMemoryJournal
     for line in path.read_text(encoding="utf-8").splitlines():
         row = json.loads(line)
         if upto_seq is None or row["seq"] <= upto_seq:
-            events.append(
-                Event(row["execution_id"], row["seq"], row["kind"], row["step_id"], row["at"], row["data"])
-            )
+            events.append(Event(row["execution_id"], row["seq"], row["kind"], row["step_id"], row["at"], row["data"]))
     journal = InMemoryJournal()
     journal.append(events)
     return journal

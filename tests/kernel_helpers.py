@@ -15,14 +15,14 @@ from typing import Any
 
 from loom_nb.journal import DuckDBJournal, Event, InMemoryJournal
 from loom_nb.journal.store import JournalStore
-from loom_nb.kernel import EffectContext, FlowRegistry, Runtime
+from loom_nb.kernel import EffectContext, Engine, FlowRegistry
 from loom_nb.testing import FakeClock, SeededRandom, SequentialIds
 
 
-def make_runtime(journal: JournalStore | None = None, *, flows: FlowRegistry | None = None) -> Runtime:
+def make_runtime(journal: JournalStore | None = None, *, flows: FlowRegistry | None = None) -> Engine:
     """A deterministic runtime: in-memory journal, fake clock (1 s per reading), sequential ids,
     seeded randomness and a private flow registry (tests never touch the process-wide one)."""
-    return Runtime(
+    return Engine(
         journal if journal is not None else InMemoryJournal(),
         clock=FakeClock(tick=1.0),
         ids=SequentialIds(),
@@ -42,9 +42,7 @@ class Calls:
         return [c for c in self.log if c[0] == effect_id]
 
 
-def register_recording(
-    rt: Runtime, calls: Calls, effect_id: str, fn: Any = None, *, idempotent: bool = False
-) -> None:
+def register_recording(rt: Engine, calls: Calls, effect_id: str, fn: Any = None, *, idempotent: bool = False) -> None:
     """Register ``effect_id`` so that every invocation is appended to ``calls`` before ``fn`` runs
     (``fn(input)``; the default echoes ``{"effect": effect_id, "input": input}``)."""
 

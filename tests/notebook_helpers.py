@@ -28,9 +28,7 @@ CHROMIUM = "/usr/bin/chromium"
 
 def make_runtime() -> loom.Runtime:
     """An in-memory runtime on a fake clock with sequential ids and its own flow registry."""
-    return loom.Runtime(
-        InMemoryJournal(), clock=FakeClock(tick=0.01), ids=SequentialIds(), flows=FlowRegistry()
-    )
+    return loom.Runtime(InMemoryJournal(), clock=FakeClock(tick=0.01), ids=SequentialIds(), flows=FlowRegistry())
 
 
 def last_tool_text(request: ModelRequest) -> str:
@@ -82,18 +80,14 @@ class TidyAgent:
             if turn == 0:
                 return loom.ModelResponse.tool_calls([("search", {"query": "stale"})], text="Let me look.")
             if turn == 1:
-                return loom.ModelResponse.tool_calls(
-                    [("delete_file", {"path": p}) for p in paths], text="Deleting it."
-                )
+                return loom.ModelResponse.tool_calls([("delete_file", {"path": p}) for p in paths], text="Deleting it.")
             last = [m for m in request.messages if m.role == "tool"][-1]
             if last.is_error:
                 return loom.ModelResponse.text(f"Understood: {last.text}")
             return loom.ModelResponse.text("Done. I removed the stale file.")
 
         self.model = loom.ScriptedModel(respond, delta_delay=delta_delay)
-        self.agent = loom.Agent(
-            model=self.model, tools=[search, delete_file], system="You tidy folders.", name=name
-        )
+        self.agent = loom.Agent(model=self.model, tools=[search, delete_file], system="You tidy folders.", name=name)
 
 
 # -- a real kernel through nbclient --------------------------------------------------------------
@@ -302,9 +296,7 @@ def jupyter_lab(root: Path, scratch: Path) -> Iterator[str]:
                     break
             except OSError:
                 if proc.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(
-                        "JupyterLab did not start:\n" + (scratch / "lab.log").read_text()
-                    ) from None
+                    raise RuntimeError("JupyterLab did not start:\n" + (scratch / "lab.log").read_text()) from None
                 time.sleep(0.2)
         yield url
     finally:

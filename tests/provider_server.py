@@ -150,9 +150,7 @@ def openai_events(reply: Reply, *, include_usage: bool) -> list[str]:
     for r in range(max((len(c.fragments) for c in reply.calls), default=0)):
         for i, c in enumerate(reply.calls):
             if r < len(c.fragments):
-                events.append(
-                    chunk({"tool_calls": [{"index": i, "function": {"arguments": c.fragments[r]}}]})
-                )
+                events.append(chunk({"tool_calls": [{"index": i, "function": {"arguments": c.fragments[r]}}]}))
     events.append(chunk({}, reply.finish_reason))
     if include_usage:
         pin, pout = reply.usage
@@ -205,14 +203,10 @@ def anthropic_events(reply: Reply) -> list[str]:
         blocks.append(({"type": "tool_use", "id": c.id, "name": c.name, "input": {}}, deltas))
     for index, (block, deltas) in enumerate(blocks):
         events.append(
-            _sse(
-                {"type": "content_block_start", "index": index, "content_block": block}, "content_block_start"
-            )
+            _sse({"type": "content_block_start", "index": index, "content_block": block}, "content_block_start")
         )
         for d in deltas:
-            events.append(
-                _sse({"type": "content_block_delta", "index": index, "delta": d}, "content_block_delta")
-            )
+            events.append(_sse({"type": "content_block_delta", "index": index, "delta": d}, "content_block_delta"))
         events.append(_sse({"type": "content_block_stop", "index": index}, "content_block_stop"))
     stop = _TO_ANTHROPIC_STOP.get(reply.finish_reason, reply.finish_reason)
     delta = {"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": None}}
@@ -402,9 +396,7 @@ class ProviderServer(ThreadingHTTPServer):
 
     def start(self) -> None:
         """Serve in a daemon thread."""
-        self._thread = threading.Thread(
-            target=self.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
-        )
+        self._thread = threading.Thread(target=self.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
         self._thread.start()
 
     def stop(self) -> None:

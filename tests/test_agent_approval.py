@@ -9,7 +9,6 @@ from typing import Any
 import pytest
 from agent_helpers import (
     MODEL,
-    K,
     assert_rebuilt_matches,
     calls,
     events,
@@ -21,6 +20,7 @@ from agent_helpers import (
 import loom_nb as loom
 from loom_nb.agent import APPROVAL_GATE, AgentConfig, AgentResult, ApprovalDecision
 from loom_nb.errors import ResumeValidationError, UsageError
+from loom_nb.journal.events import EventKind
 from loom_nb.messages import ModelResponse, ToolCall
 from loom_nb.providers.scripted import ScriptedModel
 
@@ -61,7 +61,7 @@ async def test_the_gate_parks_the_run_before_the_effect_runs() -> None:
     assert [g.gate_id for g in result.gates] == [GATE]
     assert log == []  # nothing destructive ran while a person decides
     assert "#turn:0:tool:0" not in step_ids(rt, eid)
-    (opened,) = events(rt, eid, K.GATE_OPENED)
+    (opened,) = events(rt, eid, EventKind.GATE_OPENED)
     assert opened.step_id == GATE
     assert opened.data == {
         "kind": APPROVAL_GATE,
@@ -69,7 +69,7 @@ async def test_the_gate_parks_the_run_before_the_effect_runs() -> None:
         "schema": "loom_nb.agent.config:ApprovalDecision",
     }
     kinds = [e.kind for e in events(rt, eid)]
-    assert kinds[-2:] == [K.GATE_OPENED, K.EXECUTION_SUSPENDED]
+    assert kinds[-2:] == [EventKind.GATE_OPENED, EventKind.EXECUTION_SUSPENDED]
     assert len(model.history) == 1
 
 
@@ -86,7 +86,7 @@ async def test_an_approval_runs_the_tool_and_the_model_reads_its_result() -> Non
     told = model.history[1].messages[-1]
     assert (told.role, told.text, told.is_error) == ("tool", "deleted /tmp/a", False)
     kinds = [(e.kind, e.step_id) for e in events(rt, eid)]
-    assert kinds.index((K.GATE_RESOLVED, GATE)) < kinds.index((K.STEP_STARTED, "#turn:0:tool:0"))
+    assert kinds.index((EventKind.GATE_RESOLVED, GATE)) < kinds.index((EventKind.STEP_STARTED, "#turn:0:tool:0"))
     assert_rebuilt_matches(rt, eid, model)
     assert (await rt.replay(eid)).reproduced
     assert log == ["delete /tmp/a"]
@@ -160,8 +160,8 @@ async def test_every_gate_of_a_turn_opens_together_before_any_of_the_turns_effec
     assert sorted(log) == ["delete /tmp/a", "search b"]
     assert step_ids(rt, eid) == ["#turn:0", "#turn:0:tool:0", "#turn:0:tool:1", "#turn:1"]
     seq = {(e.kind, e.step_id): e.seq for e in events(rt, eid)}
-    opened = [s for (k, _), s in seq.items() if k == K.GATE_OPENED]
-    tool_starts = [s for (k, sid), s in seq.items() if k == K.STEP_STARTED and ":tool:" in (sid or "")]
+    opened = [s for (k, _), s in seq.items() if k == EventKind.GATE_OPENED]
+    tool_starts = [s for (k, sid), s in seq.items() if k == EventKind.STEP_STARTED and ":tool:" in (sid or "")]
     assert len(opened) == 2 and max(opened) < min(tool_starts)
     results = [(m.tool_call_id, m.text, m.is_error) for m in model.history[1].messages if m.role == "tool"]
     assert results == [

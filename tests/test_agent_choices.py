@@ -11,7 +11,6 @@ import pytest
 from agent_helpers import (
     MODEL,
     Counter,
-    K,
     assert_rebuilt_matches,
     calls,
     decisions,
@@ -30,6 +29,7 @@ import loom_nb as loom
 from loom_nb.agent import AgentConfig, AgentResult, Routes, Skill, TieredMemory, agent_loop, rebuild_requests
 from loom_nb.effects import Quota
 from loom_nb.errors import NonDeterminismError, NotAuthorizedError, QuotaExceededError
+from loom_nb.journal.events import EventKind
 from loom_nb.kernel import Decision, ExecutionContext
 from loom_nb.messages import Message, ModelRequest, ModelResponse
 from loom_nb.providers.scripted import ScriptedModel
@@ -231,9 +231,11 @@ async def test_control_a_loop_with_neither_skills_nor_memory_records_no_decision
     rt, result = await run_agent(config, model)
     eid = result.execution_id
 
-    assert events(rt, eid, K.DECISION_RECORDED) == []
+    assert events(rt, eid, EventKind.DECISION_RECORDED) == []
     assert [m.role for m in model.history[0].messages] == ["system", "user"]
-    assert all("extra" not in e.data["input"] for e in events(rt, eid, K.STEP_STARTED) if e.step_id == "#turn:0")
+    assert all(
+        "extra" not in e.data["input"] for e in events(rt, eid, EventKind.STEP_STARTED) if e.step_id == "#turn:0"
+    )
 
 
 # -- routing ---------------------------------------------------------------------------------------------
@@ -259,7 +261,7 @@ async def test_routing_records_each_turns_route_with_probabilities_and_propensit
     cheap = ScriptedModel([calls(("noop", {})), ModelResponse.text("cheap answer")])
     rt, _ = routed_runtime(cheap=cheap, strong=ScriptedModel([]))
     routes = Routes(models=["model.cheap", "model.strong"], policy=cost_first, name="cost-first")
-    config = AgentConfig(reasoning=routes, tools=[noop])
+    config = AgentConfig(routes=routes, tools=[noop])
     _, result = await run_agent(config, None, rt=rt)
     eid = result.execution_id
 
@@ -286,13 +288,13 @@ async def test_a_routed_model_call_passes_the_whole_ring_authorization() -> None
     register_model(rt, ScriptedModel([]), "model.cheap")
     register_model(rt, strong, "model.strong", scopes={"models.strong"})
     routes = Routes(models=["model.cheap", "model.strong"], policy=lambda models, request, turn: "model.strong")
-    _, result = await run_agent(AgentConfig(reasoning=routes), None, rt=rt)
+    _, result = await run_agent(AgentConfig(routes=routes), None, rt=rt)
 
     assert result.status == "failed"
     error = result.exception()
     assert isinstance(error, NotAuthorizedError) and "models.strong" in str(error)
     assert strong.history == []
-    (failed,) = events(rt, result.execution_id, K.STEP_FAILED)
+    (failed,) = events(rt, result.execution_id, EventKind.STEP_FAILED)
     assert (failed.step_id, failed.data["effect"]) == ("#turn:0", "model.strong")
 
 
@@ -307,7 +309,7 @@ async def test_a_routed_model_call_passes_the_whole_ring_quota() -> None:
     register_model(rt, cheap, "model.cheap", quota=Quota(calls=1))
     register_model(rt, ScriptedModel([]), "model.strong")
     routes = Routes(models=["model.cheap", "model.strong"], policy=lambda models, request, turn: "model.cheap")
-    _, result = await run_agent(AgentConfig(reasoning=routes, tools=[noop]), None, rt=rt)
+    _, result = await run_agent(AgentConfig(routes=routes, tools=[noop]), None, rt=rt)
 
     assert result.status == "failed"
     assert isinstance(result.exception(), QuotaExceededError)
@@ -331,7 +333,7 @@ async def test_elevation_is_a_recorded_decision_and_its_own_step() -> None:
         policy=policy,
         elevate=lambda response, turn: response.message.text == "unsure",
     )
-    _, result = await run_agent(AgentConfig(reasoning=routes, tools=[noop]), None, rt=rt)
+    _, result = await run_agent(AgentConfig(routes=routes, tools=[noop]), None, rt=rt)
     eid = result.execution_id
 
     assert AgentResult.model_validate(result.output).output == "final from cheap"

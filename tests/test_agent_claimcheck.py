@@ -9,7 +9,7 @@ import json
 from typing import Any
 
 import pytest
-from agent_helpers import K, assert_rebuilt_matches, calls, events, make_runtime
+from agent_helpers import assert_rebuilt_matches, calls, events, make_runtime
 
 import loom_nb as loom
 from loom_nb.effects import ClaimCheck, resolve
@@ -17,6 +17,7 @@ from loom_nb.effects.claimcheck import ENVELOPE_KEY, PREVIEW_CHARS
 from loom_nb.effects.guard import FENCE_CLOSE, FENCE_OPEN, GUARD_NOTE
 from loom_nb.errors import ClaimCheckError
 from loom_nb.journal import canonical_json
+from loom_nb.journal.events import EventKind
 from loom_nb.messages import Message, ModelResponse
 from loom_nb.providers.scripted import ScriptedModel
 
@@ -73,7 +74,7 @@ async def test_a_listed_tools_result_reaches_the_model_as_a_reference_and_a_prev
     # The bytes are in the content store, by reference; the journal's events never hold them.
     assert resolve(env, rt.journal) == PAGE
     assert all(PAGE["body"] not in json.dumps(e.data) for e in events(rt, run.id))
-    (done,) = [e for e in events(rt, run.id, K.STEP_COMPLETED) if e.step_id == "#turn:0:tool:0"]
+    (done,) = [e for e in events(rt, run.id, EventKind.STEP_COMPLETED) if e.step_id == "#turn:0:tool:0"]
     assert done.data["output"] == env
     assert_rebuilt_matches(rt, run.id, model)
 

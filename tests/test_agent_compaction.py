@@ -17,7 +17,6 @@ from agent_helpers import (
     MODEL,
     SUMMARIZER,
     BatchJournal,
-    K,
     assert_rebuilt_matches,
     calls,
     events,
@@ -41,6 +40,7 @@ from loom_nb.agent import (
 from loom_nb.agent.loop import SUMMARIZE_INSTRUCTION, _kept_suffix_by_bytes
 from loom_nb.agent.transcript import SUMMARY_PREFIX
 from loom_nb.errors import UsageError
+from loom_nb.journal.events import EventKind
 from loom_nb.messages import Message, ModelRequest, ModelResponse, message_bytes
 from loom_nb.providers.scripted import ScriptedModel
 
@@ -77,7 +77,7 @@ def compact_steps(rt: Any, eid: str) -> list[str]:
 
 def started(rt: Any, eid: str, sid: str) -> dict[str, Any]:
     """The data of a step's step_started (every attempt journals the same input)."""
-    attempts = [e.data for e in events(rt, eid, K.STEP_STARTED) if e.step_id == sid]
+    attempts = [e.data for e in events(rt, eid, EventKind.STEP_STARTED) if e.step_id == sid]
     assert attempts, f"no step {sid!r}"
     assert all((a["input"], a["digest"]) == (attempts[0]["input"], attempts[0]["digest"]) for a in attempts)
     return attempts[0]
@@ -152,7 +152,7 @@ async def test_the_summary_is_its_own_recorded_compact_step_served_on_every_re_r
         "add": [{"ref": "#turn:2"}, {"tool": "#turn:2:tool:0"}],
         "keep": 2,
     }
-    (done,) = [e for e in events(rt, eid, K.STEP_COMPLETED) if e.step_id == "#turn:3:compact"]
+    (done,) = [e for e in events(rt, eid, EventKind.STEP_COMPLETED) if e.step_id == "#turn:3:compact"]
     assert done.data["output"]["message"]["text"] == "SUMMARY-1: 5 messages"
     assert started(rt, eid, "#turn:3")["input"] == {"prev": "#turn:3:compact", "add": []}
 
@@ -345,7 +345,7 @@ async def test_a_crashed_and_recovered_run_recomputes_the_identical_compact_step
         config(), noting(len(pads), pads=pads), rt=make_runtime(journal), summarizer=stable_summarizer()
     )
     eid = result.execution_id
-    original = {e.step_id: e.data for e in events(rt, eid, K.STEP_STARTED)}
+    original = {e.step_id: e.data for e in events(rt, eid, EventKind.STEP_STARTED)}
     folds = compact_steps(rt, eid)
     assert len(folds) >= 3
 
@@ -370,7 +370,7 @@ async def test_a_crashed_and_recovered_run_recomputes_the_identical_compact_step
 
 # -- the growth warning ------------------------------------------------------------------------------------
 def warned(rt: Any, eid: str) -> list[dict[str, Any]]:
-    return [e.data for e in events(rt, eid, K.WARNING)]
+    return [e.data for e in events(rt, eid, EventKind.WARNING)]
 
 
 async def test_an_uncompacted_transcript_past_warn_transcript_bytes_warns_once_per_run() -> None:

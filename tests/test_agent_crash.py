@@ -22,7 +22,6 @@ from loom_nb.journal import Event, EventKind
 
 pytestmark = pytest.mark.slow
 
-K = EventKind
 SCRIPT = Path(__file__).with_name("agent_crash_flow.py")
 #: Events committed after each commit of an uninterrupted run (checked by test_uninterrupted_run).
 COMMITS = [2, 5, 7, 10, 12, 14, 17, 19, 23]
@@ -61,11 +60,11 @@ def calls_made(tmp: Path) -> list[tuple[str, str]]:
 
 
 def completed(events: list[Event]) -> set[str]:
-    return {e.step_id or "" for e in events if e.kind == K.STEP_COMPLETED}
+    return {e.step_id or "" for e in events if e.kind == EventKind.STEP_COMPLETED}
 
 
 def in_flight(events: list[Event]) -> set[str]:
-    started = {e.step_id or "" for e in events if e.kind == K.STEP_STARTED}
+    started = {e.step_id or "" for e in events if e.kind == EventKind.STEP_STARTED}
     return started - completed(events)
 
 
@@ -123,10 +122,12 @@ def test_recovery_makes_only_the_remaining_calls_and_ends_as_the_uninterrupted_r
         assert recovered.result["resolved"] == []
     for sid in cut - NOT_IDEMPOTENT:
         # An idempotent step cut in flight (every model turn) runs again as its next attempt, same key.
-        attempts = [e.data["attempt"] for e in final if e.kind == K.STEP_STARTED and e.step_id == sid]
-        keys = {e.data["idempotency_key"] for e in final if e.kind == K.STEP_STARTED and e.step_id == sid}
+        attempts = [e.data["attempt"] for e in final if e.kind == EventKind.STEP_STARTED and e.step_id == sid]
+        keys = {e.data["idempotency_key"] for e in final if e.kind == EventKind.STEP_STARTED and e.step_id == sid}
         assert attempts == [1, 2] and keys == {f"{flow.EXECUTION_ID}:{sid}"}
-    assert not any(e.kind == K.STEP_IN_DOUBT and (e.step_id or "") in STEPS.keys() - NOT_IDEMPOTENT for e in final)
+    assert not any(
+        e.kind == EventKind.STEP_IN_DOUBT and (e.step_id or "") in STEPS.keys() - NOT_IDEMPOTENT for e in final
+    )
 
 
 def test_a_crash_between_a_model_step_started_and_its_completion_re_runs_just_that_turn(
@@ -148,7 +149,7 @@ def test_a_crash_between_a_model_step_started_and_its_completion_re_runs_just_th
         ("model", "#turn:3"),
     ]
     final = journal_events(tmp_path)
-    assert [e.data["attempt"] for e in final if e.kind == K.STEP_STARTED and e.step_id == "#turn:2"] == [1, 2]
+    assert [e.data["attempt"] for e in final if e.kind == EventKind.STEP_STARTED and e.step_id == "#turn:2"] == [1, 2]
     assert recovered.result["resolved"] == []
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import loom_nb as loom
-from loom_nb.agent import facade
+from loom_nb.agent import agent as agent_module
 from loom_nb.journal import EventKind, InMemoryJournal
 from loom_nb.testing import FakeClock, SequentialIds
 
@@ -67,7 +67,7 @@ async def test_a_refused_answer_leaves_the_run_suspended() -> None:
 
 async def test_view_false_shows_no_live_view(monkeypatch: Any) -> None:
     seen: list[str] = []
-    monkeypatch.setattr(facade, "RUN_HOOKS", [lambda r: seen.append(r.id)])
+    monkeypatch.setattr(agent_module, "RUN_HOOKS", [lambda r: seen.append(r.id)])
     rt = runtime()
     agent = loom.Agent(model=loom.ScriptedModel(lambda _request: loom.ModelResponse.text("hi")), name="quiet")
     await agent.start("x", runtime=rt, execution_id="v-1", view=False)

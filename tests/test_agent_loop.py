@@ -14,7 +14,6 @@ import pytest
 from agent_helpers import (
     FLOW,
     MODEL,
-    K,
     assert_rebuilt_matches,
     calls,
     events,
@@ -38,6 +37,7 @@ from loom_nb.errors import (
     ResumeValidationError,
     UsageError,
 )
+from loom_nb.journal.events import EventKind
 from loom_nb.kernel import ExecutionContext, FlowRegistry
 from loom_nb.messages import Message, ModelRequest, ModelResponse, Usage
 from loom_nb.providers.scripted import ScriptedModel
@@ -80,14 +80,14 @@ async def test_the_loop_runs_to_an_answer_one_step_per_turn_and_per_tool_call() 
     eid = result.execution_id
     expected = ["#turn:0", "#turn:0:tool:0", "#turn:1", "#turn:1:tool:0", "#turn:1:tool:1", "#turn:2"]
     assert step_ids(rt, eid) == expected
-    assert step_ids(rt, eid, K.STEP_COMPLETED) == expected
-    started = {e.step_id: e.data for e in events(rt, eid, K.STEP_STARTED)}
+    assert step_ids(rt, eid, EventKind.STEP_COMPLETED) == expected
+    started = {e.step_id: e.data for e in events(rt, eid, EventKind.STEP_STARTED)}
     for sid, data in started.items():
         assert data["effect"] == ("tools.lookup" if ":tool:" in (sid or "") else MODEL)
         assert data["idempotency_key"] == f"{eid}:{sid}"
     assert [started[f"#turn:1:tool:{j}"]["input"] for j in (0, 1)] == [{"city": "Rome"}, {"city": "Oslo"}]
     # Usage is the sum of every model step's recorded usage.
-    recorded = [e.data["usage"] for e in events(rt, eid, K.STEP_COMPLETED) if e.data["effect"] == MODEL]
+    recorded = [e.data["usage"] for e in events(rt, eid, EventKind.STEP_COMPLETED) if e.data["effect"] == MODEL]
     assert out.usage.input_tokens == sum(u["input_tokens"] for u in recorded) > 0
     assert out.usage.output_tokens == sum(u["output_tokens"] for u in recorded) > 0
     # The last request holds the whole conversation, tool results in call order.
@@ -129,7 +129,7 @@ async def test_concurrent_tool_calls_of_one_turn_keep_the_ids_of_their_position(
     if parallel:  # all three ran at once and finished in reverse order
         assert trace[:3] == ["start 6", "start 3", "start 0"]
         assert [t for t in trace if t.startswith("end")] == ["end 0", "end 3", "end 6"]
-        assert step_ids(rt, eid, K.STEP_COMPLETED)[1:4] == [
+        assert step_ids(rt, eid, EventKind.STEP_COMPLETED)[1:4] == [
             "#turn:0:tool:2",
             "#turn:0:tool:1",
             "#turn:0:tool:0",
@@ -139,8 +139,8 @@ async def test_concurrent_tool_calls_of_one_turn_keep_the_ids_of_their_position(
     # Whatever the completion order, tool j is call j of the turn: its input and its output.
     for j, ticks in enumerate((6, 3, 0)):
         sid = f"#turn:0:tool:{j}"
-        (started,) = [e for e in events(rt, eid, K.STEP_STARTED) if e.step_id == sid]
-        (done,) = [e for e in events(rt, eid, K.STEP_COMPLETED) if e.step_id == sid]
+        (started,) = [e for e in events(rt, eid, EventKind.STEP_STARTED) if e.step_id == sid]
+        (done,) = [e for e in events(rt, eid, EventKind.STEP_COMPLETED) if e.step_id == sid]
         assert (started.data["input"], done.data["output"]) == ({"ticks": ticks}, f"waited {ticks}")
     tool_msgs = [m for m in model.history[1].messages if m.role == "tool"]
     assert [(m.tool_call_id, m.text) for m in tool_msgs] == [
@@ -157,7 +157,7 @@ def test_a_config_with_neither_or_both_ways_to_a_model_is_refused_up_front() -> 
         AgentConfig()
     routes = Routes(models=["model.a"], policy=lambda models, request, turn: models[0])
     with pytest.raises(UsageError, match=r"exactly one way to reach a model.*not both"):
-        AgentConfig(model=MODEL, reasoning=routes)
+        AgentConfig(model=MODEL, routes=routes)
     with pytest.raises(UsageError, match="neither was given"):
         loom.Agent(tools=[])
     with pytest.raises(UsageError, match="max_turns must be at least 1"):
@@ -230,7 +230,7 @@ async def test_a_bad_tool_call_comes_back_to_the_model_as_an_error_it_can_correc
     assert step_ids(rt, eid) == ["#turn:0", "#turn:1", "#turn:1:tool:0", "#turn:2"]
     assert seen == ["Paris"]
     # The error message is journaled once, as part of the next model turn's delta.
-    (turn1,) = [e for e in events(rt, eid, K.STEP_STARTED) if e.step_id == "#turn:1"]
+    (turn1,) = [e for e in events(rt, eid, EventKind.STEP_STARTED) if e.step_id == "#turn:1"]
     assert turn1.data["input"]["add"][1]["msg"]["text"] == told
     assert_rebuilt_matches(rt, eid, model)
     assert (await rt.replay(eid)).reproduced
@@ -248,7 +248,7 @@ async def test_a_tool_that_raises_gives_the_model_an_error_result_and_the_run_go
     told = model.history[1].messages[-1]
     assert (told.role, told.is_error) == ("tool", True)
     assert told.text == "Error: the tool 'lookup' failed: ValueError: no such city"
-    (failed,) = [e for e in events(rt, eid, K.STEP_FAILED)]
+    (failed,) = [e for e in events(rt, eid, EventKind.STEP_FAILED)]
     assert failed.step_id == "#turn:0:tool:0"
     assert failed.data["error"]["type"] == "builtins:ValueError"
     assert failed.data["will_retry"] is False
@@ -334,13 +334,13 @@ async def test_the_loop_streams_every_delta_live_and_journals_sentence_chunks() 
     _, result = await run_agent(AgentConfig(model=MODEL, chunk_min_chars=20), model, rt=rt)
 
     assert "".join(live) == text and len(live) == len(text.split())
-    chunks = [e.data["text"] for e in events(rt, result.execution_id, K.STREAM_CHUNK)]
+    chunks = [e.data["text"] for e in events(rt, result.execution_id, EventKind.STREAM_CHUNK)]
     # Whole sentences of at least chunk_min_chars ("Yes. " alone is too short), the rest flushed.
     assert chunks == ["Yes. The first sentence is here. ", "The second one follows it. ", "And a short tail"]
     # stream=False journals no chunks at all.
     quiet = ScriptedModel([ModelResponse.text(text)])
     rt2, result2 = await run_agent(AgentConfig(model=MODEL, stream=False), quiet)
-    assert events(rt2, result2.execution_id, K.STREAM_CHUNK) == []
+    assert events(rt2, result2.execution_id, EventKind.STREAM_CHUNK) == []
 
 
 # -- agent_step: the opaque form --------------------------------------------------------------------------
@@ -362,13 +362,13 @@ async def test_agent_step_runs_the_whole_loop_as_one_journaled_step() -> None:
     assert result.status == "completed"
     assert AgentResult.model_validate(result.output).output == "Sunny."
     assert seen == ["Paris"] and len(model.history) == 2
-    (started,) = events(rt, result.execution_id, K.STEP_STARTED)
+    (started,) = events(rt, result.execution_id, EventKind.STEP_STARTED)
     assert (started.step_id, started.data["effect"]) == ("agent", "agent_step.weather")
     assert [e.kind for e in events(rt, result.execution_id)] == [
-        K.EXECUTION_STARTED,
-        K.STEP_STARTED,
-        K.STEP_COMPLETED,
-        K.EXECUTION_COMPLETED,
+        EventKind.EXECUTION_STARTED,
+        EventKind.STEP_STARTED,
+        EventKind.STEP_COMPLETED,
+        EventKind.EXECUTION_COMPLETED,
     ]
     assert (await rt.replay(result.execution_id)).reproduced
     assert len(model.history) == 2

@@ -13,7 +13,6 @@ import pytest
 from agent_helpers import (
     MODEL,
     SUMMARIZER,
-    K,
     assert_rebuilt_matches,
     calls,
     data_bytes,
@@ -29,6 +28,7 @@ import loom_nb as loom
 from loom_nb.agent import AgentConfig, Compaction, Routes, Skill, TieredMemory, rebuild_requests
 from loom_nb.effects.guard import guard_request
 from loom_nb.journal import DuckDBJournal
+from loom_nb.journal.events import EventKind
 from loom_nb.kernel import Decision
 from loom_nb.messages import ModelRequest, ModelResponse
 from loom_nb.providers.scripted import ScriptedModel
@@ -110,7 +110,7 @@ async def test_the_rebuilt_request_of_every_turn_is_what_the_model_received(
     assert result.status == "completed" and result.output["output"] == "All done."
     assert log == ["search a", "delete /a", "search c", "delete /c"]
     if compaction is not None:
-        assert any(e.step_id.endswith(":compact") for e in events(rt, eid, K.STEP_STARTED) if e.step_id)
+        assert any(e.step_id.endswith(":compact") for e in events(rt, eid, EventKind.STEP_STARTED) if e.step_id)
     assert_rebuilt_matches(rt, eid, model, guarded=True)
     report = await rt.replay(eid)
     assert report.reproduced, report.message
@@ -128,7 +128,7 @@ async def test_a_routed_and_elevated_run_rebuilds_every_model_node() -> None:
         policy=lambda models, request, turn: Decision(choice="model.cheap", probabilities=[0.9, 0.1]),
         elevate=lambda response, turn: response.message.text == "unsure",
     )
-    _, result = await run_agent(AgentConfig(reasoning=routes, tools=kitchen_tools(log)), None, rt=rt)
+    _, result = await run_agent(AgentConfig(routes=routes, tools=kitchen_tools(log)), None, rt=rt)
     result = await drive(rt, result)
     eid = result.execution_id
 
@@ -159,7 +159,9 @@ async def test_a_model_turn_journals_only_the_delta_never_earlier_turns_messages
     eid = result.execution_id
 
     inputs = {
-        e.step_id: json.dumps(e.data["input"]) for e in events(rt, eid, K.STEP_STARTED) if e.data["effect"] == MODEL
+        e.step_id: json.dumps(e.data["input"])
+        for e in events(rt, eid, EventKind.STEP_STARTED)
+        if e.data["effect"] == MODEL
     }
     assert "USER-MARK" in inputs["#turn:0"]
     for k in range(1, 13):

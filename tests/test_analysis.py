@@ -39,64 +39,156 @@ ROOT = Path(__file__).resolve().parent.parent
 #: The pinned columns and dtypes of every frame (docs/analysis.md documents the same).
 EXPECTED: dict[str, dict[str, str]] = {
     "events": {
-        "execution_id": "str", "seq": "int64", "kind": "str", "step_id": "str", "at": "datetime64[us]",
-        "turn": "Int64", "bytes": "int64", "data": "str",
+        "execution_id": "str",
+        "seq": "int64",
+        "kind": "str",
+        "step_id": "str",
+        "at": "datetime64[us]",
+        "turn": "Int64",
+        "bytes": "int64",
+        "data": "str",
     },
     "executions": {
-        "execution_id": "str", "flow": "str", "status": "str", "created_at": "datetime64[us]",
-        "updated_at": "datetime64[us]", "principal": "str", "forked_from": "str", "at_step": "str",
-        "turns": "int64", "events": "int64", "bytes": "int64", "duration_seconds": "float64",
-        "input": "object", "output": "object", "error_type": "str", "error_message": "str",
+        "execution_id": "str",
+        "flow": "str",
+        "status": "str",
+        "created_at": "datetime64[us]",
+        "updated_at": "datetime64[us]",
+        "principal": "str",
+        "forked_from": "str",
+        "at_step": "str",
+        "turns": "int64",
+        "events": "int64",
+        "bytes": "int64",
+        "duration_seconds": "float64",
+        "input": "object",
+        "output": "object",
+        "error_type": "str",
+        "error_message": "str",
     },
     "steps": {
-        "execution_id": "str", "step_id": "str", "seq": "int64", "kind": "str", "effect": "str",
-        "turn": "Int64", "tool_index": "Int64", "status": "str", "attempts": "int64",
-        "started_at": "datetime64[us]", "ended_at": "datetime64[us]", "duration_ms": "float64",
-        "input_bytes": "Int64", "output_bytes": "Int64", "input_tokens": "Int64", "output_tokens": "Int64",
-        "cost": "float64", "in_doubt": "bool",
-        "error_type": "str", "error_message": "str",
+        "execution_id": "str",
+        "step_id": "str",
+        "seq": "int64",
+        "kind": "str",
+        "effect": "str",
+        "turn": "Int64",
+        "tool_index": "Int64",
+        "status": "str",
+        "attempts": "int64",
+        "started_at": "datetime64[us]",
+        "ended_at": "datetime64[us]",
+        "duration_ms": "float64",
+        "input_bytes": "Int64",
+        "output_bytes": "Int64",
+        "input_tokens": "Int64",
+        "output_tokens": "Int64",
+        "cost": "float64",
+        "in_doubt": "bool",
+        "error_type": "str",
+        "error_message": "str",
     },
     "turns": {
-        "execution_id": "str", "turn": "int64", "node": "str", "status": "str",
-        "started_at": "datetime64[us]", "ended_at": "datetime64[us]", "duration_ms": "float64",
-        "model_calls": "int64", "tool_calls": "int64",
-        "tool_steps": "int64", "gates": "int64", "decisions": "int64", "compacted": "bool",
-        "input_tokens": "int64", "output_tokens": "int64", "cost": "float64", "finish_reason": "str",
+        "execution_id": "str",
+        "turn": "int64",
+        "node": "str",
+        "status": "str",
+        "started_at": "datetime64[us]",
+        "ended_at": "datetime64[us]",
+        "duration_ms": "float64",
+        "model_calls": "int64",
+        "tool_calls": "int64",
+        "tool_steps": "int64",
+        "gates": "int64",
+        "decisions": "int64",
+        "compacted": "bool",
+        "input_tokens": "int64",
+        "output_tokens": "int64",
+        "cost": "float64",
+        "finish_reason": "str",
         "text": "str",
     },
     "tool_calls": {
-        "execution_id": "str", "turn": "int64", "tool_index": "int64", "node": "str", "call_id": "str",
-        "name": "str", "arguments": "object", "step_id": "str", "status": "str", "approved": "boolean",
-        "reason": "str", "result_preview": "str", "error": "str", "started_at": "datetime64[us]",
-        "ended_at": "datetime64[us]", "duration_ms": "float64",
+        "execution_id": "str",
+        "turn": "int64",
+        "tool_index": "int64",
+        "node": "str",
+        "call_id": "str",
+        "name": "str",
+        "arguments": "object",
+        "step_id": "str",
+        "status": "str",
+        "approved": "boolean",
+        "reason": "str",
+        "result_preview": "str",
+        "error": "str",
+        "started_at": "datetime64[us]",
+        "ended_at": "datetime64[us]",
+        "duration_ms": "float64",
     },
     "gates": {
-        "execution_id": "str", "gate_id": "str", "seq": "int64", "kind": "str", "turn": "Int64",
-        "tool_index": "Int64", "status": "str", "opened_at": "datetime64[us]",
+        "execution_id": "str",
+        "gate_id": "str",
+        "seq": "int64",
+        "kind": "str",
+        "turn": "Int64",
+        "tool_index": "Int64",
+        "status": "str",
+        "opened_at": "datetime64[us]",
         "resolved_at": "datetime64[us]",
-        "wait_seconds": "float64", "payload": "object", "answer": "object", "approved": "boolean",
-        "reason": "str", "schema": "str",
+        "wait_seconds": "float64",
+        "payload": "object",
+        "answer": "object",
+        "approved": "boolean",
+        "reason": "str",
+        "schema": "str",
     },
     "decisions": {
-        "execution_id": "str", "decision_id": "str", "seq": "int64", "turn": "Int64", "at": "datetime64[us]",
-        "policy": "str", "options": "object", "choice": "object", "probabilities": "object",
+        "execution_id": "str",
+        "decision_id": "str",
+        "seq": "int64",
+        "turn": "Int64",
+        "at": "datetime64[us]",
+        "policy": "str",
+        "options": "object",
+        "choice": "object",
+        "probabilities": "object",
         "propensity": "float64",
     },
     "usage": {
-        "execution_id": "str", "flow": "str", "calls": "int64", "model_calls": "int64",
-        "input_tokens": "int64", "output_tokens": "int64", "total_tokens": "int64", "cost": "float64",
+        "execution_id": "str",
+        "flow": "str",
+        "calls": "int64",
+        "model_calls": "int64",
+        "input_tokens": "int64",
+        "output_tokens": "int64",
+        "total_tokens": "int64",
+        "cost": "float64",
     },
     "streams": {
-        "execution_id": "str", "seq": "int64", "at": "datetime64[us]", "turn": "Int64", "channel": "str",
+        "execution_id": "str",
+        "seq": "int64",
+        "at": "datetime64[us]",
+        "turn": "Int64",
+        "channel": "str",
         "text": "str",
     },
     "log_growth": {
-        "execution_id": "str", "turn": "int64", "events": "int64", "bytes": "int64",
-        "cumulative_events": "int64", "cumulative_bytes": "int64",
+        "execution_id": "str",
+        "turn": "int64",
+        "events": "int64",
+        "bytes": "int64",
+        "cumulative_events": "int64",
+        "cumulative_bytes": "int64",
     },
     "transcript": {
-        "role": "str", "text": "str", "tool_calls": "object", "tool_call_id": "str", "name": "str",
-        "is_error": "bool", "tainted": "bool",
+        "role": "str",
+        "text": "str",
+        "tool_calls": "object",
+        "tool_call_id": "str",
+        "name": "str",
+        "is_error": "bool",
+        "tainted": "bool",
     },
 }
 VIEWS = [v for v in EXPECTED if v != "transcript"]
@@ -123,14 +215,25 @@ async def test_steps_of_a_gated_run(rt: loom.Runtime) -> None:
     eid = await tidy_run(rt)
     steps = frames(rt).steps(eid)
     assert list(steps["step_id"]) == [
-        "#turn:0", "#turn:0:tool:0", "#turn:1", "#turn:1:tool:0:approval", "#turn:1:tool:1:approval",
-        "#turn:1:tool:0", "#turn:2",
+        "#turn:0",
+        "#turn:0:tool:0",
+        "#turn:1",
+        "#turn:1:tool:0:approval",
+        "#turn:1:tool:1:approval",
+        "#turn:1:tool:0",
+        "#turn:2",
     ]
     assert list(steps["kind"]) == ["model", "tool", "model", "gate", "gate", "tool", "model"]
     assert set(steps["status"]) == {"completed"}
     assert list(steps["attempts"]) == [1] * 7
     assert list(steps["effect"].fillna("-")) == [
-        "model.agent", "tools.search", "model.agent", "-", "-", "tools.delete_file", "model.agent",
+        "model.agent",
+        "tools.search",
+        "model.agent",
+        "-",
+        "-",
+        "tools.delete_file",
+        "model.agent",
     ]
     assert list(steps["turn"]) == [0, 0, 1, 1, 1, 1, 2]
     assert steps["tool_index"].tolist() == [pd.NA, 0, pd.NA, 0, 1, 0, pd.NA]
@@ -163,10 +266,14 @@ async def test_gates_wait_on_the_fake_clock_and_keep_the_answers(rt: loom.Runtim
     assert gates["approved"].tolist() == [True, False]
     assert gates["reason"].tolist()[1] == "keep b"
     assert gates["answer"].tolist() == [
-        {"approved": True, "reason": None}, {"approved": False, "reason": "keep b"},
+        {"approved": True, "reason": None},
+        {"approved": False, "reason": "keep b"},
     ]
     assert gates["payload"].iloc[1] == {
-        "tool": "delete_file", "arguments": {"path": "/tmp/x/b"}, "call_id": "call_1", "turn": 1,
+        "tool": "delete_file",
+        "arguments": {"path": "/tmp/x/b"},
+        "call_id": "call_1",
+        "turn": 1,
     }
     assert gates["turn"].tolist() == [1, 1] and gates["tool_index"].tolist() == [0, 1]
 
@@ -176,10 +283,14 @@ async def test_tool_calls_show_approvals_refusals_and_results(rt: loom.Runtime) 
     eid = await tidy_run(rt)
     calls = frames(rt).tool_calls(eid)
     assert calls[["turn", "tool_index", "name"]].values.tolist() == [
-        [0, 0, "search"], [1, 0, "delete_file"], [1, 1, "delete_file"],
+        [0, 0, "search"],
+        [1, 0, "delete_file"],
+        [1, 1, "delete_file"],
     ]
     assert calls["arguments"].tolist() == [
-        {"query": "stale"}, {"path": "/tmp/x/stale.log"}, {"path": "/tmp/x/b"},
+        {"query": "stale"},
+        {"path": "/tmp/x/stale.log"},
+        {"path": "/tmp/x/b"},
     ]
     assert calls["status"].tolist() == ["completed", "completed", "refused"]
     assert calls["approved"].tolist() == [pd.NA, True, False]  # null when no gate
@@ -222,7 +333,9 @@ async def test_turns_usage_and_streams(rt: loom.Runtime) -> None:
     use = f.usage(eid)
     totals = rt.usage(eid)
     assert use[["calls", "input_tokens", "output_tokens"]].iloc[0].tolist() == [
-        totals.calls, totals.input_tokens, totals.output_tokens,
+        totals.calls,
+        totals.input_tokens,
+        totals.output_tokens,
     ]
     assert use["cost"].iloc[0] == pytest.approx(totals.cost)
     assert use["model_calls"].iloc[0] == 3 and use["calls"].iloc[0] == 5
@@ -344,8 +457,10 @@ async def test_compaction_steps(rt: loom.Runtime) -> None:
     summary = loom.ModelResponse.text("summary", usage=loom.Usage(input_tokens=7))
     summarizer = loom.ScriptedModel([summary] * 5)
     agent = loom.Agent(
-        model=loom.ScriptedModel(respond), tools=[search],
-        name="compacting", compaction=loom.Compaction(effect_id="summarize", after_messages=3, keep_recent=1),
+        model=loom.ScriptedModel(respond),
+        tools=[search],
+        name="compacting",
+        compaction=loom.Compaction(effect_id="summarize", after_messages=3, keep_recent=1),
         summarizer=summarizer,
     )
     run = agent.start("go", runtime=rt)
@@ -389,8 +504,13 @@ async def test_replay_reports(rt: loom.Runtime) -> None:
     f = frames(rt)
     report = await f.replay()
     assert dtypes(report) == {
-        "execution_id": "str", "reproduced": "bool", "recorded_status": "str", "replayed_status": "str",
-        "served": "int64", "message": "str", "seconds": "float64",
+        "execution_id": "str",
+        "reproduced": "bool",
+        "recorded_status": "str",
+        "replayed_status": "str",
+        "served": "int64",
+        "message": "str",
+        "seconds": "float64",
     }
     assert report["execution_id"].tolist() == [a, b]
     assert report["reproduced"].all() and set(report["message"]) == {"reproduced"}
@@ -558,8 +678,12 @@ async def test_views_leave_the_journal_schema_alone(tmp_path: Path) -> None:
     with loom.Runtime.open(path, read_only=True) as again:  # nothing was added to the file
         g = frames(again)
         assert len(g.steps()) == 8
-        tables = {r[0] for r in again.journal.connection.execute(  # type: ignore[attr-defined]
-            "SELECT table_name FROM information_schema.tables").fetchall()}
+        tables = {
+            r[0]
+            for r in again.journal.connection.execute(  # type: ignore[attr-defined]
+                "SELECT table_name FROM information_schema.tables"
+            ).fetchall()
+        }
         assert tables == {"events", "executions", "content", "schema_migrations"}
 
 
@@ -636,9 +760,24 @@ async def test_plots_render_to_png(tmp_path: Path) -> None:
 # -- conventions -----------------------------------------------------------------------------------------
 def test_public_api_is_pinned_and_documented() -> None:
     assert analysis.__all__ == [
-        "COLUMNS", "DIFF_COLUMNS", "REPLAY_COLUMNS", "TRANSCRIPT_COLUMNS", "ExecutionDiff", "Frames",
-        "PolicyEstimate", "create_views", "diff", "effective_sample_size", "estimate_policy_value", "frames",
-        "ips", "log_growth", "plot_log_growth", "plot_timeline", "plot_usage", "snips",
+        "COLUMNS",
+        "DIFF_COLUMNS",
+        "REPLAY_COLUMNS",
+        "TRANSCRIPT_COLUMNS",
+        "ExecutionDiff",
+        "Frames",
+        "PolicyEstimate",
+        "create_views",
+        "diff",
+        "effective_sample_size",
+        "estimate_policy_value",
+        "frames",
+        "ips",
+        "log_growth",
+        "plot_log_growth",
+        "plot_timeline",
+        "plot_usage",
+        "snips",
     ]
     for name in analysis.__all__:
         obj = getattr(analysis, name)
@@ -655,8 +794,11 @@ def test_analysis_imports_no_notebook_layer() -> None:
         tree = ast.parse(path.read_text())
         for node in ast.walk(tree):
             names = (
-                [a.name for a in node.names] if isinstance(node, ast.Import)
-                else [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module or ""]
+                if isinstance(node, ast.ImportFrom)
+                else []
             )
             for name in names:
                 assert not name.startswith(forbidden), f"{path.name} imports {name}"

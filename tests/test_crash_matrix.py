@@ -19,7 +19,7 @@ import pytest
 from kernel_helpers import ScriptOutcome, read_journal_file, run_script, shape
 
 from loom_nb.journal import DuckDBJournal, Event
-from loom_nb.kernel import Runtime
+from loom_nb.kernel import Engine
 
 pytestmark = pytest.mark.slow
 
@@ -85,7 +85,7 @@ def test_uninterrupted_run(uninterrupted: dict[str, Any]) -> None:
 
 
 def assert_replays(tmp: Path) -> None:
-    rt = Runtime(DuckDBJournal(tmp / "journal.duckdb", read_only=True), flows=crash_flow.FLOWS)
+    rt = Engine(DuckDBJournal(tmp / "journal.duckdb", read_only=True), flows=crash_flow.FLOWS)
     try:
         report = rt.replay_sync(crash_flow.EXECUTION_ID)
     finally:
@@ -94,9 +94,7 @@ def assert_replays(tmp: Path) -> None:
 
 
 @pytest.mark.parametrize("crash_after", range(1, EVENTS))
-def test_crash_after_n_events_then_recover(
-    tmp_path: Path, crash_after: int, uninterrupted: dict[str, Any]
-) -> None:
+def test_crash_after_n_events_then_recover(tmp_path: Path, crash_after: int, uninterrupted: dict[str, Any]) -> None:
     crashed = run(tmp_path, crash_after, "start")
     assert crashed.returncode == crash_flow.CRASH_EXIT_CODE, crashed.stderr
     before = journal_events(tmp_path)
@@ -176,9 +174,7 @@ def test_crash_during_recovery_then_recover_again(
 
 
 @pytest.mark.parametrize("effect", list(crash_flow.EFFECTS))
-def test_crash_inside_an_effect_then_recover(
-    tmp_path: Path, effect: str, uninterrupted: dict[str, Any]
-) -> None:
+def test_crash_inside_an_effect_then_recover(tmp_path: Path, effect: str, uninterrupted: dict[str, Any]) -> None:
     """The process dies inside the effect, after it acted and before its outcome was journaled: the
     real in-doubt case. Idempotent: invoked again with the same key and attempt 2. Not idempotent:
     never invoked again; a person says what happened through the InDoubt gate."""

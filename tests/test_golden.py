@@ -18,7 +18,7 @@ from kernel_helpers import kinds
 from loom_nb.errors import NonDeterminismError
 from loom_nb.journal import DuckDBJournal, Event, InMemoryJournal, canonical_json
 from loom_nb.journal.store import JournalStore
-from loom_nb.kernel import FlowRegistry, Runtime
+from loom_nb.kernel import Engine, FlowRegistry
 
 
 def golden_events() -> list[Event]:
@@ -34,11 +34,11 @@ def golden_journal(request: pytest.FixtureRequest) -> Iterator[JournalStore]:
     journal.close()
 
 
-def pure_runtime(journal: JournalStore, body: object) -> Runtime:
+def pure_runtime(journal: JournalStore, body: object) -> Engine:
     """A runtime with the flow but NO effects registered: a replay that tried to run one would fail."""
     flows = FlowRegistry()
     flows.register(body, name=FLOW_NAME)  # type: ignore[arg-type]
-    return Runtime(journal, flows=flows)
+    return Engine(journal, flows=flows)
 
 
 def test_golden_file_is_canonical_json_lines() -> None:
@@ -91,10 +91,7 @@ async def test_golden_journal_with_the_changed_flow_is_reported_not_reproduced(
     assert report.reproduced is False
     assert (report.recorded_status, report.replayed_status) == ("completed", "diverged")
     recorded_digest = golden_events()[13].data["digest"]
-    assert (
-        f"execution {EXECUTION_ID!r}, step '#2': its input digest {recorded_digest} was recorded"
-        in report.message
-    )
+    assert f"execution {EXECUTION_ID!r}, step '#2': its input digest {recorded_digest} was recorded" in report.message
     assert "Fork the run or start a new one" in report.message
     assert len(golden_journal.read(EXECUTION_ID)) == 20
 

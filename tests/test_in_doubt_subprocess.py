@@ -29,7 +29,10 @@ MARKER = "marker.jsonl"
 def run(where: Path, *args: str, expect_exit: int = 0) -> dict[str, Any]:
     proc = subprocess.run(
         [sys.executable, str(SCRIPT), str(where / DB), str(where / MARKER), *args],
-        capture_output=True, text=True, timeout=120, check=False,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
     )
     assert proc.returncode == expect_exit, f"exit {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
     if expect_exit != 0:
@@ -77,7 +80,10 @@ def recover(where: Path) -> dict[str, Any]:
     (gate,) = result["gates"]
     assert (gate["gate_id"], gate["kind"]) == (F.GATE_ID, "InDoubt")
     assert gate["payload"] == {
-        "effect": "payments.charge", "step_id": F.STEP_ID, "input": {"amount": 42}, "attempt": 1,
+        "effect": "payments.charge",
+        "step_id": F.STEP_ID,
+        "input": {"amount": 42},
+        "attempt": 1,
     }
     assert out["status"] == "suspended"
     assert len(out["marker"]) == 1, "recovery re-invoked a non-idempotent effect"
@@ -124,7 +130,9 @@ def test_resolved_as_happened_records_that_output_and_the_run_uses_it(copy: Path
     (result,) = out["results"]
     assert result["status"] == "completed"
     assert result["output"] == {
-        "charged": True, "receipt": F.OPERATOR_OUTPUT, "mail": f"mailed {F.OPERATOR_OUTPUT['receipt']}",
+        "charged": True,
+        "receipt": F.OPERATOR_OUTPUT,
+        "mail": f"mailed {F.OPERATOR_OUTPUT['receipt']}",
     }
     assert len(out["marker"]) == 1, "the effect ran although a person said it had happened"
     assert step_kinds(out["after"]) == [("step_started", 1), ("step_in_doubt", 1), ("step_completed", 1)]
@@ -145,7 +153,10 @@ def test_resolved_as_run_again_invokes_the_effect_once_more_with_the_same_key(co
     assert [(m["key"], m["attempt"]) for m in out["marker"]] == [("pay-1:charge", 1), ("pay-1:charge", 2)]
     assert out["marker"][0]["pid"] != out["marker"][1]["pid"]
     assert step_kinds(out["after"]) == [
-        ("step_started", 1), ("step_in_doubt", 1), ("step_started", 2), ("step_completed", 2),
+        ("step_started", 1),
+        ("step_in_doubt", 1),
+        ("step_started", 2),
+        ("step_completed", 2),
     ]
     restarted = [e for e in out["after"] if e["kind"] == "step_started" and e["step_id"] == F.STEP_ID][-1]
     assert restarted["data"]["idempotency_key"] == "pay-1:charge"

@@ -28,8 +28,6 @@ from loom_nb.journal import (
 )
 from loom_nb.journal.migrations import MIGRATIONS
 
-K = EventKind
-
 
 # -- canonical JSON and digests ----------------------------------------------------------------------
 def test_canonical_json_sorts_keys_at_every_depth_and_is_compact() -> None:
@@ -105,7 +103,7 @@ def ev(
 
 
 def started(execution_id: str = "e1", flow: str = "f") -> Event:
-    return ev(1, K.EXECUTION_STARTED, data={"flow": flow, "input": None}, execution_id=execution_id)
+    return ev(1, EventKind.EXECUTION_STARTED, data={"flow": flow, "input": None}, execution_id=execution_id)
 
 
 def test_store_satisfies_the_protocol(journal: JournalStore) -> None:
@@ -113,12 +111,10 @@ def test_store_satisfies_the_protocol(journal: JournalStore) -> None:
 
 
 def test_append_then_read_in_seq_order_per_execution(journal: JournalStore) -> None:
-    journal.append(
-        [started("e1"), ev(2, K.STEP_STARTED, "#1", {"effect": "x", "input": {"b": 1, "a": [1.5]}})]
-    )
+    journal.append([started("e1"), ev(2, EventKind.STEP_STARTED, "#1", {"effect": "x", "input": {"b": 1, "a": [1.5]}})])
     journal.append([started("e2")])
     journal.append(
-        [ev(3, K.STEP_COMPLETED, "#1", {"output": "é"}), ev(4, K.STREAM_CHUNK, None, {"text": "t"})]
+        [ev(3, EventKind.STEP_COMPLETED, "#1", {"output": "é"}), ev(4, EventKind.STREAM_CHUNK, None, {"text": "t"})]
     )
     events = journal.read("e1")
     assert shape(events) == [
@@ -134,7 +130,7 @@ def test_append_then_read_in_seq_order_per_execution(journal: JournalStore) -> N
 
 
 def test_timestamps_keep_microseconds(journal: JournalStore) -> None:
-    journal.append([ev(1, K.WARNING, at=1_767_225_600.123456)])
+    journal.append([ev(1, EventKind.WARNING, at=1_767_225_600.123456)])
     assert journal.read("e1")[0].at == pytest.approx(1_767_225_600.123456, abs=1e-6)
 
 
@@ -142,26 +138,26 @@ def test_payloads_are_stored_as_canonical_json(journal: JournalStore) -> None:
     class Model(BaseModel):
         n: int
 
-    journal.append([ev(1, K.VALUE_RECORDED, "#value:1", {"value": Model(n=3), "t": (1, 2)})])
+    journal.append([ev(1, EventKind.VALUE_RECORDED, "#value:1", {"value": Model(n=3), "t": (1, 2)})])
     assert journal.read("e1")[0].data == {"value": {"n": 3}, "t": [1, 2]}
 
 
 def test_non_finite_payload_is_refused_and_nothing_is_written(journal: JournalStore) -> None:
     with pytest.raises(UsageError):
-        journal.append([ev(1, K.WARNING), ev(2, K.WARNING, data={"x": math.nan})])
+        journal.append([ev(1, EventKind.WARNING), ev(2, EventKind.WARNING, data={"x": math.nan})])
     assert journal.read("e1") == []
 
 
 def test_duplicate_seq_is_refused_and_the_batch_is_not_half_written(journal: JournalStore) -> None:
-    journal.append([started(), ev(2, K.STEP_STARTED, "#1")])
+    journal.append([started(), ev(2, EventKind.STEP_STARTED, "#1")])
     with pytest.raises(JournalError):
-        journal.append([ev(3, K.STEP_COMPLETED, "#1"), ev(2, K.STEP_STARTED, "#again")])
+        journal.append([ev(3, EventKind.STEP_COMPLETED, "#1"), ev(2, EventKind.STEP_STARTED, "#again")])
     assert [e.seq for e in journal.read("e1")] == [1, 2]
     assert journal.read("e1")[1].step_id == "#1"
     # the same with a projection change in the batch (the transactional path)
     with pytest.raises(JournalError):
         journal.append(
-            [ev(3, K.EXECUTION_SUSPENDED), ev(2, K.EXECUTION_COMPLETED)],
+            [ev(3, EventKind.EXECUTION_SUSPENDED), ev(2, EventKind.EXECUTION_COMPLETED)],
             [ContentBlob(digest_bytes(b"zz"), b"zz")],
         )
     assert [e.seq for e in journal.read("e1")] == [1, 2]
@@ -170,17 +166,17 @@ def test_duplicate_seq_is_refused_and_the_batch_is_not_half_written(journal: Jou
     assert journal.get_content(digest_bytes(b"zz")) is None
     # a duplicate inside one batch
     with pytest.raises(JournalError):
-        journal.append([ev(3, K.WARNING), ev(3, K.WARNING)])
+        journal.append([ev(3, EventKind.WARNING), ev(3, EventKind.WARNING)])
     assert [e.seq for e in journal.read("e1")] == [1, 2]
     # and the journal still takes a good batch afterwards
-    journal.append([ev(3, K.STEP_COMPLETED, "#1")])
+    journal.append([ev(3, EventKind.STEP_COMPLETED, "#1")])
     assert [e.seq for e in journal.read("e1")] == [1, 2, 3]
 
 
 def test_starting_an_execution_twice_is_refused_atomically(journal: JournalStore) -> None:
     journal.append([started("e1", flow="first")])
     with pytest.raises(JournalError):
-        journal.append([ev(2, K.WARNING), ev(3, K.EXECUTION_STARTED, data={"flow": "second"})])
+        journal.append([ev(2, EventKind.WARNING), ev(3, EventKind.EXECUTION_STARTED, data={"flow": "second"})])
     assert [e.seq for e in journal.read("e1")] == [1]
     rec = journal.get_execution("e1")
     assert rec is not None and rec.flow == "first"
@@ -198,16 +194,18 @@ def test_executions_projection_follows_status_events(journal: JournalStore) -> N
         1001.0,
         1001.0,
     )
-    journal.append([ev(2, K.GATE_OPENED, "g"), ev(3, K.EXECUTION_SUSPENDED)])
+    journal.append([ev(2, EventKind.GATE_OPENED, "g"), ev(3, EventKind.EXECUTION_SUSPENDED)])
     rec = journal.get_execution("e1")
     assert rec is not None and (rec.status, rec.created_at, rec.updated_at) == ("suspended", 1001.0, 1003.0)
-    journal.append([ev(4, K.GATE_RESOLVED, "g"), ev(5, K.EXECUTION_RESUMED), ev(6, K.EXECUTION_COMPLETED)])
+    journal.append(
+        [ev(4, EventKind.GATE_RESOLVED, "g"), ev(5, EventKind.EXECUTION_RESUMED), ev(6, EventKind.EXECUTION_COMPLETED)]
+    )
     rec = journal.get_execution("e1")
     assert rec is not None and (rec.status, rec.updated_at) == ("completed", 1006.0)
 
 
 def test_projection_row_is_created_and_updated_in_the_same_append(journal: JournalStore) -> None:
-    journal.append([started("e1"), ev(2, K.EXECUTION_FAILED, data={"error": {"type": "x"}})])
+    journal.append([started("e1"), ev(2, EventKind.EXECUTION_FAILED, data={"error": {"type": "x"}})])
     rec = journal.get_execution("e1")
     assert rec is not None and (rec.flow, rec.status, rec.created_at, rec.updated_at) == (
         "f",
@@ -218,9 +216,9 @@ def test_projection_row_is_created_and_updated_in_the_same_append(journal: Journ
 
 
 def test_list_executions_oldest_first_and_by_status(journal: JournalStore) -> None:
-    journal.append([ev(1, K.EXECUTION_STARTED, data={"flow": "f"}, execution_id="b", at=10.0)])
-    journal.append([ev(1, K.EXECUTION_STARTED, data={"flow": "f"}, execution_id="a", at=20.0)])
-    journal.append([ev(2, K.EXECUTION_SUSPENDED, execution_id="b", at=30.0)])
+    journal.append([ev(1, EventKind.EXECUTION_STARTED, data={"flow": "f"}, execution_id="b", at=10.0)])
+    journal.append([ev(1, EventKind.EXECUTION_STARTED, data={"flow": "f"}, execution_id="a", at=20.0)])
+    journal.append([ev(2, EventKind.EXECUTION_SUSPENDED, execution_id="b", at=30.0)])
     assert [r.execution_id for r in journal.list_executions()] == ["b", "a"]
     assert [r.execution_id for r in journal.list_executions("running")] == ["a"]
     assert [r.execution_id for r in journal.list_executions("suspended")] == ["b"]
@@ -236,7 +234,7 @@ def test_content_put_get_info_and_dedupe(journal: JournalStore) -> None:
     assert journal.get_content(digest) == data
     assert journal.content_info(digest) == (len(data), "application/json", True)
     # the same digest again (even with other metadata) is a no-op, not an error; the first write wins
-    journal.append([ev(2, K.WARNING)], [ContentBlob(digest, data, "text/plain", tainted=False)])
+    journal.append([ev(2, EventKind.WARNING)], [ContentBlob(digest, data, "text/plain", tainted=False)])
     journal.append([], [ContentBlob(digest, data)])
     assert journal.content_info(digest) == (len(data), "application/json", True)
     other = b"\x00\x01binary"
@@ -258,15 +256,10 @@ def test_migrations_are_recorded_and_idempotent_on_reopen(tmp_path: Path) -> Non
     again = DuckDBJournal(path)
     try:
         assert again.applied_migrations() == names
-        rows = again.connection.execute(
-            "SELECT name, count(*) FROM schema_migrations GROUP BY name"
-        ).fetchall()
+        rows = again.connection.execute("SELECT name, count(*) FROM schema_migrations GROUP BY name").fetchall()
         assert sorted(rows) == [(n, 1) for n in sorted(names)]
         assert shape(again.read("e1")) == shape([started()])
-        tables = {
-            r[0]
-            for r in again.connection.execute("SELECT table_name FROM information_schema.tables").fetchall()
-        }
+        tables = {r[0] for r in again.connection.execute("SELECT table_name FROM information_schema.tables").fetchall()}
         assert {"events", "executions", "content", "schema_migrations"} <= tables
     finally:
         again.close()
@@ -307,7 +300,7 @@ def test_read_only_journal_reads_but_refuses_writes(tmp_path: Path) -> None:
     try:
         assert [e.seq for e in reader.read("e1")] == [1]
         with pytest.raises(JournalError, match="read-only"):
-            reader.append([ev(2, K.WARNING)])
+            reader.append([ev(2, EventKind.WARNING)])
     finally:
         reader.close()
 
@@ -331,7 +324,7 @@ def test_close_is_idempotent(tmp_path: Path) -> None:
 
 def test_in_memory_journal_payloads_are_copies(journal: JournalStore) -> None:
     data: dict[str, object] = {"list": [1, 2]}
-    journal.append([ev(1, K.WARNING, data=data)])
+    journal.append([ev(1, EventKind.WARNING, data=data)])
     data["list"] = "mutated"
     assert journal.read("e1")[0].data == {"list": [1, 2]}
     assert json.loads(canonical_json(journal.read("e1")[0].data)) == {"list": [1, 2]}

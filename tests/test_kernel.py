@@ -17,9 +17,7 @@ from loom_nb.errors import (
     UsageError,
 )
 from loom_nb.journal import Event, EventKind, InMemoryJournal
-from loom_nb.kernel import Decision, ExecutionContext, GateRequest, Runtime, Suspend
-
-K = EventKind
+from loom_nb.kernel import Decision, Engine, ExecutionContext, GateRequest, Suspend
 
 
 class Custom(RuntimeError):
@@ -31,7 +29,7 @@ class Approval(BaseModel):
     reason: str | None = None
 
 
-def step_events(rt: Runtime, eid: str, kind: str) -> list[Event]:
+def step_events(rt: Engine, eid: str, kind: str) -> list[Event]:
     return [e for e in rt.journal.read(eid) if e.kind == kind]
 
 
@@ -173,7 +171,7 @@ async def test_resume_validates_the_payload_before_recording_anything() -> None:
     done = await rt.resume("r", "approve", Approval(approved=True))
     assert done.status == "completed"
     assert done.output == {"effect": "send", "input": {"to": "bob"}}
-    resolved = step_events(rt, "r", K.GATE_RESOLVED)
+    resolved = step_events(rt, "r", EventKind.GATE_RESOLVED)
     assert [e.data for e in resolved] == [{"payload": {"approved": True, "reason": None}}]
     assert len(calls.log) == 1
 
@@ -194,7 +192,7 @@ async def test_resume_errors_name_the_execution_and_gate() -> None:
     assert [g.gate_id for g in suspended.gates] == ["second"]
     with pytest.raises(UsageError, match=r"gate 'first' of execution 'e' was already resolved"):
         await rt.resume("e", "first", {"n": 2})
-    assert len(step_events(rt, "e", K.GATE_RESOLVED)) == 1
+    assert len(step_events(rt, "e", EventKind.GATE_RESOLVED)) == 1
     done = await rt.resume("e", "second", {"n": 3})
     assert done.output == {"n": 3}
     with pytest.raises(UsageError, match="already resolved"):
@@ -208,15 +206,12 @@ async def test_several_gates_resolve_one_by_one_and_the_body_waits_for_the_last(
     async def body(ctx: ExecutionContext, inp: Any) -> Any:
         runs.append(1)
         return await ctx.gates(
-            [
-                GateRequest(gate_id=g, kind="Approval", payload={"g": g}, schema=Approval)
-                for g in ("a", "b", "c")
-            ]
+            [GateRequest(gate_id=g, kind="Approval", payload={"g": g}, schema=Approval) for g in ("a", "b", "c")]
         )
 
     result = await rt.start(body, None, execution_id="m")
     assert [g.gate_id for g in result.gates] == ["a", "b", "c"]
-    assert step_events(rt, "m", K.EXECUTION_SUSPENDED)[0].data == {"gates": ["a", "b", "c"]}
+    assert step_events(rt, "m", EventKind.EXECUTION_SUSPENDED)[0].data == {"gates": ["a", "b", "c"]}
     r = await rt.resume("m", "b", {"approved": False, "reason": "no"})
     assert (r.status, [g.gate_id for g in r.gates]) == ("suspended", ["a", "c"])
     r = await rt.resume("m", "a", {"approved": True})
@@ -231,8 +226,8 @@ async def test_several_gates_resolve_one_by_one_and_the_body_waits_for_the_last(
         {"approved": True, "reason": "fine"},
     ]
     assert len(runs) == 2
-    assert len(step_events(rt, "m", K.GATE_OPENED)) == 3
-    assert len(step_events(rt, "m", K.EXECUTION_RESUMED)) == 1
+    assert len(step_events(rt, "m", EventKind.GATE_OPENED)) == 3
+    assert len(step_events(rt, "m", EventKind.EXECUTION_RESUMED)) == 1
 
 
 async def test_suspend_is_a_base_exception_the_body_cannot_swallow() -> None:
@@ -271,7 +266,7 @@ async def test_recorded_failures_are_re_raised_on_replay_without_re_invoking() -
 
     suspended = await rt.start(body, None, execution_id="f")
     assert suspended.status == "suspended"
-    (failed,) = step_events(rt, "f", K.STEP_FAILED)
+    (failed,) = step_events(rt, "f", EventKind.STEP_FAILED)
     assert failed.data["will_retry"] is False
     assert failed.data["error"]["type"] == "builtins:ValueError"
     assert failed.data["error"]["message"] == "bad input 42"
@@ -302,7 +297,7 @@ async def test_an_uncaught_failure_fails_the_execution_with_the_error_journaled(
 
 
 # -- non-determinism -----------------------------------------------------------------------------------
-async def _record_then_change(change: str) -> tuple[Runtime, Calls]:
+async def _record_then_change(change: str) -> tuple[Engine, Calls]:
     rt, calls = make_runtime(), Calls()
     register_recording(rt, calls, "fetch")
     register_recording(rt, calls, "other")
@@ -335,13 +330,13 @@ async def test_a_different_effect_for_a_recorded_step_is_non_determinism() -> No
     assert "Fork the run or start a new one" in message
     assert [c[0] for c in calls.log] == ["fetch"]
     # nothing the body did was journaled as a step; the execution stays running for a fix
-    assert len(step_events(rt, "run-7", K.STEP_STARTED)) == 1
+    assert len(step_events(rt, "run-7", EventKind.STEP_STARTED)) == 1
     assert rt.journal.get_execution("run-7").status == "running"  # type: ignore[union-attr]
 
 
 async def test_a_different_input_for_a_recorded_step_is_non_determinism() -> None:
     rt, calls = await _record_then_change("input")
-    recorded = step_events(rt, "run-7", K.STEP_STARTED)[0].data["digest"]
+    recorded = step_events(rt, "run-7", EventKind.STEP_STARTED)[0].data["digest"]
     with pytest.raises(NonDeterminismError) as info:
         await rt.resume("run-7", "g", {})
     message = str(info.value)
@@ -382,7 +377,7 @@ async def test_counter_step_ids_and_explicit_ids() -> None:
         return None
 
     await rt.start(body, None, execution_id="ids")
-    assert [e.step_id for e in step_events(rt, "ids", K.STEP_STARTED)] == ["#1", "named", "#2", "#3"]
+    assert [e.step_id for e in step_events(rt, "ids", EventKind.STEP_STARTED)] == ["#1", "named", "#2", "#3"]
     assert seen == ["#1", "#2"]
     assert [c[2] for c in calls.log] == ["ids:#1", "ids:named", "ids:#2", "ids:#3"]
 
@@ -396,7 +391,7 @@ async def test_record_keeps_another_input_in_the_journal() -> None:
 
     await rt.start(body, None, execution_id="rec")
     assert calls.log[0][1] == {"huge": "x" * 50}
-    assert step_events(rt, "rec", K.STEP_STARTED)[0].data["input"] == {"delta": 1}
+    assert step_events(rt, "rec", EventKind.STEP_STARTED)[0].data["input"] == {"delta": 1}
 
 
 @pytest.mark.parametrize("second", ["step", "gate", "decision"])
@@ -440,7 +435,7 @@ async def test_now_uuid_random_are_recorded_and_served_on_re_run() -> None:
     assert len(draws) == 2 and draws[0] == draws[1]
     t, uid, rnd = draws[0]
     assert isinstance(t, float) and uid == "exec-1" and 0.0 <= rnd < 1.0
-    recorded = step_events(rt, "v", K.VALUE_RECORDED)
+    recorded = step_events(rt, "v", EventKind.VALUE_RECORDED)
     assert [(e.step_id, e.data["kind"]) for e in recorded] == [
         ("#value:1", "now"),
         ("#value:2", "uuid"),
@@ -477,7 +472,7 @@ async def test_decide_records_everything_and_does_not_call_the_policy_on_re_run(
     done = await rt.resume("d", "g", {})
     assert done.output == ["r", {"id": 1}, 3]
     assert len(policy_calls) == 2  # served on re-run
-    recorded = {e.step_id: e.data for e in step_events(rt, "d", K.DECISION_RECORDED)}
+    recorded = {e.step_id: e.data for e in step_events(rt, "d", EventKind.DECISION_RECORDED)}
     assert recorded["side"] == {
         "options": ["l", "r"],
         "choice": "r",
@@ -497,7 +492,7 @@ async def test_stream_is_journaled_once_and_not_re_emitted_on_re_run() -> None:
     rt, calls = make_runtime(), Calls()
     register_recording(rt, calls, "fx")
     seen: list[str] = []
-    rt.observe(lambda e: seen.append(e.data["text"]) if e.kind == K.STREAM_CHUNK else None)
+    rt.observe(lambda e: seen.append(e.data["text"]) if e.kind == EventKind.STREAM_CHUNK else None)
 
     async def body(ctx: ExecutionContext, inp: Any) -> Any:
         ctx.stream("before ")
@@ -509,7 +504,7 @@ async def test_stream_is_journaled_once_and_not_re_emitted_on_re_run() -> None:
 
     await rt.start(body, None, execution_id="s")
     await rt.resume("s", "g", {})
-    chunks = step_events(rt, "s", K.STREAM_CHUNK)
+    chunks = step_events(rt, "s", EventKind.STREAM_CHUNK)
     assert [(e.data["channel"], e.data["text"]) for e in chunks] == [
         ("assistant", "before "),
         ("thinking", "between "),
@@ -529,12 +524,12 @@ async def test_stream_before_a_step_cut_in_flight_is_not_re_emitted_by_recover()
 
     await rt.start(body, None, execution_id="s")
     events = rt.journal.read("s")
-    cut = next(e.seq for e in events if e.kind == K.STEP_STARTED and e.step_id == "#2")
+    cut = next(e.seq for e in events if e.kind == EventKind.STEP_STARTED and e.step_id == "#2")
     crashed = make_runtime(copy_prefix(events, cut), flows=rt.flows)
     crashed.effects = rt.effects
     (result,) = await crashed.recover()
     assert result.status == "completed"
-    assert [e.data["text"] for e in step_events(crashed, "s", K.STREAM_CHUNK)] == ["once"]
+    assert [e.data["text"] for e in step_events(crashed, "s", EventKind.STREAM_CHUNK)] == ["once"]
 
 
 # -- sync wrappers ------------------------------------------------------------------------------------
@@ -562,9 +557,7 @@ async def test_sync_wrappers_refuse_inside_a_running_loop_and_say_await() -> Non
         rt.start_sync(body, None)
     with pytest.raises(UsageError, match=r"await runtime.recover"):
         rt.recover_sync()
-    assert (
-        rt.journal.list_executions() == []
-    )  # nothing ran (and no "never awaited" warning: warnings are errors)
+    assert rt.journal.list_executions() == []  # nothing ran (and no "never awaited" warning: warnings are errors)
 
 
 # -- replay ---------------------------------------------------------------------------------------------
@@ -649,7 +642,7 @@ async def test_replay_with_a_changed_flow_reports_not_reproduced_and_does_not_ra
 
 
 # -- recover and the in-doubt path ----------------------------------------------------------------------
-def _two_step_flow(rt: Runtime) -> None:
+def _two_step_flow(rt: Engine) -> None:
     async def transfer(ctx: ExecutionContext, inp: Any) -> Any:
         quote = await ctx.execute("quote", {"amount": inp})
         receipt = await ctx.execute("pay", {"quote": quote})
@@ -658,7 +651,7 @@ def _two_step_flow(rt: Runtime) -> None:
     rt.flows.register(transfer)
 
 
-async def _crashed_in_pay(*, pay_idempotent: bool) -> tuple[Runtime, Calls, list[Event], int]:
+async def _crashed_in_pay(*, pay_idempotent: bool) -> tuple[Engine, Calls, list[Event], int]:
     """Run ``transfer`` to completion, then build a journal cut right after ``pay``'s step_started,
     as a crash in flight leaves it; return a fresh runtime on it (a restarted kernel)."""
     calls = Calls()
@@ -669,7 +662,7 @@ async def _crashed_in_pay(*, pay_idempotent: bool) -> tuple[Runtime, Calls, list
     done = await rt.start("transfer", 5, execution_id="t")
     assert done.output == {"quote": 10, "receipt": "paid 10"}
     events = rt.journal.read("t")
-    cut = next(e.seq for e in events if e.kind == K.STEP_STARTED and e.step_id == "#2")
+    cut = next(e.seq for e in events if e.kind == EventKind.STEP_STARTED and e.step_id == "#2")
     restarted = make_runtime(copy_prefix(events, cut), flows=rt.flows)
     restarted.effects = rt.effects
     calls.log.clear()
@@ -711,9 +704,7 @@ async def test_recover_parks_a_non_idempotent_step_on_an_in_doubt_gate() -> None
 async def test_in_doubt_resolved_as_happened_records_the_given_output() -> None:
     rt, calls, _, cut = await _crashed_in_pay(pay_idempotent=False)
     await rt.recover()
-    done = await rt.resume(
-        "t", "#2:in_doubt", {"action": "happened", "output": "paid by hand", "reason": "bank"}
-    )
+    done = await rt.resume("t", "#2:in_doubt", {"action": "happened", "output": "paid by hand", "reason": "bank"})
     assert done.output == {"quote": 10, "receipt": "paid by hand"}
     assert calls.log == []
     events = rt.journal.read("t")
@@ -794,7 +785,7 @@ async def test_recover_of_a_run_cut_before_its_first_step_runs_it() -> None:
             Event(
                 "c",
                 1,
-                K.EXECUTION_STARTED,
+                EventKind.EXECUTION_STARTED,
                 None,
                 1.0,
                 {"flow": "body", "input": 3, "principal": {"name": "anonymous", "scopes": []}},
@@ -816,12 +807,10 @@ async def test_concurrent_resumes_of_one_gate_record_one_resolution() -> None:
         return await ctx.gate("g", "Approval")
 
     await rt.start(body, None, execution_id="c")
-    results = await asyncio.gather(
-        rt.resume("c", "g", {"n": 1}), rt.resume("c", "g", {"n": 2}), return_exceptions=True
-    )
+    results = await asyncio.gather(rt.resume("c", "g", {"n": 1}), rt.resume("c", "g", {"n": 2}), return_exceptions=True)
     outcomes = sorted(type(r).__name__ for r in results)
     assert outcomes == ["ExecutionResult", "UsageError"]
-    assert len(step_events(rt, "c", K.GATE_RESOLVED)) == 1
+    assert len(step_events(rt, "c", EventKind.GATE_RESOLVED)) == 1
 
 
 async def test_recover_goes_on_past_an_execution_whose_flow_is_missing() -> None:

@@ -16,7 +16,7 @@ from loom_nb.journal import DuckDBJournal
 _CHILD = """
 import json, sys
 from loom_nb.journal import DuckDBJournal
-from loom_nb.kernel import Runtime
+from loom_nb import Runtime
 path, how = sys.argv[1], sys.argv[2]
 try:
     if how == "runtime":

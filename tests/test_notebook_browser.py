@@ -112,9 +112,7 @@ def test_clicking_the_card_in_jupyterlab_resumes_the_run(
         )
         expect(timeline.locator(".loom-tl-bar")).to_have_count(len(kinds))
         for i, kind in enumerate(kinds):
-            expect(timeline.locator(".loom-tl-bar").nth(i)).to_have_class(
-                f"loom-tl-bar loom-tl-{kind} loom-tl-done"
-            )
+            expect(timeline.locator(".loom-tl-bar").nth(i)).to_have_class(f"loom-tl-bar loom-tl-{kind} loom-tl-done")
         shot = tmp_path / f"{action}.png"
         page.screenshot(path=str(shot), full_page=True)
         print(f"screenshot: {shot}")

@@ -43,9 +43,7 @@ def test_click_resumes_the_run_in_a_real_kernel_and_after_a_restart(tmp_path: Pa
         assert kernel_button_ids(k, "loom-approve") == []  # the card disabled itself
 
         # a second run waits at its gate; then the kernel restarts (a new process)
-        run_id = k.stdout(
-            f"run2 = agent.start({TASK!r})\nawait run2.wait(until='paused')\nprint(run2.id)"
-        ).strip()
+        run_id = k.stdout(f"run2 = agent.start({TASK!r})\nawait run2.wait(until='paused')\nprint(run2.id)").strip()
         k.restart()
         lines = k.stdout(load_cell(journal)).strip().splitlines()
         assert lines[1] == "loom_nb: 1 gate(s) open in 1 execution(s): run %loom pending to show them"

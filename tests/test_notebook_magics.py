@@ -15,12 +15,12 @@ from IPython.testing import globalipapp
 from notebook_helpers import TidyAgent
 
 import loom_nb as loom
-from loom_nb.agent.facade import RUN_HOOKS
+from loom_nb.agent.agent import RUN_HOOKS
 from loom_nb.journal import Event
 from loom_nb.kernel.flows import FLOWS
 from loom_nb.notebook import extension, magics
 from loom_nb.notebook.cards import ApprovalCard
-from loom_nb.notebook.view import RunView
+from loom_nb.notebook.run_view import RunView
 
 GATE = "#turn:1:tool:0:approval"
 
@@ -128,9 +128,7 @@ def test_load_ext_reports_runs_left_running_and_open_gates(
         shell.run_line_magic("unload_ext", "loom_nb")
 
 
-def test_a_locked_journal_is_a_one_line_message(
-    shell: Any, journal: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_a_locked_journal_is_a_one_line_message(shell: Any, journal: Path, capsys: pytest.CaptureFixture[str]) -> None:
     holder = subprocess.Popen(
         [
             sys.executable,
@@ -176,11 +174,7 @@ def test_starting_a_run_displays_its_live_view(ip: Any, capsys: pytest.CaptureFi
 def test_open_switches_the_journal(ip: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     first = loom.default_runtime()
     ip.run_line_magic("loom", f"open {tmp_path / 'second.duckdb'}")
-    assert (
-        capsys.readouterr()
-        .out.strip()
-        .endswith("second.duckdb is open (%loom status, %loom runs, %loom pending)")
-    )
+    assert capsys.readouterr().out.strip().endswith("second.duckdb is open (%loom status, %loom runs, %loom pending)")
     assert loom.default_runtime().journal.location == str(tmp_path / "second.duckdb")
     assert first._closed
 
@@ -197,9 +191,7 @@ def test_runs_status_and_sql(ip: Any, capsys: pytest.CaptureFixture[str]) -> Non
     ip.run_line_magic("loom", "status")
     out = capsys.readouterr().out.strip()
     assert out.endswith("2 execution(s) (2 suspended); 2 open gate(s); 0 running in this kernel"), out
-    df = ip.run_cell_magic(
-        "loom_sql", "-o counts", "SELECT status, count(*) AS n FROM executions GROUP BY status"
-    )
+    df = ip.run_cell_magic("loom_sql", "-o counts", "SELECT status, count(*) AS n FROM executions GROUP BY status")
     assert df.to_dict("records") == [{"status": "suspended", "n": 2}]
     assert ip.user_ns.pop("counts") is df
 
@@ -234,10 +226,7 @@ def test_resume_approve_and_refuse(ip: Any, capsys: pytest.CaptureFixture[str]) 
     t, run = suspended_run(ip)
     resumed = ip.run_line_magic("loom", f"resume {run.id} {GATE} --approve --reason 'looks stale'")
     assert resumed is run and run.status == "completed"
-    assert (
-        f"gate {GATE} of execution {run.id} approved; the run goes on (now completed)"
-        in capsys.readouterr().out
-    )
+    assert f"gate {GATE} of execution {run.id} approved; the run goes on (now completed)" in capsys.readouterr().out
     assert t.deleted == ["/tmp/x/stale.log"]
 
     t2, run2 = suspended_run(ip, "tidy2")
@@ -344,7 +333,7 @@ def test_pending_with_the_agent_undefined_shows_which_flow_is_missing(
     # as after a kernel restart: no cell has defined the agent, so its flow is unknown
     del FLOWS._flows["agent:lost"]
     ip.user_ns.pop("agent_lost")
-    from loom_nb.agent.facade import AGENTS
+    from loom_nb.agent.agent import AGENTS
 
     AGENTS.pop("agent:lost", None)
     from loom_nb.notebook import runs

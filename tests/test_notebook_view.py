@@ -12,22 +12,20 @@ import pytest
 from notebook_helpers import TidyAgent, last_tool_text, make_runtime
 
 import loom_nb as loom
-from loom_nb.agent.facade import Run
+from loom_nb.agent.agent import Run
 from loom_nb.kernel import ExecutionContext
 from loom_nb.messages import ModelRequest
 from loom_nb.notebook.cards import ApprovalCard, GateCard, InDoubtCard
+from loom_nb.notebook.run_view import RunView
 from loom_nb.notebook.throttle import Throttle
 from loom_nb.notebook.timeline import TimelineWidget, asset_dir, timeline
-from loom_nb.notebook.view import RunView
 
 GATE = "#turn:1:tool:0:approval"
 TASK = "Remove the stale files in /tmp/x"
 
 
 def resolutions(run: Run) -> list[tuple[str | None, Any]]:
-    return [
-        (e.step_id, e.data["payload"]) for e in run.runtime.journal.read(run.id) if e.kind == "gate_resolved"
-    ]
+    return [(e.step_id, e.data["payload"]) for e in run.runtime.journal.read(run.id) if e.kind == "gate_resolved"]
 
 
 async def paused_view(t: TidyAgent, rt: loom.Runtime | None = None) -> tuple[Run, RunView]:
@@ -58,9 +56,7 @@ async def test_approve_click_resumes_the_run_and_disables_the_card() -> None:
     assert card.decision is not None and card.decision.startswith("approved at ")
     assert "Approved at" in card.status.value
     assert "completed" in view.status.value and "loom-run-status" in view.status._dom_classes
-    assert (
-        "Done. I removed the stale file." in view.answer.value and "loom-answer" in view.answer._dom_classes
-    )
+    assert "Done. I removed the stale file." in view.answer.value and "loom-answer" in view.answer._dom_classes
     assert view.progress.value == 3 and view.progress.bar_style == "success"
     assert "usage: " in view.usage.value
 
@@ -74,10 +70,7 @@ async def test_refuse_with_a_reason_reaches_the_model() -> None:
     card.refuse.click()
     result = await run
     assert t.deleted == []
-    assert (
-        last_tool_text(t.model.history[-1])
-        == "The user refused to run delete_file. Reason: it is still in use"
-    )
+    assert last_tool_text(t.model.history[-1]) == "The user refused to run delete_file. Reason: it is still in use"
     assert result.output == "Understood: The user refused to run delete_file. Reason: it is still in use"
     assert resolutions(run) == [(GATE, {"approved": False, "reason": "it is still in use"})]
     assert card.decision is not None and card.decision.startswith("refused (it is still in use) at ")
@@ -116,9 +109,7 @@ async def test_an_error_on_click_shows_on_the_card_and_reenables_it() -> None:
     assert isinstance(card, ApprovalCard)
     card.gate.resolution = "taken"  # as if this Gate object had been resolved already
     card.approve.click()
-    assert "UsageError: gate '#turn:1:tool:0:approval' was already resolved" in html.unescape(
-        card.status.value
-    )
+    assert "UsageError: gate '#turn:1:tool:0:approval' was already resolved" in html.unescape(card.status.value)
     assert not card.approve.disabled and not card.decided
     card.gate.resolution = None
     card.approve.click()
@@ -196,9 +187,7 @@ async def test_in_doubt_fail_records_a_failed_step() -> None:
     assert calls == [5]
     assert result.output.startswith("Result: Error: the tool 'charge' failed: InDoubtError")
     assert "the provider has no record" in result.output
-    assert card.decision is not None and card.decision.startswith(
-        "marked as failed (the provider has no record)"
-    )
+    assert card.decision is not None and card.decision.startswith("marked as failed (the provider has no record)")
     assert "failed" in view.tool_rows["#turn:0:tool:0"].text()
 
 

@@ -174,14 +174,15 @@ def test_target_answers_as_mapping_or_decision_or_contextual() -> None:
         df, lambda options: dict(zip(ARMS, TARGET, strict=True)), "reward", outcomes=df, n_bootstrap=20
     )
     as_decision = estimate_policy_value(
-        df, lambda options: loom.Decision(choice="c", probabilities=target(options)), "reward", outcomes=df,
+        df,
+        lambda options: loom.Decision(choice="c", probabilities=target(options)),
+        "reward",
+        outcomes=df,
         n_bootstrap=20,
     )
     assert as_map.ips == pytest.approx(base.ips) and as_decision.ips == pytest.approx(base.ips)
 
-    greedy = estimate_policy_value(
-        df, lambda options: loom.Decision(choice="c"), "reward", outcomes=df, n_bootstrap=20
-    )
+    greedy = estimate_policy_value(df, lambda options: loom.Decision(choice="c"), "reward", outcomes=df, n_bootstrap=20)
     picked = df["choice"] == "c"
     assert greedy.ips == pytest.approx((df.loc[picked, "reward"] / 0.2).sum() / len(df))
     assert greedy.snips == pytest.approx(df.loc[picked, "reward"].mean())
@@ -198,9 +199,7 @@ def test_target_answers_as_mapping_or_decision_or_contextual() -> None:
 
 def test_sql_frames_with_json_text_work_too() -> None:
     df = simulated(50, 3)
-    text = df.assign(
-        options=df["options"].map(lambda o: '["a","b","c"]'), choice=df["choice"].map(lambda c: f'"{c}"')
-    )
+    text = df.assign(options=df["options"].map(lambda o: '["a","b","c"]'), choice=df["choice"].map(lambda c: f'"{c}"'))
     a = estimate_policy_value(df, target, "reward", outcomes=df, n_bootstrap=10)
     b = estimate_policy_value(text, target, "reward", outcomes=df, n_bootstrap=10)
     assert a.ips == pytest.approx(b.ips)

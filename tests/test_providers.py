@@ -448,9 +448,7 @@ async def test_headers_auth_version_idempotency_and_extra() -> None:
 
 async def test_empty_api_key_sends_no_credentials() -> None:
     cap_o, cap_a = json_reply(OPENAI_OK), json_reply(ANTHROPIC_OK)
-    await OpenAIChat("m", base_url="http://127.0.0.1:9/v1", api_key="", transport=cap_o.transport).complete(
-        ASK
-    )
+    await OpenAIChat("m", base_url="http://127.0.0.1:9/v1", api_key="", transport=cap_o.transport).complete(ASK)
     await AnthropicMessages("m", api_key="", transport=cap_a.transport).complete(ASK)
     assert "authorization" not in cap_o.requests[0].headers
     assert "x-api-key" not in cap_a.requests[0].headers
@@ -469,13 +467,11 @@ async def test_non_streaming_parse_and_finish_reason_mapping() -> None:
         "usage": {"input_tokens": 5, "output_tokens": 9, "cache_read_input_tokens": 100},
     }
     seen: list[str] = []
-    resp = await AnthropicMessages(
-        "m", api_key=KEY, transport=json_reply(doc).transport, stream=False
-    ).complete(ASK, on_delta=seen.append)
+    resp = await AnthropicMessages("m", api_key=KEY, transport=json_reply(doc).transport, stream=False).complete(
+        ASK, on_delta=seen.append
+    )
     assert resp == ModelResponse(
-        message=Message.assistant(
-            "Let me look.", [ToolCall(id="t1", name="weather", arguments={"city": "Oslo"})]
-        ),
+        message=Message.assistant("Let me look.", [ToolCall(id="t1", name="weather", arguments={"city": "Oslo"})]),
         usage=Usage(input_tokens=105, output_tokens=9),
         finish_reason="tool_calls",
         response_id="msg_9",
@@ -490,9 +486,7 @@ async def test_non_streaming_parse_and_finish_reason_mapping() -> None:
         r = await AnthropicMessages("m", api_key=KEY, transport=cap.transport, stream=False).complete(ASK)
         assert r.finish_reason == ours
     fn_call = {**OPENAI_OK, "choices": [{"message": {"content": None}, "finish_reason": "function_call"}]}
-    r = await OpenAIChat("m", api_key=KEY, transport=json_reply(fn_call).transport, stream=False).complete(
-        ASK
-    )
+    r = await OpenAIChat("m", api_key=KEY, transport=json_reply(fn_call).transport, stream=False).complete(ASK)
     assert (r.finish_reason, r.message.text) == ("tool_calls", "")
 
 
@@ -527,17 +521,11 @@ async def test_a_stream_request_answered_with_json_is_parsed_as_json() -> None:
 
 
 async def test_unexpected_json_shape_is_a_protocol_error() -> None:
-    model = OpenAIChat(
-        "m", api_key=KEY, transport=json_reply({"id": "x", "choices": "nope"}).transport, stream=False
-    )
-    expected = (
-        r"""unexpected response shape .* \(TypeError: string indices .*\): '\{"id":"x","choices":"nope"\}'$"""
-    )
+    model = OpenAIChat("m", api_key=KEY, transport=json_reply({"id": "x", "choices": "nope"}).transport, stream=False)
+    expected = r"""unexpected response shape .* \(TypeError: string indices .*\): '\{"id":"x","choices":"nope"\}'$"""
     with pytest.raises(ProviderProtocolError, match=expected):
         await model.complete(ASK)
-    model = OpenAIChat(
-        "m", api_key=KEY, transport=json_reply({"id": "x", "choices": []}).transport, stream=False
-    )
+    model = OpenAIChat("m", api_key=KEY, transport=json_reply({"id": "x", "choices": []}).transport, stream=False)
     with pytest.raises(ProviderProtocolError, match="the response has no choices"):
         await model.complete(ASK)
 
@@ -549,8 +537,7 @@ async def test_mock_transport_http_error_maps_status_and_retry_after_ms() -> Non
     err = info.value
     assert (err.status_code, err.retryable, err.retry_after) == (429, True, 1.5)
     assert str(err) == (
-        "POST https://api.openai.com/v1/chat/completions returned HTTP 429: "
-        "tokens: Slow down (retry after 1.5 s)"
+        "POST https://api.openai.com/v1/chat/completions returned HTTP 429: tokens: Slow down (retry after 1.5 s)"
     )
 
 
@@ -599,9 +586,7 @@ async def test_anthropic_stream_skips_thinking_and_takes_input_from_block_start(
             ),
             _ev({"type": "content_block_stop", "index": 1}),
             _ev({"type": "some_future_event"}),
-            _ev(
-                {"type": "message_delta", "delta": {"stop_reason": "tool_use"}, "usage": {"output_tokens": 6}}
-            ),
+            _ev({"type": "message_delta", "delta": {"stop_reason": "tool_use"}, "usage": {"output_tokens": 6}}),
             _ev({"type": "message_stop"}),
         ]
     )
@@ -641,11 +626,7 @@ async def test_openai_stream_tool_call_without_a_name_is_a_protocol_error() -> N
 
 async def test_openai_stream_ignores_other_choices_and_events_after_done() -> None:
     def chunk(index: int, text: str) -> str:
-        return (
-            "data: "
-            + json.dumps({"id": "c", "choices": [{"index": index, "delta": {"content": text}}]})
-            + "\n\n"
-        )
+        return "data: " + json.dumps({"id": "c", "choices": [{"index": index, "delta": {"content": text}}]}) + "\n\n"
 
     stream = chunk(0, "kept") + chunk(1, "other choice") + "data: [DONE]\n\n" + chunk(0, " after done")
     resp = await OpenAIChat("m", api_key=KEY, transport=sse_reply(stream).transport).complete(ASK)
@@ -654,9 +635,7 @@ async def test_openai_stream_ignores_other_choices_and_events_after_done() -> No
 
 async def test_an_empty_stream_is_a_protocol_error() -> None:
     model = OpenAIChat("m", api_key=KEY, transport=sse_reply(": nothing\n\n").transport)
-    with pytest.raises(
-        ProviderProtocolError, match=r"ended before data: \[DONE\] \(after no complete event\)$"
-    ):
+    with pytest.raises(ProviderProtocolError, match=r"ended before data: \[DONE\] \(after no complete event\)$"):
         await model.complete(ASK)
 
 
@@ -682,9 +661,7 @@ def test_key_is_not_in_repr_or_vars(cls: type[HTTPProvider]) -> None:
     assert repr(model).startswith(f"{cls.__name__}(model='m', base_url=")
 
 
-@pytest.mark.parametrize(
-    ("cls", "env"), [(OpenAIChat, "OPENAI_API_KEY"), (AnthropicMessages, "ANTHROPIC_API_KEY")]
-)
+@pytest.mark.parametrize(("cls", "env"), [(OpenAIChat, "OPENAI_API_KEY"), (AnthropicMessages, "ANTHROPIC_API_KEY")])
 async def test_missing_key_fails_at_the_first_call_naming_the_variable(
     cls: type[HTTPProvider], env: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -711,9 +688,7 @@ async def test_key_echoed_by_the_server_is_redacted_from_errors(cls: type[HTTPPr
     assert "invalid_request_error: Incorrect API key provided: <redacted>." in str(err)
     assert KEY not in str(err) and KEY not in err.body and KEY not in repr(err)
     assert KEY.encode() not in pickle.dumps(err)
-    assert KEY in cap.requests[0].headers.get("authorization", "") + cap.requests[0].headers.get(
-        "x-api-key", ""
-    )
+    assert KEY in cap.requests[0].headers.get("authorization", "") + cap.requests[0].headers.get("x-api-key", "")
 
 
 # --------------------------------------------------------------------------------------------------
@@ -748,9 +723,7 @@ async def test_text_answer(server: ProviderServer, wire: str, stream: bool) -> N
 
 
 @pytest.mark.parametrize("stream", [True, False])
-async def test_parallel_tool_calls_with_split_arguments(
-    server: ProviderServer, wire: str, stream: bool
-) -> None:
+async def test_parallel_tool_calls_with_split_arguments(server: ProviderServer, wire: str, stream: bool) -> None:
     server.push(two_calls())
     request = ModelRequest(messages=ASK.messages, tools=(WEATHER,))
     resp = await make(wire, server.url, stream=stream).complete(request)
@@ -803,9 +776,7 @@ async def test_server_error_is_retryable(server: ProviderServer, wire: str) -> N
 
 async def test_non_json_gateway_error_keeps_its_text(server: ProviderServer, wire: str) -> None:
     server.push(Fail(502, "", raw_body="<html><h1>502 Bad Gateway</h1></html>"))
-    with pytest.raises(
-        ProviderHTTPError, match=r"returned HTTP 502: <html><h1>502 Bad Gateway</h1></html>$"
-    ) as info:
+    with pytest.raises(ProviderHTTPError, match=r"returned HTTP 502: <html><h1>502 Bad Gateway</h1></html>$") as info:
         await make(wire, server.url).complete(ASK)
     assert info.value.retryable
 
@@ -846,10 +817,7 @@ async def test_chunked_stream_cut_is_a_retryable_connection_error(server: Provid
         await make(wire, server.url).complete(ASK)
     assert info.value.retryable
     message = str(info.value)
-    assert (
-        f"the stream from {server.url}{server_path(wire)} was cut off (RemoteProtocolError: peer closed"
-        in message
-    )
+    assert f"the stream from {server.url}{server_path(wire)} was cut off (RemoteProtocolError: peer closed" in message
     # OpenAI: the role chunk and "alpha " (a comment line is no event); Anthropic: start, ping, block start.
     if wire == "openai":
         assert 'after 2 events, the last \'{"id": "resp_123"' in message and "alpha" in message
@@ -861,13 +829,9 @@ async def test_malformed_json_in_a_data_line(server: ProviderServer, wire: str) 
     server.push(Malformed(Reply(text=["one ", "two"]), at=2))
     # Event 2 on the wire is OpenAI's first text chunk, Anthropic's content_block_start (after a ping).
     number, start = (
-        (2, '{"id": "resp_123", "object": "chat')
-        if wire == "openai"
-        else (3, '{"type": "content_block_start"')
+        (2, '{"id": "resp_123", "object": "chat') if wire == "openai" else (3, '{"type": "content_block_start"')
     )
-    expected = (
-        f"malformed JSON in event {number} of the stream from {server.url}{server_path(wire)}: '{start}"
-    )
+    expected = f"malformed JSON in event {number} of the stream from {server.url}{server_path(wire)}: '{start}"
     with pytest.raises(ProviderProtocolError) as info:
         await make(wire, server.url).complete(ASK)
     assert str(info.value).startswith(expected)
@@ -917,9 +881,7 @@ async def test_pooled_client_reuses_one_connection(server: ProviderServer, wire:
 
 async def test_idempotency_key_reaches_the_server(server: ProviderServer, wire: str) -> None:
     server.push(Reply(text=["ok"]))
-    await make(wire, server.url, extra_headers={"X-Trace": "t1"}).complete(
-        ASK, idempotency_key="run-7/step-3"
-    )
+    await make(wire, server.url, extra_headers={"X-Trace": "t1"}).complete(ASK, idempotency_key="run-7/step-3")
     assert server.requests[0].headers["idempotency-key"] == "run-7/step-3"
     assert server.requests[0].headers["x-trace"] == "t1"
 

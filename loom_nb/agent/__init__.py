@@ -1,5 +1,6 @@
 """The durable agent loop (ADR 0087, with amendments) and its friendly facade."""
 
+from loom_nb.agent.agent import Agent, Gate, Run
 from loom_nb.agent.chunking import DeltaChunker, chunk_deltas
 from loom_nb.agent.config import (
     APPROVAL_GATE,
@@ -10,7 +11,6 @@ from loom_nb.agent.config import (
     Routes,
     Skill,
 )
-from loom_nb.agent.facade import Agent, Gate, Run
 from loom_nb.agent.llm import llm_effect, summarizer_effect
 from loom_nb.agent.loop import TranscriptGrowthWarning, agent_loop
 from loom_nb.agent.memory import TieredMemory

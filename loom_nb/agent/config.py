@@ -72,9 +72,7 @@ class Compaction:
 
     def __post_init__(self) -> None:
         if self.after_messages is None and self.after_bytes is None:
-            raise UsageError(
-                "Compaction needs a threshold: set after_messages=..., after_bytes=..., or both"
-            )
+            raise UsageError("Compaction needs a threshold: set after_messages=..., after_bytes=..., or both")
         if self.keep_recent < 1:
             raise UsageError("Compaction.keep_recent must be at least 1")
 
@@ -126,11 +124,11 @@ RefusalText = str | Callable[[ToolCall, ApprovalDecision], str]
 
 @dataclass(frozen=True, kw_only=True)
 class AgentConfig:
-    """Everything ``agent_loop`` needs. Exactly one of ``model`` and ``reasoning`` is required.
+    """Everything ``agent_loop`` needs. Exactly one of ``model`` and ``routes`` is required.
 
     Attributes:
         model: The model effect id (the full ring applies).
-        reasoning: Routes among model effect ids instead.
+        routes: Routes among model effect ids instead.
         tools: Tools the model may call.
         system: The system prompt.
         max_turns: Most model turns before the run ends with ``stop_reason="max_turns"``.
@@ -151,7 +149,7 @@ class AgentConfig:
     """
 
     model: str | None = None
-    reasoning: Routes | None = None
+    routes: Routes | None = None
     tools: Sequence[Tool] = ()
     system: str | None = None
     max_turns: int = 20
@@ -170,10 +168,10 @@ class AgentConfig:
     _tools_by_name: dict[str, Tool] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        if (self.model is None) == (self.reasoning is None):
+        if (self.model is None) == (self.routes is None):
             raise UsageError(
                 "an agent needs exactly one way to reach a model: model=<model effect id> "
-                "(or a provider, with loom.Agent) or reasoning=Routes(...), "
+                "(or a provider, with loom.Agent) or routes=Routes(...), "
                 + ("not both" if self.model is not None else "and neither was given")
             )
         if self.max_turns < 1:

@@ -6,7 +6,7 @@ import inspect
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from loom_nb.kernel.effects import EffectContext
+from loom_nb.kernel.effect_registry import EffectContext
 from loom_nb.messages import Message, ModelRequest
 from loom_nb.providers.base import ModelProvider
 

@@ -55,9 +55,7 @@ def _user_text(input: Any) -> str:
         return input
     if isinstance(input, dict) and isinstance(input.get("message"), str):
         return str(input["message"])
-    raise ToolArgumentsError(
-        "agent_loop input must be the user's message (a string) or {'message': '...'}"
-    )
+    raise ToolArgumentsError("agent_loop input must be the user's message (a string) or {'message': '...'}")
 
 
 def _msg(m: Message) -> dict[str, Any]:
@@ -126,7 +124,7 @@ async def agent_loop(ctx: ExecutionContext, config: AgentConfig, input: Any) -> 
 async def _call_model(
     ctx: ExecutionContext, config: AgentConfig, request: ModelRequest, record: dict[str, Any], turn: int
 ) -> tuple[str, ModelResponse]:
-    routes = config.reasoning
+    routes = config.routes
     if routes is None:
         assert config.model is not None
         node = f"#turn:{turn}"
@@ -142,13 +140,11 @@ async def _call_model(
     response = await _model_step(ctx, config, str(model_id), request, record, node)
     level = 0
     while routes.elevate is not None and routes.elevate(response, turn):
-        stronger = list(routes.models)[list(routes.models).index(model_id) + 1:]
+        stronger = list(routes.models)[list(routes.models).index(model_id) + 1 :]
         if not stronger:
             break
         level += 1
-        model_id = await ctx.decide(
-            f"#turn:{turn}:route:elevate:{level}", stronger, _elevation_policy
-        )
+        model_id = await ctx.decide(f"#turn:{turn}:route:elevate:{level}", stronger, _elevation_policy)
         node = f"#turn:{turn}:elevated:{level}"
         response = await _model_step(ctx, config, str(model_id), request, record, node)
     return node, response
@@ -186,9 +182,7 @@ async def _model_step(
     return ModelResponse.model_validate(output)
 
 
-async def _turn_extras(
-    ctx: ExecutionContext, config: AgentConfig, state: _Turn, turn: int
-) -> list[Message]:
+async def _turn_extras(ctx: ExecutionContext, config: AgentConfig, state: _Turn, turn: int) -> list[Message]:
     extras: list[Message] = []
     if config.skills and config.skill_selector is not None:
         names = [s.name for s in config.skills]
@@ -333,8 +327,12 @@ async def _run_tools(
                 GateRequest(
                     gate_id=f"#turn:{turn}:tool:{j}:approval",
                     kind=APPROVAL_GATE,
-                    payload={"tool": calls[j].name, "arguments": to_jsonable(calls[j].arguments),
-                             "call_id": calls[j].id, "turn": turn},
+                    payload={
+                        "tool": calls[j].name,
+                        "arguments": to_jsonable(calls[j].arguments),
+                        "call_id": calls[j].id,
+                        "turn": turn,
+                    },
                     schema=ApprovalDecision,
                 )
                 for j in gated

@@ -57,9 +57,7 @@ class TieredMemory:
         wanted = _words(query)
 
         def recall_by_overlap(options: Sequence[Any]) -> Decision:
-            scored = sorted(
-                ((len(wanted & _words(str(o))), -i, str(o)) for i, o in enumerate(options)), reverse=True
-            )
+            scored = sorted(((len(wanted & _words(str(o))), -i, str(o)) for i, o in enumerate(options)), reverse=True)
             chosen = [text for score, _, text in scored[:limit] if score > 0]
             return Decision(choice=chosen, propensity=1.0)
 

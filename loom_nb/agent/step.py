@@ -15,15 +15,15 @@ from loom_nb.errors import UsageError
 from loom_nb.journal.canonical import to_jsonable
 from loom_nb.kernel.context import ExecutionContext
 from loom_nb.kernel.decisions import Decision
-from loom_nb.kernel.effects import EffectCall, EffectContext
+from loom_nb.kernel.effect_registry import EffectCall, EffectContext
+from loom_nb.kernel.engine import Engine
 from loom_nb.kernel.gates import GateRequest
-from loom_nb.kernel.runtime import Runtime
 
 
 class _OpaqueContext:
     """Just enough of ``ExecutionContext`` for ``agent_loop``, journaling nothing itself."""
 
-    def __init__(self, runtime: Runtime, outer: EffectContext) -> None:
+    def __init__(self, runtime: Engine, outer: EffectContext) -> None:
         self._rt = runtime
         self._outer = outer
         self.execution_id = outer.execution_id
@@ -47,8 +47,13 @@ class _OpaqueContext:
             outer.emit_delta(text)
 
         context = EffectContext(
-            execution_id=outer.execution_id, step_id=sub, effect_id=effect_id, attempt=1,
-            idempotency_key=f"{outer.idempotency_key}/{step_id}", principal=outer.principal, emit_delta=emit,
+            execution_id=outer.execution_id,
+            step_id=sub,
+            effect_id=effect_id,
+            attempt=1,
+            idempotency_key=f"{outer.idempotency_key}/{step_id}",
+            principal=outer.principal,
+            emit_delta=emit,
         )
         attempt = 1
 
@@ -58,9 +63,7 @@ class _OpaqueContext:
             attempt += 1
             return attempt
 
-        call = EffectCall(
-            spec=spec, input=input, context=context, on_retry=on_retry, sleep=self._rt.clock.sleep
-        )
+        call = EffectCall(spec=spec, input=input, context=context, on_retry=on_retry, sleep=self._rt.clock.sleep)
         result = await self._rt.effects.invoke(call)
         return to_jsonable(result.output)
 

@@ -64,7 +64,7 @@ def fold(messages: Sequence[Message], summary: Message, keep: int) -> list[Messa
     """The transcript after a compaction: system prefix, summary, the newest ``keep`` messages."""
     n = system_prefix_len(messages)
     rest = messages[n:]
-    return [*messages[:n], summary, *rest[len(rest) - keep:]]
+    return [*messages[:n], summary, *rest[len(rest) - keep :]]
 
 
 class RebuiltRequest:
@@ -128,7 +128,7 @@ def rebuild_requests(events: Iterable[Event]) -> dict[str, RebuiltRequest]:
                 summary = ModelResponse.model_validate(outputs[sid])
                 keep = int(rec["keep"])
                 # As the loop does: a summary of tainted messages is itself tainted.
-                tainted_fold = any(m.tainted for m in base[system_prefix_len(base): len(base) - keep])
+                tainted_fold = any(m.tainted for m in base[system_prefix_len(base) : len(base) - keep])
                 state[sid] = fold(base, summary_message(summary, tainted=tainted_fold), keep)
             continue
         state[sid] = base

@@ -28,7 +28,7 @@ from loom_nb.analysis.ope import (
     snips,
 )
 from loom_nb.analysis.plots import plot_log_growth, plot_timeline, plot_usage
-from loom_nb.analysis.views import COLUMNS, create_views
+from loom_nb.analysis.sql_views import COLUMNS, create_views
 
 __all__ = [
     "COLUMNS",

@@ -24,13 +24,14 @@ import duckdb
 import pandas as pd
 
 from loom_nb.agent.transcript import rebuild_requests
-from loom_nb.analysis.views import COLUMNS, DECODED, ORDER, VIEW_ORDER, create_views, events_table
+from loom_nb.analysis.sql_views import COLUMNS, DECODED, ORDER, VIEW_ORDER, create_views, events_table
 from loom_nb.errors import FlowNotFoundError, UsageError
 from loom_nb.journal.canonical import canonical_json
 from loom_nb.journal.duckdb_store import DuckDBJournal
 from loom_nb.journal.migrations import MIGRATIONS
-from loom_nb.kernel.runtime import ExecutionResult, Runtime
-from loom_nb.kernel.support import run_sync
+from loom_nb.kernel.async_bridge import run_sync
+from loom_nb.kernel.engine import ExecutionResult
+from loom_nb.runtime import Runtime
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -202,10 +203,8 @@ class Frames:
         return VIEW_ORDER
 
     def _connection(self) -> Any:
-        if getattr(self.runtime, "_closed", False):
-            raise UsageError(
-                f"the runtime of {self!r} is closed: open it again and call loom.frames(runtime)"
-            )
+        if self.runtime.closed:
+            raise UsageError(f"the runtime of {self!r} is closed: open it again and call loom.frames(runtime)")
         journal = self.runtime.journal
         connection = getattr(journal, "connection", None)
         if isinstance(journal, DuckDBJournal) or isinstance(connection, duckdb.DuckDBPyConnection):
@@ -354,9 +353,7 @@ class Frames:
         request = requests.get(f"#turn:{turn}")
         if request is None:
             known = ", ".join(requests)
-            raise UsageError(
-                f"execution {execution_id!r} has no model turn {turn} (its turns: {known or 'none'})"
-            )
+            raise UsageError(f"execution {execution_id!r} has no model turn {turn} (its turns: {known or 'none'})")
         rows = [
             {
                 "role": m.role,
@@ -394,11 +391,17 @@ class Frames:
                 report = await self.runtime.replay(eid)
             except FlowNotFoundError as exc:  # one missing flow does not hide the other reports
                 record = self.runtime.journal.get_execution(eid)
-                rows.append({
-                    "execution_id": eid, "reproduced": False,
-                    "recorded_status": record.status if record else "unknown",
-                    "replayed_status": "flow_not_found", "served": 0, "message": str(exc), "seconds": 0.0,
-                })
+                rows.append(
+                    {
+                        "execution_id": eid,
+                        "reproduced": False,
+                        "recorded_status": record.status if record else "unknown",
+                        "replayed_status": "flow_not_found",
+                        "served": 0,
+                        "message": str(exc),
+                        "seconds": 0.0,
+                    }
+                )
                 continue
             rows.append({c: getattr(report, c) for c in REPLAY_COLUMNS})
         if not rows:
@@ -409,17 +412,13 @@ class Frames:
         """``replay`` for scripts without an event loop."""
         return _run_sync(self.replay(execution_id), "replay")
 
-    async def fork(
-        self, execution_id: str, at_step: str, *, new_execution_id: str | None = None
-    ) -> ExecutionResult:
+    async def fork(self, execution_id: str, at_step: str, *, new_execution_id: str | None = None) -> ExecutionResult:
         """Fork ``execution_id`` at ``at_step`` (``Runtime.fork``): a new execution served the
         recorded prefix before ``at_step`` that runs live from there. ``executions()`` shows its
         ``forked_from`` and ``at_step``; ``diff`` compares it with the original."""
         return await self.runtime.fork(execution_id, at_step, new_execution_id=new_execution_id)
 
-    def fork_sync(
-        self, execution_id: str, at_step: str, *, new_execution_id: str | None = None
-    ) -> ExecutionResult:
+    def fork_sync(self, execution_id: str, at_step: str, *, new_execution_id: str | None = None) -> ExecutionResult:
         """``fork`` for scripts without an event loop."""
         return _run_sync(self.fork(execution_id, at_step, new_execution_id=new_execution_id), "fork")
 
@@ -473,8 +472,13 @@ class Frames:
         elif decision_id is not None:
             decisions = decisions[decisions["decision_id"].map(decision_id).astype(bool)]
         return estimate_policy_value(
-            decisions, target, reward,
-            outcomes=outcomes, n_bootstrap=n_bootstrap, confidence=confidence, seed=seed,
+            decisions,
+            target,
+            reward,
+            outcomes=outcomes,
+            n_bootstrap=n_bootstrap,
+            confidence=confidence,
+            seed=seed,
         )
 
     def plot_timeline(self, execution_id: str) -> Figure:

@@ -151,9 +151,7 @@ def _accepts_row(target: TargetPolicy) -> bool:
     return len(positional) >= 2 or any(p.kind == p.VAR_POSITIONAL for p in params)
 
 
-def target_probability(
-    target: TargetPolicy, options: Sequence[Any], choice: Any, row: Mapping[str, Any]
-) -> float:
+def target_probability(target: TargetPolicy, options: Sequence[Any], choice: Any, row: Mapping[str, Any]) -> float:
     """``target``'s probability of ``choice`` among ``options``.
 
     Raises:
@@ -202,17 +200,14 @@ def _rewards(decisions: DataFrame, reward: Reward, outcomes: DataFrame | None) -
         )
     if reward not in outcomes.columns or "execution_id" not in outcomes.columns:
         raise UsageError(
-            f"the outcomes DataFrame needs the columns execution_id and {reward!r} "
-            f"(it has {list(outcomes.columns)})"
+            f"the outcomes DataFrame needs the columns execution_id and {reward!r} (it has {list(outcomes.columns)})"
         )
     keys = ["execution_id", "decision_id"] if "decision_id" in outcomes.columns else ["execution_id"]
     right = outcomes[[*keys, reward]].copy()
     for key in keys:
         right[key] = right[key].astype(object)
     if right.duplicated(keys).any():
-        raise UsageError(
-            f"the outcomes DataFrame has several rows for one {' + '.join(keys)}: keep one reward each"
-        )
+        raise UsageError(f"the outcomes DataFrame has several rows for one {' + '.join(keys)}: keep one reward each")
     left = decisions[keys].copy()
     for key in keys:
         left[key] = left[key].astype(object)
@@ -295,21 +290,26 @@ def estimate_policy_value(
     excluded_p = int((~has_propensity).sum())
     excluded_r = int((has_propensity & ~has_reward).sum())
     records = rows.loc[used].to_dict("records")
-    pi = _array(
-        [
-            target_probability(target, *_decoded(rec["options"], rec["choice"]), rec)
-            for rec in records
-        ]
-    )
+    pi = _array([target_probability(target, *_decoded(rec["options"], rec["choice"]), rec) for rec in records])
     w = pi / propensity[used] if len(records) else _array([])
     r = rewards[used]
     n = len(w)
     if n == 0:
         nan2 = (math.nan, math.nan)
         return PolicyEstimate(
-            ips=math.nan, snips=math.nan, ips_interval=nan2, snips_interval=nan2, effective_sample_size=0.0,
-            n=0, excluded_no_propensity=excluded_p, excluded_no_reward=excluded_r, logged_value=math.nan,
-            max_weight=math.nan, confidence=confidence, n_bootstrap=n_bootstrap, seed=seed,
+            ips=math.nan,
+            snips=math.nan,
+            ips_interval=nan2,
+            snips_interval=nan2,
+            effective_sample_size=0.0,
+            n=0,
+            excluded_no_propensity=excluded_p,
+            excluded_no_reward=excluded_r,
+            logged_value=math.nan,
+            max_weight=math.nan,
+            confidence=confidence,
+            n_bootstrap=n_bootstrap,
+            seed=seed,
         )
     ips_b, snips_b = _bootstrap(w, r, n_bootstrap, seed)
     return PolicyEstimate(

@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
     from loom_nb.analysis.frames import Frames
-    from loom_nb.kernel.runtime import Runtime
+    from loom_nb.runtime import Runtime
 
 #: Bar colours by step kind.
 KIND_COLORS: dict[str, str] = {
@@ -48,9 +48,7 @@ def _frames(frames: Frames | None, runtime: Runtime | None) -> Frames:
     return make(runtime)
 
 
-def plot_timeline(
-    execution_id: str, *, frames: Frames | None = None, runtime: Runtime | None = None
-) -> Figure:
+def plot_timeline(execution_id: str, *, frames: Frames | None = None, runtime: Runtime | None = None) -> Figure:
     """A Gantt chart of one execution: a bar per step (coloured by kind) from its start to its end,
     gates hatched over their wait, decisions and values as diamonds; failed and in-doubt steps
     outlined in red. Time is in seconds since the execution started.
@@ -80,12 +78,16 @@ def plot_timeline(
         width = max(end.iloc[i] - start.iloc[i], min_width)
         bad = row.status in ("failed", "in_doubt") or bool(row.in_doubt)
         ax.barh(
-            y, width, left=start.iloc[i], height=0.6, color=color, hatch="//" if row.kind == "gate" else None,
-            edgecolor="#C0392B" if bad else "white", linewidth=2 if bad else 0.5,
+            y,
+            width,
+            left=start.iloc[i],
+            height=0.6,
+            color=color,
+            hatch="//" if row.kind == "gate" else None,
+            edgecolor="#C0392B" if bad else "white",
+            linewidth=2 if bad else 0.5,
         )
-    labels = [
-        f"{r.step_id}  {r.effect if isinstance(r.effect, str) else ''}".rstrip() for r in steps.itertuples()
-    ]
+    labels = [f"{r.step_id}  {r.effect if isinstance(r.effect, str) else ''}".rstrip() for r in steps.itertuples()]
     ax.set_yticks(range(n - 1, -1, -1), labels, fontsize=8)
     ax.set_xlabel("seconds since the execution started")
     ax.set_xlim(0, span * 1.02)
@@ -98,9 +100,7 @@ def plot_timeline(
     return fig
 
 
-def plot_log_growth(
-    execution_id: str, *, frames: Frames | None = None, runtime: Runtime | None = None
-) -> Figure:
+def plot_log_growth(execution_id: str, *, frames: Frames | None = None, runtime: Runtime | None = None) -> Figure:
     """Bytes journaled per turn (bars) and in total (line, right axis) for one execution.
 
     Raises:
@@ -148,8 +148,10 @@ def plot_usage(
         x_labels = [str(t) for t in data["turn"]]
         title, x_label = f"{execution_id}: usage per turn", "turn"
     if data.empty:
-        raise UsageError("nothing to plot: " + ("the journal is empty" if execution_id is None
-                                                 else f"execution {execution_id!r} has no turns"))
+        raise UsageError(
+            "nothing to plot: "
+            + ("the journal is empty" if execution_id is None else f"execution {execution_id!r} has no turns")
+        )
     fig = _figure(max(6.0, 0.5 * len(data) + 2), 4)
     ax = fig.add_subplot()
     xs = list(range(len(data)))

@@ -14,9 +14,9 @@ from loom_nb.effects.claimcheck import (
 from loom_nb.effects.guard import PromptGuard, fence, guard_request
 from loom_nb.effects.quota import Metering, Quota, UsageTotals, usage_of
 from loom_nb.effects.retry import Retry, RetryPolicy
-from loom_nb.effects.runtime import EffectRuntime
+from loom_nb.effects.ring import EffectRing
 from loom_nb.effects.tool import Tool, tool
-from loom_nb.kernel.effects import EffectContext, EffectResult, Principal
+from loom_nb.kernel.effect_registry import EffectContext, EffectResult, Principal
 
 __all__ = [
     "Authorization",
@@ -25,7 +25,7 @@ __all__ = [
     "ContentStore",
     "EffectContext",
     "EffectResult",
-    "EffectRuntime",
+    "EffectRing",
     "JournalContentStore",
     "Metering",
     "Principal",

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from loom_nb.errors import NotAuthorizedError
-from loom_nb.kernel.effects import EffectCall, EffectResult, Next
+from loom_nb.kernel.effect_registry import EffectCall, EffectResult, Next
 
 
 class Authorization:

@@ -11,7 +11,7 @@ from loom_nb.errors import ClaimCheckError, UsageError
 from loom_nb.journal.canonical import canonical_json, digest_bytes
 from loom_nb.journal.events import ContentBlob
 from loom_nb.journal.store import JournalStore
-from loom_nb.kernel.effects import EffectCall, EffectResult, Next
+from loom_nb.kernel.effect_registry import EffectCall, EffectResult, Next
 
 ENVELOPE_KEY = "__loom_claim_check"
 PREVIEW_CHARS = 256

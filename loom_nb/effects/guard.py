@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from loom_nb.errors import PromptIntegrityError
-from loom_nb.kernel.effects import EffectCall, EffectResult, Next
+from loom_nb.kernel.effect_registry import EffectCall, EffectResult, Next
 from loom_nb.messages import Message, ModelRequest
 
 FENCE_OPEN = "<<<untrusted-content>>>"

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from loom_nb.errors import QuotaExceededError
-from loom_nb.kernel.effects import EffectCall, EffectResult, Next
+from loom_nb.kernel.effect_registry import EffectCall, EffectResult, Next
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -73,8 +73,11 @@ def usage_of(output: Any) -> dict[str, Any] | None:
         usage = usage.model_dump()
     if not isinstance(usage, Mapping):
         return None
-    out: dict[str, Any] = {"calls": 1, "input_tokens": int(usage.get("input_tokens") or 0),
-           "output_tokens": int(usage.get("output_tokens") or 0)}
+    out: dict[str, Any] = {
+        "calls": 1,
+        "input_tokens": int(usage.get("input_tokens") or 0),
+        "output_tokens": int(usage.get("output_tokens") or 0),
+    }
     if usage.get("cost") is not None:
         out["cost"] = float(usage["cost"])
     return out

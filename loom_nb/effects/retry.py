@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from loom_nb.errors import ProviderError, RetriesExhaustedError
-from loom_nb.kernel.effects import EffectCall, EffectResult, Next
+from loom_nb.kernel.effect_registry import EffectCall, EffectResult, Next
 
 
 def default_retryable(error: BaseException) -> bool:

@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 from pydantic.fields import FieldInfo
 
 from loom_nb.errors import ToolArgumentsError, UsageError
-from loom_nb.kernel.effects import EffectContext, EffectRegistry, EffectSpec
+from loom_nb.kernel.effect_registry import EffectContext, EffectRegistry, EffectSpec
 from loom_nb.messages import ToolCall, ToolSpec
 
 ApprovalRule = bool | Callable[[ToolCall, int], bool]
@@ -98,9 +98,7 @@ class Tool:
                 raise UsageError(f"tool {self.name!r}: *args / **kwargs cannot be described to a model")
             default = ... if param.default is inspect.Parameter.empty else param.default
             fields[pname] = (annotation, FieldInfo(default=default, description=param_docs.get(pname)))
-        model: type[BaseModel] = create_model(
-            f"{self.name}_arguments", __config__=ConfigDict(extra="forbid"), **fields
-        )
+        model: type[BaseModel] = create_model(f"{self.name}_arguments", __config__=ConfigDict(extra="forbid"), **fields)
         return model
 
     @property
@@ -192,9 +190,7 @@ def tool(
     retry: Any = None,
     quota: Any = None,
 ) -> Callable[[Callable[..., Any]], Tool]: ...
-def tool(
-    fn: Callable[..., Any] | None = None, /, **options: Any
-) -> Tool | Callable[[Callable[..., Any]], Tool]:
+def tool(fn: Callable[..., Any] | None = None, /, **options: Any) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Turn a typed function into a ``Tool``: ``@tool`` or ``@tool(needs_approval=True, ...)``.
 
     The docstring's first paragraph is the description; ``Args:`` lines describe parameters.

@@ -3,7 +3,7 @@
 from loom_nb.journal.canonical import canonical_json, digest_bytes, digest_value, to_jsonable
 from loom_nb.journal.duckdb_store import DuckDBJournal
 from loom_nb.journal.events import ContentBlob, Event, EventKind, ExecutionRecord
-from loom_nb.journal.memory import InMemoryJournal
+from loom_nb.journal.memory_store import InMemoryJournal
 from loom_nb.journal.store import JournalStore
 
 __all__ = [

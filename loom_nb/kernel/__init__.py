@@ -5,7 +5,7 @@ The kernel never imports the agent, providers, the notebook layer, httpx, IPytho
 
 from loom_nb.kernel.context import ExecutionContext, InDoubtResolution
 from loom_nb.kernel.decisions import Decision
-from loom_nb.kernel.effects import (
+from loom_nb.kernel.effect_registry import (
     EffectCall,
     EffectContext,
     EffectRegistry,
@@ -15,9 +15,9 @@ from loom_nb.kernel.effects import (
     Next,
     Principal,
 )
+from loom_nb.kernel.engine import Engine, ExecutionResult, ReplayReport
 from loom_nb.kernel.flows import FLOWS, FlowRegistry, flow
 from loom_nb.kernel.gates import GateRequest, OpenGate, Suspend
-from loom_nb.kernel.runtime import ExecutionResult, ReplayReport, Runtime
 
 __all__ = [
     "FLOWS",
@@ -27,6 +27,7 @@ __all__ = [
     "EffectRegistry",
     "EffectResult",
     "EffectSpec",
+    "Engine",
     "ExecutionContext",
     "ExecutionResult",
     "FlowRegistry",
@@ -37,7 +38,6 @@ __all__ = [
     "OpenGate",
     "Principal",
     "ReplayReport",
-    "Runtime",
     "Suspend",
     "flow",
 ]

@@ -16,15 +16,14 @@ from loom_nb.errors import InDoubtError, NonDeterminismError, ReplayDivergedErro
 from loom_nb.journal.canonical import canonical_json, digest_bytes, digest_value, to_jsonable
 from loom_nb.journal.events import ContentBlob, Event, EventKind
 from loom_nb.kernel.decisions import Decision, Policy, policy_name, propensity_of
-from loom_nb.kernel.effects import EffectCall, EffectContext, EffectSpec, Principal
+from loom_nb.kernel.effect_registry import EffectCall, EffectContext, EffectSpec, Principal
 from loom_nb.kernel.errors_codec import error_from_data, error_to_data
 from loom_nb.kernel.gates import GateRequest, Suspend, resolve_schema, schema_name
 from loom_nb.kernel.history import GateRecord, History, StepRecord
 
 if TYPE_CHECKING:
-    from loom_nb.kernel.runtime import Runtime
+    from loom_nb.kernel.engine import Engine
 
-K = EventKind
 IN_DOUBT_GATE = "InDoubt"
 _UNSET: Any = object()
 _STREAM_FLUSH_EVERY = 64
@@ -57,7 +56,7 @@ class ExecutionContext:
         principal: Who it acts for.
     """
 
-    def __init__(self, runtime: Runtime, history: History, *, pure: bool = False) -> None:
+    def __init__(self, runtime: Engine, history: History, *, pure: bool = False) -> None:
         self._rt = runtime
         self._h = history
         self.execution_id = history.execution_id
@@ -81,7 +80,7 @@ class ExecutionContext:
 
     # -- bookkeeping ----------------------------------------------------------------------------
     @property
-    def runtime(self) -> Runtime:
+    def runtime(self) -> Engine:
         """The runtime running this execution."""
         return self._rt
 
@@ -104,7 +103,7 @@ class ExecutionContext:
         self._staged, self._blobs = [], []
         self._rt.journal.append(events, blobs)
         if self._rt._observers:
-            self._rt._notify([e for e in events if e.kind != K.STREAM_CHUNK])  # chunks were shown at once
+            self._rt._notify([e for e in events if e.kind != EventKind.STREAM_CHUNK])  # chunks were shown at once
 
     def _claim(self, ident: str) -> None:
         if ident in self._claimed:
@@ -205,11 +204,13 @@ class ExecutionContext:
         gate = self._h.gates.get(gid)
         if gate is None or not gate.resolved:
             if not rec.in_doubt:
-                self._stage(K.STEP_IN_DOUBT, sid, {"effect": rec.effect, "attempt": rec.attempts})
+                self._stage(EventKind.STEP_IN_DOUBT, sid, {"effect": rec.effect, "attempt": rec.attempts})
             if gate is None:
                 payload = {"effect": rec.effect, "step_id": sid, "input": journaled, "attempt": rec.attempts}
                 name = schema_name(InDoubtResolution)
-                ev = self._stage(K.GATE_OPENED, gid, {"kind": IN_DOUBT_GATE, "payload": payload, "schema": name})
+                ev = self._stage(
+                    EventKind.GATE_OPENED, gid, {"kind": IN_DOUBT_GATE, "payload": payload, "schema": name}
+                )
                 self._new_gates[gid] = GateRecord(gid, IN_DOUBT_GATE, payload, name, ev.at)
             self.waiting.append(gid)
             raise Suspend([gid])
@@ -218,7 +219,7 @@ class ExecutionContext:
         if resolution.action == "happened":
             output = to_jsonable(resolution.output)
             self._stage(
-                K.STEP_COMPLETED,
+                EventKind.STEP_COMPLETED,
                 sid,
                 {"effect": rec.effect, "output": output, "attempt": rec.attempts, "resolved_by": gid},
             )
@@ -229,7 +230,7 @@ class ExecutionContext:
                 f"and resolved as failed{': ' + resolution.reason if resolution.reason else ''}"
             )
             self._stage(
-                K.STEP_FAILED,
+                EventKind.STEP_FAILED,
                 sid,
                 {"effect": rec.effect, "attempt": rec.attempts, "will_retry": False, "error": error_to_data(error)},
             )
@@ -250,7 +251,7 @@ class ExecutionContext:
         effect_id = spec.effect_id
         key = f"{eid}:{sid}"
         started = {"effect": effect_id, "input": journaled, "digest": digest, "idempotency_key": key}
-        self._stage(K.STEP_STARTED, sid, {**started, "attempt": attempt})
+        self._stage(EventKind.STEP_STARTED, sid, {**started, "attempt": attempt})
         self._flush()
         current = attempt
         rt = self._rt
@@ -258,11 +259,11 @@ class ExecutionContext:
         async def on_retry(error: BaseException, delay: float) -> int:
             nonlocal current
             failed = {"effect": effect_id, "attempt": current, "will_retry": True, "delay": delay}
-            self._stage(K.STEP_FAILED, sid, {**failed, "error": error_to_data(error)})
+            self._stage(EventKind.STEP_FAILED, sid, {**failed, "error": error_to_data(error)})
             self._flush()  # a crash during the backoff must not make a clean failure look in doubt
             await rt.clock.sleep(delay)
             current += 1
-            self._stage(K.STEP_STARTED, sid, {**started, "attempt": current})
+            self._stage(EventKind.STEP_STARTED, sid, {**started, "attempt": current})
             self._flush()
             return current
 
@@ -286,7 +287,7 @@ class ExecutionContext:
             output = to_jsonable(result.output)
         except Exception as exc:
             self._stage(
-                K.STEP_FAILED,
+                EventKind.STEP_FAILED,
                 sid,
                 {"effect": effect_id, "attempt": current, "will_retry": False, "error": error_to_data(exc)},
             )
@@ -296,7 +297,7 @@ class ExecutionContext:
             data["usage"] = to_jsonable(dict(result.usage))
         if result.tainted:
             data["tainted"] = True
-        self._stage(K.STEP_COMPLETED, sid, data)
+        self._stage(EventKind.STEP_COMPLETED, sid, data)
         return output
 
     # -- gates ----------------------------------------------------------------------------------
@@ -324,7 +325,7 @@ class ExecutionContext:
                 continue
             if rec is None and not self._pure:
                 payload = to_jsonable(r.payload)
-                ev = self._stage(K.GATE_OPENED, r.gate_id, {"kind": r.kind, "payload": payload, "schema": name})
+                ev = self._stage(EventKind.GATE_OPENED, r.gate_id, {"kind": r.kind, "payload": payload, "schema": name})
                 self._new_gates[r.gate_id] = GateRecord(r.gate_id, r.kind, payload, name, ev.at)
             waiting.append(r.gate_id)
         if waiting:
@@ -370,7 +371,7 @@ class ExecutionContext:
         choice = to_jsonable(decision.choice)
         probabilities = None if decision.probabilities is None else [float(p) for p in decision.probabilities]
         self._stage(
-            K.DECISION_RECORDED,
+            EventKind.DECISION_RECORDED,
             decision_id,
             {
                 "options": opts,
@@ -395,7 +396,7 @@ class ExecutionContext:
         if self._pure:
             raise self._diverged(f"value {vid!r}")
         value = make()
-        self._stage(K.VALUE_RECORDED, vid, {"kind": kind, "value": value})
+        self._stage(EventKind.VALUE_RECORDED, vid, {"kind": kind, "value": value})
         return value
 
     def now(self) -> float:
@@ -418,7 +419,7 @@ class ExecutionContext:
         """
         if not text or self.replaying:
             return
-        event = self._stage(K.STREAM_CHUNK, None, {"channel": channel, "text": text})
+        event = self._stage(EventKind.STREAM_CHUNK, None, {"channel": channel, "text": text})
         self._rt._notify([event])
         if len(self._staged) >= _STREAM_FLUSH_EVERY:
             self._flush()
@@ -428,7 +429,7 @@ class ExecutionContext:
         if code in self._warned or self._pure:
             return False
         self._warned.add(code)
-        self._stage(K.WARNING, None, {"code": code, "message": message, **to_jsonable(data)})
+        self._stage(EventKind.WARNING, None, {"code": code, "message": message, **to_jsonable(data)})
         return True
 
     def put_content(self, data: bytes, *, media_type: str = "application/json", tainted: bool = False) -> str:

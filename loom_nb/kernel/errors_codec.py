@@ -6,7 +6,7 @@ from typing import Any
 
 from loom_nb.errors import RecordedError, _rebuild
 from loom_nb.journal.canonical import to_jsonable
-from loom_nb.kernel.support import import_qualified
+from loom_nb.kernel.qualified_names import import_qualified
 
 
 def _type_name(exc: BaseException) -> str:

@@ -9,7 +9,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from loom_nb.errors import ResumeValidationError, UsageError
 from loom_nb.journal.canonical import to_jsonable
-from loom_nb.kernel.support import import_qualified
+from loom_nb.kernel.qualified_names import import_qualified
 
 
 class Suspend(BaseException):

@@ -7,8 +7,6 @@ from typing import Any
 
 from loom_nb.journal.events import Event, EventKind
 
-K = EventKind
-
 
 @dataclass
 class StepRecord:
@@ -101,50 +99,50 @@ class History:
         d = e.data
         kind = e.kind
         sid = e.step_id or ""
-        if kind == K.STEP_STARTED:
+        if kind == EventKind.STEP_STARTED:
             rec = self.steps.get(sid)
             if rec is None:
                 rec = self.steps[sid] = StepRecord(sid, str(d.get("effect", "")), str(d.get("digest", "")))
             rec.attempts = max(rec.attempts + 1, int(d.get("attempt", rec.attempts + 1)))
             rec.retry_pending = False
-        elif kind == K.STEP_COMPLETED:
+        elif kind == EventKind.STEP_COMPLETED:
             rec = self._step(sid, d)
             rec.completed, rec.output, rec.retry_pending = True, d.get("output"), False
             rec.usage = d.get("usage")
-        elif kind == K.STEP_FAILED:
+        elif kind == EventKind.STEP_FAILED:
             rec = self._step(sid, d)
             if d.get("will_retry"):
                 rec.retry_pending = True
             else:
                 rec.error, rec.retry_pending = dict(d.get("error") or {}), False
-        elif kind == K.STEP_IN_DOUBT:
+        elif kind == EventKind.STEP_IN_DOUBT:
             self._step(sid, d).in_doubt = True
-        elif kind == K.GATE_OPENED:
+        elif kind == EventKind.GATE_OPENED:
             self.gates[sid] = GateRecord(sid, str(d.get("kind", "")), d.get("payload"), d.get("schema"), e.at)
-        elif kind == K.GATE_RESOLVED:
+        elif kind == EventKind.GATE_RESOLVED:
             gate = self.gates.get(sid)
             if gate is not None:
                 gate.resolved, gate.resolution, gate.resolved_at = True, d.get("payload"), e.at
-        elif kind == K.DECISION_RECORDED:
+        elif kind == EventKind.DECISION_RECORDED:
             self.decisions[sid] = d
-        elif kind == K.VALUE_RECORDED:
+        elif kind == EventKind.VALUE_RECORDED:
             self.values[sid] = d.get("value")
-        elif kind == K.WARNING:
+        elif kind == EventKind.WARNING:
             self.warnings.add(str(d.get("code", "")))
-        elif kind == K.EXECUTION_STARTED:
+        elif kind == EventKind.EXECUTION_STARTED:
             self.flow, self.input, self.principal, self.status = (
                 str(d.get("flow", "")),
                 d.get("input"),
                 d.get("principal"),
                 "running",
             )
-        elif kind == K.EXECUTION_SUSPENDED:
+        elif kind == EventKind.EXECUTION_SUSPENDED:
             self.status = "suspended"
-        elif kind == K.EXECUTION_RESUMED:
+        elif kind == EventKind.EXECUTION_RESUMED:
             self.status = "running"
-        elif kind == K.EXECUTION_COMPLETED:
+        elif kind == EventKind.EXECUTION_COMPLETED:
             self.status, self.output = "completed", d.get("output")
-        elif kind == K.EXECUTION_FAILED:
+        elif kind == EventKind.EXECUTION_FAILED:
             self.status, self.error = "failed", dict(d.get("error") or {})
 
     def _step(self, sid: str, d: dict[str, Any]) -> StepRecord:

@@ -2,6 +2,6 @@
 view and the step timeline. The only part of loom_nb that imports IPython, ipywidgets or anywidget;
 nothing else needs it (scripts use ``Run`` / ``Gate`` directly).
 
-Import the pieces from their modules (``loom_nb.notebook.view.RunView``,
+Import the pieces from their modules (``loom_nb.notebook.run_view.RunView``,
 ``loom_nb.notebook.timeline.timeline``...): importing this package pulls in no widget library.
 """

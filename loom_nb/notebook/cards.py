@@ -17,14 +17,12 @@ from typing import Any
 
 import ipywidgets as widgets
 
+from loom_nb.agent.agent import Gate
 from loom_nb.agent.config import APPROVAL_GATE
-from loom_nb.agent.facade import Gate
-from loom_nb.journal.events import EventKind
+from loom_nb.kernel.async_bridge import in_running_loop
 from loom_nb.kernel.context import IN_DOUBT_GATE
-from loom_nb.kernel.support import in_running_loop
 from loom_nb.notebook.runs import ensure_registered
 
-K = EventKind
 log = logging.getLogger("loom_nb")
 
 
@@ -43,8 +41,6 @@ def _call_text(name: str, arguments: Any) -> str:
 
 def _clock(at: float) -> str:
     return datetime.fromtimestamp(at).strftime("%H:%M:%S")
-
-
 
 
 def _html(cls: str, value: str = "") -> Any:
@@ -119,14 +115,17 @@ class GateCard(widgets.VBox):  # type: ignore[misc]
     # -- for subclasses -------------------------------------------------------------------------
     def _build(self) -> list[Any]:
         payload = _short(self.gate.payload, 2000)
-        title = _html("loom-card-title", f"<b>Gate</b> <code>{html.escape(self.gate.gate_id)}</code> "
-                                         f"({html.escape(self.gate.kind)})")
+        title = _html(
+            "loom-card-title",
+            f"<b>Gate</b> <code>{html.escape(self.gate.gate_id)}</code> ({html.escape(self.gate.kind)})",
+        )
         body = _html("loom-card-payload", f"<pre>{html.escape(payload)}</pre>")
         self.payload_box = widgets.Textarea(placeholder="resume payload (JSON)")
         self.payload_box.add_class("loom-payload")
         resume = _button("Resume", "loom-resume", "primary")
-        resume.on_click(lambda _: self.act("resumed", lambda: self.gate.resolve(
-            _parse_json_or_text(self.payload_box.value))))
+        resume.on_click(
+            lambda _: self.act("resumed", lambda: self.gate.resolve(_parse_json_or_text(self.payload_box.value)))
+        )
         self.buttons = [resume]
         self.inputs = [self.payload_box]
         return [title, body, self.payload_box, widgets.HBox([resume])]
@@ -236,8 +235,7 @@ class ApprovalCard(GateCard):
         pretty = json.dumps(g.arguments, indent=2, ensure_ascii=False, default=str)
         title = _html(
             "loom-card-title",
-            f"<b>Approve</b> <code>{html.escape(str(g.tool))}</code>? "
-            f"<small>{html.escape(g.gate_id)}</small>",
+            f"<b>Approve</b> <code>{html.escape(str(g.tool))}</code>? <small>{html.escape(g.gate_id)}</small>",
         )
         args = _html("loom-card-arguments", f"<pre>{html.escape(pretty)}</pre>")
         self.reason = widgets.Text(placeholder="reason (optional; the model is told on refusal)")

@@ -13,7 +13,7 @@ import os
 import sys
 from typing import Any
 
-from loom_nb.agent.facade import RUN_HOOKS, Run
+from loom_nb.agent.agent import RUN_HOOKS, Run
 from loom_nb.errors import LoomError
 from loom_nb.runtime import Runtime, default_runtime, set_default_runtime
 
@@ -53,8 +53,7 @@ def crash_report(runtime: Runtime) -> list[str]:
     if gates:
         executions = {g.execution_id for g in gates}
         lines.append(
-            f"loom_nb: {len(gates)} gate(s) open in {len(executions)} execution(s): "
-            "run %loom pending to show them"
+            f"loom_nb: {len(gates)} gate(s) open in {len(executions)} execution(s): run %loom pending to show them"
         )
     return lines
 
@@ -70,7 +69,7 @@ def open_journal(path: str, *, quiet: bool = False) -> Runtime:
     """
     global _opened
     old = _opened
-    if old is not None and not old._closed:
+    if old is not None and not old.closed:
         active = [eid for eid in old.executions("running") if old.is_active(eid)]
         if active:
             from loom_nb.errors import UsageError
@@ -94,8 +93,8 @@ def open_journal(path: str, *, quiet: bool = False) -> Runtime:
 def show_run(run: Run) -> None:
     """The ``RUN_HOOKS`` entry: remember ``run`` and display its live view in the current cell."""
     try:
+        from loom_nb.notebook.run_view import RunView
         from loom_nb.notebook.runs import display, remember
-        from loom_nb.notebook.view import RunView
 
         remember(run)
         display(RunView(run))

@@ -19,11 +19,11 @@ from typing import Any, NoReturn, TypeVar
 from IPython.core.error import UsageError as IPythonUsageError
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 
+from loom_nb.agent.agent import Run
 from loom_nb.agent.config import APPROVAL_GATE
-from loom_nb.agent.facade import Run
 from loom_nb.errors import FlowNotFoundError, LoomError
+from loom_nb.kernel.async_bridge import in_running_loop
 from loom_nb.kernel.context import IN_DOUBT_GATE
-from loom_nb.kernel.support import in_running_loop
 from loom_nb.notebook import extension
 from loom_nb.notebook.runs import display, ensure_registered, find_agent, flow_of, run_for
 from loom_nb.runtime import Runtime
@@ -51,21 +51,20 @@ def _loom_parser() -> _Parser:
     o = sub.add_parser("open", help="open PATH as this kernel's journal (a DuckDB file)")
     o.add_argument("path", metavar="PATH", help="the DuckDB file (created if missing)")
     r = sub.add_parser("runs", help="list the executions in the journal (a DataFrame)")
-    r.add_argument("--status", choices=["running", "suspended", "completed", "failed"],
-                   help="only this status")
+    r.add_argument("--status", choices=["running", "suspended", "completed", "failed"], help="only this status")
     r.add_argument("--last", type=int, metavar="N", help="only the N most recent")
     sub.add_parser("pending", help="show a card for every open gate (after a restart too)")
     s = sub.add_parser("show", help="show the live view of an execution")
     s.add_argument("id", metavar="ID", help="the execution id")
     rs = sub.add_parser("resume", help="resolve an open gate; the run goes on")
     rs.add_argument("id", metavar="ID", help="the execution id")
-    rs.add_argument("gate", metavar="GATE",
-                    help="the gate id (e.g. '#turn:1:tool:0:approval'), or its position (0, 1...)")
+    rs.add_argument(
+        "gate", metavar="GATE", help="the gate id (e.g. '#turn:1:tool:0:approval'), or its position (0, 1...)"
+    )
     act = rs.add_mutually_exclusive_group(required=True)
     act.add_argument("--approve", action="store_true", help="approve a tool call")
     act.add_argument("--refuse", action="store_true", help="refuse a tool call (the model is told)")
-    act.add_argument("--happened", metavar="OUTPUT",
-                     help="in doubt: it happened, with this output (JSON or text)")
+    act.add_argument("--happened", metavar="OUTPUT", help="in doubt: it happened, with this output (JSON or text)")
     act.add_argument("--run-again", action="store_true", help="in doubt: run the step again")
     act.add_argument("--fail", action="store_true", help="in doubt: record the step as failed")
     rs.add_argument("--reason", help="why (the model sees it on refusal)")
@@ -86,8 +85,6 @@ def _sql_parser() -> _Parser:
     )
     p.add_argument("-o", "--output", metavar="NAME", help="also store the DataFrame in the variable NAME")
     return p
-
-
 
 
 def run_coroutine(coro: Coroutine[Any, Any, T]) -> T:
@@ -167,7 +164,7 @@ class LoomMagics(Magics):
 
         records = self._runtime().journal.list_executions(args.status)
         if args.last:
-            records = records[-args.last:]
+            records = records[-args.last :]
         df = pd.DataFrame(
             [(r.execution_id, r.flow, r.status, r.created_at, r.updated_at) for r in records],
             columns=["execution_id", "flow", "status", "created_at", "updated_at"],
@@ -177,7 +174,7 @@ class LoomMagics(Magics):
         return df
 
     def _cmd_pending(self, args: argparse.Namespace) -> None:
-        from loom_nb.notebook.view import RunView
+        from loom_nb.notebook.run_view import RunView
 
         runtime = self._runtime()
         gates = runtime.open_gates()
@@ -194,7 +191,7 @@ class LoomMagics(Magics):
             display(RunView(run_for(runtime, eid)))
 
     def _cmd_show(self, args: argparse.Namespace) -> Any:
-        from loom_nb.notebook.view import RunView
+        from loom_nb.notebook.run_view import RunView
 
         return RunView(run_for(self._runtime(), args.id))
 
@@ -217,9 +214,7 @@ class LoomMagics(Magics):
             gate = gates[int(args.gate)]
         if gate is None:
             known = ", ".join(g.gate_id for g in gates) or f"none: the run is {status}"
-            raise IPythonUsageError(
-                f"execution {run.id!r} has no open gate {args.gate!r} (open gates: {known})"
-            )
+            raise IPythonUsageError(f"execution {run.id!r} has no open gate {args.gate!r} (open gates: {known})")
         problem = ensure_registered(run)
         if problem is not None:
             raise IPythonUsageError(problem)
@@ -236,8 +231,7 @@ class LoomMagics(Magics):
         else:
             if gate.kind != IN_DOUBT_GATE:
                 raise IPythonUsageError(
-                    f"gate {gate.gate_id!r} is a {gate.kind} gate: --happened/--run-again/--fail answer "
-                    "in-doubt steps"
+                    f"gate {gate.gate_id!r} is a {gate.kind} gate: --happened/--run-again/--fail answer in-doubt steps"
                 )
             if args.happened is not None:
                 from loom_nb.notebook.cards import _parse_json_or_text
@@ -250,12 +244,11 @@ class LoomMagics(Magics):
             else:
                 gate.fail(args.reason)
                 done = "marked as failed"
-        print(f"loom_nb: gate {gate.gate_id} of execution {run.id} {done}; the run goes on "
-              f"(now {run.status})")
+        print(f"loom_nb: gate {gate.gate_id} of execution {run.id} {done}; the run goes on (now {run.status})")
         return run
 
     def _cmd_recover(self, args: argparse.Namespace) -> None:
-        from loom_nb.notebook.view import RecoveryView
+        from loom_nb.notebook.run_view import RecoveryView
 
         runtime = self._runtime()
         left = [eid for eid in runtime.executions("running") if not runtime.is_active(eid)]
@@ -279,8 +272,10 @@ class LoomMagics(Magics):
             raise IPythonUsageError(f"cannot recover execution {eid!r}{more}: {problem}")
         for eid, problem in missing.items():
             print(f"loom_nb: cannot recover execution {eid} yet: {problem}")
-        print(f"loom_nb: recovering {len(left) - len(missing)} execution(s): "
-              f"{', '.join(e for e in left if e not in missing)}")
+        print(
+            f"loom_nb: recovering {len(left) - len(missing)} execution(s): "
+            f"{', '.join(e for e in left if e not in missing)}"
+        )
         view = RecoveryView(runtime, left)
         if in_running_loop():
             display(view)
@@ -321,4 +316,3 @@ class LoomMagics(Magics):
         for line in extension.crash_report(runtime):
             if "left running" in line:
                 print(line)
-

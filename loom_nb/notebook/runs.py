@@ -12,7 +12,7 @@ from __future__ import annotations
 import weakref
 from typing import Any
 
-from loom_nb.agent.facade import AGENTS, Agent, Run
+from loom_nb.agent.agent import AGENTS, Agent, Run
 from loom_nb.errors import FlowNotFoundError, UsageError
 from loom_nb.runtime import Runtime
 
@@ -66,8 +66,7 @@ def flow_of(runtime: Runtime, execution_id: str) -> str:
     record = runtime.journal.get_execution(execution_id)
     if record is None:
         raise UsageError(
-            f"no execution {execution_id!r} in the journal {runtime.journal.location} "
-            "(list them with %loom runs)"
+            f"no execution {execution_id!r} in the journal {runtime.journal.location} (list them with %loom runs)"
         )
     return record.flow
 

@@ -19,17 +19,16 @@ import traitlets
 
 from loom_nb.errors import UsageError
 from loom_nb.journal.events import Event, EventKind
+from loom_nb.notebook.run_view import step_kind
 from loom_nb.notebook.throttle import Throttle
-from loom_nb.notebook.view import step_kind
 from loom_nb.runtime import Runtime, default_runtime
 
-K = EventKind
 _STATUS_OF: dict[str, str] = {
-    K.EXECUTION_STARTED: "running",
-    K.EXECUTION_RESUMED: "running",
-    K.EXECUTION_SUSPENDED: "suspended",
-    K.EXECUTION_COMPLETED: "completed",
-    K.EXECUTION_FAILED: "failed",
+    EventKind.EXECUTION_STARTED: "running",
+    EventKind.EXECUTION_RESUMED: "running",
+    EventKind.EXECUTION_SUSPENDED: "suspended",
+    EventKind.EXECUTION_COMPLETED: "completed",
+    EventKind.EXECUTION_FAILED: "failed",
 }
 
 
@@ -44,9 +43,7 @@ def asset_dir() -> Path:
     for folder in (package / "_widgets", package.parent / "widgets"):
         if (folder / "timeline.js").is_file():
             return folder
-    raise FileNotFoundError(
-        f"timeline.js is in neither {package / '_widgets'} nor {package.parent / 'widgets'}"
-    )
+    raise FileNotFoundError(f"timeline.js is in neither {package / '_widgets'} nor {package.parent / 'widgets'}")
 
 
 _ASSETS = asset_dir()
@@ -88,9 +85,7 @@ class TimelineWidget(anywidget.AnyWidget):
             for event in runtime.journal.read(execution_id):
                 self._apply(event)
         self._sync()
-        self._unsubscribe: Callable[[], None] | None = runtime.observe(
-            self._on_event, execution_id=execution_id
-        )
+        self._unsubscribe: Callable[[], None] | None = runtime.observe(self._on_event, execution_id=execution_id)
 
     def _on_event(self, event: Event) -> None:
         self._apply(event)
@@ -108,27 +103,32 @@ class TimelineWidget(anywidget.AnyWidget):
         sid, data = e.step_id or "", e.data
         if e.kind in _STATUS_OF:
             self._status = _STATUS_OF[e.kind]
-        elif e.kind == K.STEP_STARTED:
+        elif e.kind == EventKind.STEP_STARTED:
             bar = self._bars.get(sid)
             if bar is None:
                 effect = str(data.get("effect", ""))
                 kind = step_kind(self.runtime, sid, effect)
-                self._bars[sid] = {"id": sid, "kind": kind, "label": f"{sid} {effect}".strip(), "start": e.at,
-                                   "end": None, "status": "running"}
+                self._bars[sid] = {
+                    "id": sid,
+                    "kind": kind,
+                    "label": f"{sid} {effect}".strip(),
+                    "start": e.at,
+                    "end": None,
+                    "status": "running",
+                }
             else:
                 bar.update(end=None, status="retrying")
-        elif e.kind in (K.STEP_COMPLETED, K.STEP_FAILED, K.STEP_IN_DOUBT) and sid in self._bars:
+        elif e.kind in (EventKind.STEP_COMPLETED, EventKind.STEP_FAILED, EventKind.STEP_IN_DOUBT) and sid in self._bars:
             bar = self._bars[sid]
-            if e.kind == K.STEP_COMPLETED:
+            if e.kind == EventKind.STEP_COMPLETED:
                 bar.update(end=e.at, status="done")
-            elif e.kind == K.STEP_IN_DOUBT:
+            elif e.kind == EventKind.STEP_IN_DOUBT:
                 bar.update(end=e.at, status="in_doubt")
             elif not data.get("will_retry"):
                 bar.update(end=e.at, status="failed")
-        elif e.kind == K.GATE_OPENED:
-            self._bars[sid] = {"id": sid, "kind": "gate", "label": sid, "start": e.at,
-                               "end": None, "status": "waiting"}
-        elif e.kind == K.GATE_RESOLVED and sid in self._bars:
+        elif e.kind == EventKind.GATE_OPENED:
+            self._bars[sid] = {"id": sid, "kind": "gate", "label": sid, "start": e.at, "end": None, "status": "waiting"}
+        elif e.kind == EventKind.GATE_RESOLVED and sid in self._bars:
             self._bars[sid].update(end=e.at, status="done")
 
     def _sync(self) -> None:
@@ -179,7 +179,6 @@ def timeline(execution_id: str, runtime: Runtime | None = None) -> TimelineWidge
 
         if live_run(rt, execution_id) is None:
             raise UsageError(
-                f"no execution {execution_id!r} in the journal {rt.journal.location} "
-                "(list them with %loom runs)"
+                f"no execution {execution_id!r} in the journal {rt.journal.location} (list them with %loom runs)"
             )
     return TimelineWidget(execution_id, rt)

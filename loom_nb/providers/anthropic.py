@@ -167,9 +167,7 @@ def _messages(messages: tuple[Message, ...]) -> list[dict[str, Any]]:
         results = None
         if m.role == "assistant" and m.tool_calls:
             content: list[dict[str, Any]] = [{"type": "text", "text": m.text}] if m.text else []
-            content += [
-                {"type": "tool_use", "id": c.id, "name": c.name, "input": c.arguments} for c in m.tool_calls
-            ]
+            content += [{"type": "tool_use", "id": c.id, "name": c.name, "input": c.arguments} for c in m.tool_calls]
             out.append({"role": "assistant", "content": content})
         else:
             out.append({"role": m.role, "content": m.text})

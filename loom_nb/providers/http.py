@@ -191,9 +191,7 @@ class HTTPProvider:
         self._display_url = f"{url.scheme}://{url.netloc.decode('ascii', 'replace')}{url.path}"
 
     def __repr__(self) -> str:
-        return (
-            f"{type(self).__name__}(model={self.model!r}, base_url={self.base_url!r}, stream={self.stream})"
-        )
+        return f"{type(self).__name__}(model={self.model!r}, base_url={self.base_url!r}, stream={self.stream})"
 
     # -- client lifetime ------------------------------------------------------------------------
 
@@ -319,9 +317,7 @@ class HTTPProvider:
                 f"POST {self._display_url} failed: {type(exc).__name__}: {excerpt(detail, 200)}"
             ) from None
         except httpx.DecodingError as exc:
-            raise ProviderProtocolError(
-                f"the response from {self._display_url} could not be decoded: {exc}"
-            ) from None
+            raise ProviderProtocolError(f"the response from {self._display_url} could not be decoded: {exc}") from None
 
     async def _handle(self, response: httpx.Response, on_delta: DeltaSink | None, key: str) -> ModelResponse:
         if not response.is_success:
@@ -389,8 +385,7 @@ class HTTPProvider:
             ) from None
         if not state.done:
             raise ProviderProtocolError(
-                f"the stream from {self._display_url} ended before {self.terminal} "
-                f"(after {_received(count, last)})"
+                f"the stream from {self._display_url} ended before {self.terminal} (after {_received(count, last)})"
             )
         await _drain(events)
         try:

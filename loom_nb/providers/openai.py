@@ -115,9 +115,7 @@ class OpenAIChat(HTTPProvider):
             # Some compatible servers send the arguments as an object rather than as JSON text.
             arguments, raw = (given, None) if isinstance(given, dict) else parse_arguments(given or "")
             calls.append(
-                ToolCall(
-                    id=tc.get("id") or f"call_{j}", name=fn["name"], arguments=arguments, raw_arguments=raw
-                )
+                ToolCall(id=tc.get("id") or f"call_{j}", name=fn["name"], arguments=arguments, raw_arguments=raw)
             )
         reason = choice.get("finish_reason")
         return ModelResponse(
@@ -155,9 +153,7 @@ def _message(m: Message) -> dict[str, Any]:
 def _usage(data: Any) -> Usage:
     if not isinstance(data, dict):
         return Usage()
-    return Usage(
-        input_tokens=_int(data.get("prompt_tokens")), output_tokens=_int(data.get("completion_tokens"))
-    )
+    return Usage(input_tokens=_int(data.get("prompt_tokens")), output_tokens=_int(data.get("completion_tokens")))
 
 
 def _int(value: Any) -> int:

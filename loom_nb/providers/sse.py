@@ -78,9 +78,7 @@ class SSEDecoder:
             elif self._data:
                 data = self._data
                 events.append(
-                    SSEEvent(
-                        self._event or "message", data[0] if len(data) == 1 else "\n".join(data), self._id
-                    )
+                    SSEEvent(self._event or "message", data[0] if len(data) == 1 else "\n".join(data), self._id)
                 )
                 self._event = ""
                 self._data = []

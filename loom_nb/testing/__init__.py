@@ -10,7 +10,7 @@ import time
 from collections.abc import Sequence
 
 from loom_nb.journal.events import ContentBlob, Event, ExecutionRecord
-from loom_nb.journal.memory import InMemoryJournal
+from loom_nb.journal.memory_store import InMemoryJournal
 from loom_nb.journal.store import JournalStore
 from loom_nb.providers.scripted import ScriptedModel
 

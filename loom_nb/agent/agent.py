@@ -28,13 +28,13 @@ from loom_nb.agent.llm import llm_effect, summarizer_effect
 from loom_nb.agent.loop import agent_loop
 from loom_nb.effects.claimcheck import ClaimCheck
 from loom_nb.effects.retry import RetryPolicy
-from loom_nb.effects.runtime import EffectRuntime
+from loom_nb.effects.ring import EffectRing
 from loom_nb.effects.tool import Tool
 from loom_nb.errors import UsageError
+from loom_nb.kernel.async_bridge import in_running_loop
 from loom_nb.kernel.context import IN_DOUBT_GATE, ExecutionContext, InDoubtResolution
+from loom_nb.kernel.engine import ExecutionResult
 from loom_nb.kernel.gates import OpenGate, validate_payload
-from loom_nb.kernel.runtime import ExecutionResult
-from loom_nb.kernel.support import in_running_loop
 from loom_nb.messages import ToolCall
 from loom_nb.providers.base import ModelProvider
 from loom_nb.runtime import Runtime, default_runtime
@@ -47,8 +47,6 @@ RUN_HOOKS: list[Callable[[Run], None]] = []
 #: The latest ``Agent`` built for each flow name in this process (so a restarted kernel that re-ran
 #: the defining cell can find it by the flow name an execution records).
 AGENTS: weakref.WeakValueDictionary[str, Agent] = weakref.WeakValueDictionary()
-
-
 
 
 class Agent:
@@ -115,7 +113,7 @@ class Agent:
             warn_transcript_bytes = DEFAULT_WARN_BYTES
         self.config = AgentConfig(
             model=model_id,
-            reasoning=routes,
+            routes=routes,
             tools=tuple(tools),
             system=system,
             max_turns=max_turns,
@@ -147,22 +145,21 @@ class Agent:
         """Register this agent's effects and flow on ``runtime`` (``start`` does it for you)."""
         effects = runtime.effects
         for effect_id, provider in self._providers.items():
-            effects.register(
-                effect_id, llm_effect(provider), kind="model", idempotent=True, retry=self.model_retry
-            )
+            effects.register(effect_id, llm_effect(provider), kind="model", idempotent=True, retry=self.model_retry)
         compaction = self.config.compaction
         if compaction is not None and self._summarizer is not None:
             effects.register(
-                compaction.effect_id, summarizer_effect(self._summarizer), kind="summarizer", idempotent=True,
+                compaction.effect_id,
+                summarizer_effect(self._summarizer),
+                kind="summarizer",
+                idempotent=True,
                 retry=self.model_retry,
             )
         for t in self.config.tools:
             t.register(effects)
         if self.config.claim_check is not None:
-            if not isinstance(effects, EffectRuntime):
-                raise UsageError(
-                    "claim_check needs loom.Runtime (the effect ring), not the bare kernel runtime"
-                )
+            if not isinstance(effects, EffectRing):
+                raise UsageError("claim_check needs loom.Runtime (the effect ring), not the bare kernel runtime")
             effects.add_claim_check(self.config.claim_check)
         config = self.config
 
@@ -191,9 +188,7 @@ class Agent:
         run._drive(rt.start(self.flow_name, input, execution_id=run.id))
         return run
 
-    async def run(
-        self, input: Any, *, runtime: Runtime | None = None, execution_id: str | None = None
-    ) -> AgentResult:
+    async def run(self, input: Any, *, runtime: Runtime | None = None, execution_id: str | None = None) -> AgentResult:
         """Start a run and wait for its result (approvals must come from elsewhere)."""
         return await self.start(input, runtime=runtime, execution_id=execution_id)
 

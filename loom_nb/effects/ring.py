@@ -1,4 +1,4 @@
-"""``EffectRuntime``: the registry plus the interceptor ring every model and tool call passes.
+"""``EffectRing``: the registry plus the interceptor ring every model and tool call passes.
 
 Ring order (outermost first): authorization -> quota and metering -> retry -> guard ->
 claim-check (one link per ``ClaimCheck`` configuration) -> the effect. The idempotency key
@@ -15,10 +15,10 @@ from loom_nb.effects.claimcheck import ClaimCheck, ClaimCheckInterceptor, Conten
 from loom_nb.effects.guard import PromptGuard
 from loom_nb.effects.quota import Metering, Quota, UsageTotals
 from loom_nb.effects.retry import Retry, RetryPolicy
-from loom_nb.kernel.effects import EffectRegistry
+from loom_nb.kernel.effect_registry import EffectRegistry
 
 
-class EffectRuntime(EffectRegistry):
+class EffectRing(EffectRegistry):
     """The effect registry with the protection ring installed.
 
     Args:

@@ -1,10 +1,8 @@
-"""Small helpers the kernel and the layers above share: event-loop detection, sync wrappers,
-and looking a persisted ``module:qualname`` back up."""
+"""The bridge between synchronous callers and the async core: event-loop detection and sync wrappers."""
 
 from __future__ import annotations
 
 import asyncio
-import importlib
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
@@ -36,19 +34,3 @@ def run_sync(coro: Coroutine[Any, Any, T], *, sync_name: str, await_hint: str) -
     raise UsageError(
         f"{sync_name}() cannot run inside a running event loop (a Jupyter kernel has one): use `{await_hint}` instead"
     )
-
-
-def import_qualified(name: str) -> Any:
-    """The object a persisted ``module:qualname`` names, importing the module if needed.
-
-    Raises:
-        LookupError: the module or the attribute does not exist in this process.
-    """
-    module_name, _, qualname = name.partition(":")
-    try:
-        obj: Any = importlib.import_module(module_name)
-        for part in qualname.split("."):
-            obj = getattr(obj, part)
-    except Exception as exc:
-        raise LookupError(name) from exc
-    return obj

@@ -29,15 +29,14 @@ from typing import Any
 
 import ipywidgets as widgets
 
+from loom_nb.agent.agent import Run
 from loom_nb.agent.config import APPROVAL_GATE
-from loom_nb.agent.facade import Run
 from loom_nb.journal.events import Event, EventKind
 from loom_nb.kernel.errors_codec import error_summary
 from loom_nb.notebook.cards import GateCard, _call_text, _html, _short, card_for
 from loom_nb.notebook.runs import attach, display, ensure_registered
 from loom_nb.notebook.throttle import Throttle
 
-K = EventKind
 log = logging.getLogger("loom_nb")
 _TURN = re.compile(r"^#turn:(\d+)$")
 _TOOL = re.compile(r":tool:\d+$")
@@ -192,8 +191,9 @@ class RunView(widgets.VBox):  # type: ignore[misc]
         self.usage = _html("loom-usage")
         style = _html("loom-style", STYLE)
         header = widgets.HBox([style, self.title, self.status, self.progress, self.turn_label])
-        super().__init__(children=[header, self.stream, self.tools, self.cards_box, self.answer, self.error,
-                                   self.usage])
+        super().__init__(
+            children=[header, self.stream, self.tools, self.cards_box, self.answer, self.error, self.usage]
+        )
         self.add_class("loom-run")
 
         runtime = run.runtime
@@ -234,23 +234,23 @@ class RunView(widgets.VBox):  # type: ignore[misc]
 
     def _apply(self, e: Event) -> None:
         kind, sid, data = e.kind, e.step_id or "", e.data
-        if kind == K.STREAM_CHUNK:
+        if kind == EventKind.STREAM_CHUNK:
             if not self._seen_delta:
-                if self._prev_kind != K.STREAM_CHUNK and self._parts:
+                if self._prev_kind != EventKind.STREAM_CHUNK and self._parts:
                     self._parts.append("\n")
                 self._parts.append(str(data.get("text", "")))
                 self._throttle.request()
-        elif kind == K.STEP_STARTED:
+        elif kind == EventKind.STEP_STARTED:
             self._step_started(sid, data, e.at)
-        elif kind in (K.STEP_COMPLETED, K.STEP_FAILED, K.STEP_IN_DOUBT):
+        elif kind in (EventKind.STEP_COMPLETED, EventKind.STEP_FAILED, EventKind.STEP_IN_DOUBT):
             self._step_ended(kind, sid, data, e.at)
-        elif kind == K.GATE_OPENED:
+        elif kind == EventKind.GATE_OPENED:
             payload = data.get("payload")
             if data.get("kind") == APPROVAL_GATE and sid.endswith(":approval") and isinstance(payload, dict):
                 row = self._row(sid[: -len(":approval")], str(payload.get("tool")), payload.get("arguments"))
                 row.status = "awaiting approval"
                 self._render_row(row)
-        elif kind == K.GATE_RESOLVED:
+        elif kind == EventKind.GATE_RESOLVED:
             payload = data.get("payload")
             self._resolutions[sid] = (payload, e.at)
             card = self.cards.get(sid)
@@ -302,7 +302,7 @@ class RunView(widgets.VBox):  # type: ignore[misc]
 
     def _step_ended(self, kind: str, sid: str, data: dict[str, Any], at: float) -> None:
         usage = data.get("usage")
-        if kind == K.STEP_COMPLETED and isinstance(usage, dict) and "input_tokens" in usage:
+        if kind == EventKind.STEP_COMPLETED and isinstance(usage, dict) and "input_tokens" in usage:
             self._usage["calls"] += 1
             self._usage["input_tokens"] += int(usage.get("input_tokens") or 0)
             self._usage["output_tokens"] += int(usage.get("output_tokens") or 0)
@@ -313,10 +313,10 @@ class RunView(widgets.VBox):  # type: ignore[misc]
         row = self.tool_rows.get(sid)
         if row is None:
             return
-        if kind == K.STEP_COMPLETED:
+        if kind == EventKind.STEP_COMPLETED:
             row.status, row.ended = "done", at
             row.preview = _short(data.get("output"), 120)
-        elif kind == K.STEP_IN_DOUBT:
+        elif kind == EventKind.STEP_IN_DOUBT:
             row.status = "in doubt"
         elif data.get("will_retry"):
             row.status = "retrying"

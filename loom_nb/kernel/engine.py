@@ -1,4 +1,7 @@
-"""``Runtime``: starts, resumes, recovers and replays executions over one journal."""
+"""``Engine``: the durable kernel that starts, resumes, recovers and replays executions over one journal.
+
+It is handed its journal (the composition root, ``loom_nb.Runtime.open``, chooses the store).
+"""
 
 from __future__ import annotations
 
@@ -7,7 +10,6 @@ import logging
 from collections import Counter
 from collections.abc import Callable, Coroutine, Iterable
 from dataclasses import dataclass, field
-from pathlib import Path
 from types import TracebackType
 from typing import Any, Self, TypeVar
 
@@ -19,20 +21,18 @@ from loom_nb.errors import (
     UsageError,
 )
 from loom_nb.journal.canonical import digest_value, to_jsonable
-from loom_nb.journal.duckdb_store import DuckDBJournal
 from loom_nb.journal.events import Event, EventKind
 from loom_nb.journal.store import JournalStore
+from loom_nb.kernel.async_bridge import run_sync
 from loom_nb.kernel.context import IN_DOUBT_GATE, ExecutionContext
-from loom_nb.kernel.effects import EffectInvoker, EffectRegistry, Principal
+from loom_nb.kernel.effect_registry import EffectInvoker, EffectRegistry, Principal
 from loom_nb.kernel.errors_codec import error_from_data, error_summary, error_to_data
 from loom_nb.kernel.flows import FLOWS, FlowFn, FlowRegistry
 from loom_nb.kernel.gates import OpenGate, Suspend, validate_payload
 from loom_nb.kernel.history import GateRecord, History
 from loom_nb.kernel.sources import Clock, IdSource, RandomSource
-from loom_nb.kernel.support import run_sync
-from loom_nb.sources import RandomIds, SystemClock, SystemRandom
+from loom_nb.system_sources import RandomIds, SystemClock, SystemRandom
 
-K = EventKind
 T = TypeVar("T")
 log = logging.getLogger("loom_nb")
 
@@ -113,19 +113,19 @@ def recorded_trace(history: History) -> list[tuple[str, str]]:
     seen: set[str] = set()
     for e in history.events:
         sid = e.step_id or ""
-        if e.kind == K.STEP_STARTED and sid not in seen:
+        if e.kind == EventKind.STEP_STARTED and sid not in seen:
             seen.add(sid)
             trace.append(("step", sid))
-        elif e.kind == K.GATE_OPENED and e.data.get("kind") != IN_DOUBT_GATE:
+        elif e.kind == EventKind.GATE_OPENED and e.data.get("kind") != IN_DOUBT_GATE:
             trace.append(("gate", sid))
-        elif e.kind == K.DECISION_RECORDED:
+        elif e.kind == EventKind.DECISION_RECORDED:
             trace.append(("decision", sid))
-        elif e.kind == K.VALUE_RECORDED:
+        elif e.kind == EventKind.VALUE_RECORDED:
             trace.append(("value", sid))
     return trace
 
 
-class Runtime:
+class Engine:
     """The durable kernel: executions of flows over a journal, with effects, gates and decisions.
 
     Args:
@@ -162,19 +162,12 @@ class Runtime:
         self._observers: tuple[tuple[str | None, EventObserver | None, DeltaObserver | None], ...] = ()
         self._closed = False
 
-    @classmethod
-    def open(cls, target: str | Path = ":memory:", *, read_only: bool = False, **kwargs: Any) -> Self:
-        """Open a runtime on a DuckDB journal file (or ``":memory:"``).
-
-        Raises:
-            JournalLockedError: another process holds the file.
-        """
-        text = str(target)
-        if text.startswith(("postgresql://", "postgres://")):
-            raise UsageError("PostgreSQL journals are not available yet: open a DuckDB file path or ':memory:'")
-        return cls(DuckDBJournal(text, read_only=read_only), **kwargs)
-
     # -- lifecycle ------------------------------------------------------------------------------
+    @property
+    def closed(self) -> bool:
+        """True once ``close()`` ran."""
+        return self._closed
+
     def close(self) -> None:
         """Close the journal (idempotent)."""
         if not self._closed:
@@ -194,7 +187,7 @@ class Runtime:
         self.close()
 
     def __repr__(self) -> str:
-        return f"Runtime(journal={self.journal.location!r})"
+        return f"{type(self).__name__}(journal={self.journal.location!r})"
 
     # -- observers --------------------------------------------------------------------------------
     def observe(
@@ -282,7 +275,7 @@ class Runtime:
         ctx = ExecutionContext(self, history)
         if fresh:
             ctx._stage(
-                K.EXECUTION_STARTED,
+                EventKind.EXECUTION_STARTED,
                 None,
                 {"flow": history.flow, "input": history.input, "principal": history.principal},
             )
@@ -292,7 +285,7 @@ class Runtime:
                 output = to_jsonable(await body(ctx, history.input))
             except Suspend:
                 waiting = ctx.open_gates()
-                ctx._stage(K.EXECUTION_SUSPENDED, None, {"gates": [g.gate_id for g in waiting]})
+                ctx._stage(EventKind.EXECUTION_SUSPENDED, None, {"gates": [g.gate_id for g in waiting]})
                 ctx._flush()
                 return ExecutionResult(
                     execution_id=eid, status="suspended", gates=tuple(_gate(eid, g) for g in waiting)
@@ -302,13 +295,13 @@ class Runtime:
                 raise
             except Exception as exc:
                 error = error_to_data(exc)
-                ctx._stage(K.EXECUTION_FAILED, None, {"error": error})
+                ctx._stage(EventKind.EXECUTION_FAILED, None, {"error": error})
                 ctx._flush()
                 return ExecutionResult(execution_id=eid, status="failed", error=error)
             except BaseException:
                 ctx._flush()  # nothing recorded is lost; the execution stays running for recover()
                 raise
-            ctx._stage(K.EXECUTION_COMPLETED, None, {"output": output})
+            ctx._stage(EventKind.EXECUTION_COMPLETED, None, {"output": output})
             ctx._flush()
             return ExecutionResult(execution_id=eid, status="completed", output=output)
         finally:
@@ -371,7 +364,7 @@ class Runtime:
             value = validate_payload(gate.schema, payload, execution_id=execution_id, gate_id=gate_id)
             now = self.clock.now()
             seq = h.last_seq + 1
-            events = [Event(execution_id, seq, K.GATE_RESOLVED, gate_id, now, {"payload": to_jsonable(value)})]
+            events = [Event(execution_id, seq, EventKind.GATE_RESOLVED, gate_id, now, {"payload": to_jsonable(value)})]
             remaining = [g for g in h.open_gates() if g.gate_id != gate_id]
             if remaining:
                 self.journal.append(events)
@@ -381,7 +374,7 @@ class Runtime:
                     status="suspended",
                     gates=tuple(_gate(execution_id, g) for g in remaining),
                 )
-            events.append(Event(execution_id, seq + 1, K.EXECUTION_RESUMED, None, now, {"gate_id": gate_id}))
+            events.append(Event(execution_id, seq + 1, EventKind.EXECUTION_RESUMED, None, now, {"gate_id": gate_id}))
             self.journal.append(events)
             self._notify(events)
             return await self._drive(self.history(execution_id))
@@ -421,7 +414,7 @@ class Runtime:
             UsageError: unknown execution, or ``at_step`` is not a step, gate, decision or value of it.
         """
         h = self._known(execution_id)
-        firsts = (K.STEP_STARTED, K.GATE_OPENED, K.DECISION_RECORDED, K.VALUE_RECORDED)
+        firsts = (EventKind.STEP_STARTED, EventKind.GATE_OPENED, EventKind.DECISION_RECORDED, EventKind.VALUE_RECORDED)
         cut = next((i for i, e in enumerate(h.events) if e.step_id == at_step and e.kind in firsts), None)
         if cut is None:
             known = sorted({e.step_id for e in h.events if e.step_id and e.kind in firsts})
@@ -429,11 +422,11 @@ class Runtime:
                 f"execution {execution_id!r} has no step {at_step!r} to fork at (its steps: {', '.join(known[:30])})"
             )
         lifecycle = {
-            K.EXECUTION_STARTED,
-            K.EXECUTION_SUSPENDED,
-            K.EXECUTION_RESUMED,
-            K.EXECUTION_COMPLETED,
-            K.EXECUTION_FAILED,
+            EventKind.EXECUTION_STARTED,
+            EventKind.EXECUTION_SUSPENDED,
+            EventKind.EXECUTION_RESUMED,
+            EventKind.EXECUTION_COMPLETED,
+            EventKind.EXECUTION_FAILED,
         }
         eid = new_execution_id or self.ids.new_id()
         async with self._lock(eid):
@@ -447,7 +440,7 @@ class Runtime:
                 "forked_from": execution_id,
                 "at_step": at_step,
             }
-            events = [Event(eid, 1, K.EXECUTION_STARTED, None, now, started)]
+            events = [Event(eid, 1, EventKind.EXECUTION_STARTED, None, now, started)]
             for e in h.events[:cut]:
                 if e.kind not in lifecycle:
                     events.append(Event(eid, len(events) + 1, e.kind, e.step_id, e.at, e.data))

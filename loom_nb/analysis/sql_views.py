@@ -193,8 +193,7 @@ _TOOL_STEP = r"'^#turn:\d+:tool:\d+$'"
 _COMPACT = r"'^#turn:\d+:compact$'"
 _ANY_NODE = r"'^#turn:\d+(:compact|:elevated:\d+)?$'"
 _LIFECYCLE = (
-    "('execution_started', 'execution_suspended', 'execution_resumed', 'execution_completed', "
-    "'execution_failed')"
+    "('execution_started', 'execution_suspended', 'execution_resumed', 'execution_completed', 'execution_failed')"
 )
 
 
