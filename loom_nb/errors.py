@@ -31,7 +31,10 @@ the journal.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, TypeVar
+
+_T = TypeVar("_T")
 
 
 class LoomError(Exception):
@@ -168,3 +171,24 @@ class RecordedError(LoomError):
 
     def __reduce__(self) -> Any:
         return (_rebuild, (type(self), self.args, self.__dict__))
+
+
+def registered(items: Mapping[str, _T], name: str, error: type[LoomError], what: str, fix: str) -> _T:
+    """``items[name]``, or the error for a flow or effect this process has not registered (yet).
+
+    Args:
+        items: What is registered, by name.
+        name: The name looked up.
+        error: The error type raised when it is missing (``FlowNotFoundError``, ``EffectNotFoundError``).
+        what: What is missing, as the message names it (``effect 'tools.x'``).
+        fix: What the module does with it (``registers it``, ``defines it``): the message says to
+            run the cell or import the module that does, then resume or recover.
+    """
+    try:
+        return items[name]
+    except KeyError:
+        known = ", ".join(sorted(items)) or "none"
+        raise error(
+            f"no {what} is registered in this process (registered: {known}). "
+            f"Run the cell or import the module that {fix}, then resume or recover."
+        ) from None

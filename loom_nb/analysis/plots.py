@@ -48,6 +48,12 @@ def _frames(frames: Frames | None, runtime: Runtime | None) -> Frames:
     return make(runtime)
 
 
+def _nonempty(frame: Any, execution_id: str, what: str) -> Any:
+    if frame.empty:
+        raise UsageError(f"execution {execution_id!r} has no {what} (is the id right?)")
+    return frame
+
+
 def plot_timeline(execution_id: str, *, frames: Frames | None = None, runtime: Runtime | None = None) -> Figure:
     """A Gantt chart of one execution: a bar per step (coloured by kind) from its start to its end,
     gates hatched over their wait, decisions and values as diamonds; failed and in-doubt steps
@@ -57,9 +63,7 @@ def plot_timeline(execution_id: str, *, frames: Frames | None = None, runtime: R
         UsageError: the execution has no steps.
     """
     f = _frames(frames, runtime)
-    steps = f.steps(execution_id)
-    if steps.empty:
-        raise UsageError(f"execution {execution_id!r} has no steps to plot (is the id right?)")
+    steps = _nonempty(f.steps(execution_id), execution_id, "steps to plot")
     at = f.events(execution_id)["at"]
     t0, t1 = at.min(), at.max()
     span = max((t1 - t0).total_seconds(), 1e-3)
@@ -106,10 +110,7 @@ def plot_log_growth(execution_id: str, *, frames: Frames | None = None, runtime:
     Raises:
         UsageError: the execution has no events.
     """
-    f = _frames(frames, runtime)
-    growth = f.log_growth(execution_id)
-    if growth.empty:
-        raise UsageError(f"execution {execution_id!r} has no events (is the id right?)")
+    growth = _nonempty(_frames(frames, runtime).log_growth(execution_id), execution_id, "events")
     fig = _figure(8, 4)
     ax = fig.add_subplot()
     turns = growth["turn"].to_numpy()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import inspect
 import re
 from collections.abc import Callable, Iterable
-from typing import Any, get_type_hints, overload
+from typing import Any, TypedDict, Unpack, get_type_hints, overload
 
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 from pydantic.fields import FieldInfo
@@ -176,20 +176,23 @@ class Tool:
         return f"Tool({self.name!r}{', ' if flags else ''}{', '.join(flags)})"
 
 
+class ToolOptions(TypedDict, total=False):
+    """The options of ``@tool(...)``: the keyword arguments of ``Tool`` (documented there)."""
+
+    name: str | None
+    description: str | None
+    needs_approval: ApprovalRule
+    idempotent: bool
+    trusted: bool
+    scopes: Iterable[str]
+    retry: Any
+    quota: Any
+
+
 @overload
 def tool(fn: Callable[..., Any], /) -> Tool: ...
 @overload
-def tool(
-    *,
-    name: str | None = None,
-    description: str | None = None,
-    needs_approval: ApprovalRule = False,
-    idempotent: bool = False,
-    trusted: bool = True,
-    scopes: Iterable[str] = (),
-    retry: Any = None,
-    quota: Any = None,
-) -> Callable[[Callable[..., Any]], Tool]: ...
+def tool(**options: Unpack[ToolOptions]) -> Callable[[Callable[..., Any]], Tool]: ...
 def tool(fn: Callable[..., Any] | None = None, /, **options: Any) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Turn a typed function into a ``Tool``: ``@tool`` or ``@tool(needs_approval=True, ...)``.
 

@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
-from loom_nb.errors import EffectNotFoundError, UsageError
+from loom_nb.errors import EffectNotFoundError, UsageError, registered
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -228,14 +228,7 @@ class EffectRegistry:
 
     def spec(self, effect_id: str) -> EffectSpec:
         """The spec of ``effect_id``."""
-        try:
-            return self._specs[effect_id]
-        except KeyError:
-            known = ", ".join(sorted(self._specs)) or "none"
-            raise EffectNotFoundError(
-                f"no effect {effect_id!r} is registered in this process (registered: {known}). "
-                "Run the cell or import the module that registers it, then resume or recover."
-            ) from None
+        return registered(self._specs, effect_id, EffectNotFoundError, f"effect {effect_id!r}", "registers it")
 
     def __contains__(self, effect_id: object) -> bool:
         return effect_id in self._specs

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar, overload
 
-from loom_nb.errors import FlowNotFoundError, UsageError
+from loom_nb.errors import FlowNotFoundError, UsageError, registered
 
 FlowFn = Callable[[Any, Any], Awaitable[Any]]
 F = TypeVar("F", bound=FlowFn)
@@ -37,14 +37,7 @@ class FlowRegistry:
 
     def get(self, name: str) -> FlowFn:
         """The flow registered as ``name``."""
-        try:
-            return self._flows[name]
-        except KeyError:
-            known = ", ".join(sorted(self._flows)) or "none"
-            raise FlowNotFoundError(
-                f"no flow named {name!r} is registered in this process (registered: {known}). "
-                "Run the cell or import the module that defines it, then resume or recover."
-            ) from None
+        return registered(self._flows, name, FlowNotFoundError, f"flow named {name!r}", "defines it")
 
     def names(self) -> list[str]:
         """Registered names, sorted."""

@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
 from typing import Any
-
-import httpx
 
 from loom_nb.errors import ProviderHTTPError, ProviderProtocolError
 from loom_nb.messages import Message, ModelRequest, ModelResponse, ToolCall, Usage
@@ -61,29 +58,8 @@ class AnthropicMessages(HTTPProvider):
     env_var = "ANTHROPIC_API_KEY"
     path = "/v1/messages"
     terminal = "message_stop"
-
-    def __init__(
-        self,
-        model: str,
-        *,
-        base_url: str = "https://api.anthropic.com",
-        api_key: str | None = None,
-        transport: httpx.AsyncBaseTransport | None = None,
-        timeout: float = 60.0,
-        max_tokens: int = 4096,
-        extra_headers: Mapping[str, str] | None = None,
-        stream: bool = True,
-    ) -> None:
-        super().__init__(
-            model,
-            base_url=base_url,
-            api_key=api_key,
-            transport=transport,
-            timeout=timeout,
-            extra_headers=extra_headers,
-            stream=stream,
-        )
-        self.max_tokens = max_tokens
+    default_base_url = "https://api.anthropic.com"
+    default_max_tokens = 4096
 
     def _auth_headers(self, key: str) -> dict[str, str]:
         headers = {"anthropic-version": API_VERSION}

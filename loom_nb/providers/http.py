@@ -142,37 +142,45 @@ class HTTPProvider:
 
     Args:
         model: The model name sent with each request (``ModelRequest.model`` overrides it).
-        base_url: The API root.
+        base_url: The API root (None: the class's ``default_base_url``).
         api_key: The key; None reads the class's environment variable at the first call; ``""``
             sends no credentials (a local server).
         transport: An httpx transport (``httpx.MockTransport`` in tests), or None for the network.
         timeout: Seconds allowed to connect, and between two reads of the response.
         extra_headers: Headers added to every request.
         stream: Ask for a server-sent-event stream (True) or one JSON body (False).
+        max_tokens: The default output cap (None: the class's ``default_max_tokens``);
+            ``ModelRequest.max_tokens`` overrides it.
 
     Attributes:
         name: The provider name shown in logs (``openai``, ``anthropic``).
         env_var: The environment variable the key is read from.
         path: The endpoint, appended to ``base_url``.
         terminal: The event that ends a complete stream (named in errors).
+        default_base_url: The API root used when ``base_url`` is not given.
+        default_max_tokens: The output cap used when ``max_tokens`` is not given.
     """
 
     name: str = "http"
     env_var: ClassVar[str] = ""
     path: ClassVar[str] = ""
     terminal: ClassVar[str] = ""
+    default_base_url: ClassVar[str] = ""
+    default_max_tokens: ClassVar[int | None] = None
 
     def __init__(
         self,
         model: str,
         *,
-        base_url: str,
-        api_key: str | None,
-        transport: httpx.AsyncBaseTransport | None,
-        timeout: float,
-        extra_headers: Mapping[str, str] | None,
-        stream: bool,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
+        timeout: float = 60.0,
+        extra_headers: Mapping[str, str] | None = None,
+        stream: bool = True,
+        max_tokens: int | None = None,
     ) -> None:
+        base_url = self.default_base_url if base_url is None else base_url
         if not isinstance(model, str) or not model:
             raise UsageError(f"{type(self).__name__} needs a model name, e.g. model='...'")
         if not base_url.startswith(("http://", "https://")):
@@ -181,6 +189,7 @@ class HTTPProvider:
         self.base_url = base_url.rstrip("/")
         self.timeout = timeout
         self.stream = stream
+        self.max_tokens = self.default_max_tokens if max_tokens is None else max_tokens
         self._api_key = None if api_key is None else _Secret(api_key)
         self._transport = transport
         self._extra_headers = dict(extra_headers or {})

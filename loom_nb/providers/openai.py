@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
 from typing import Any
-
-import httpx
 
 from loom_nb.errors import ProviderHTTPError, ProviderProtocolError
 from loom_nb.messages import Message, ModelRequest, ModelResponse, ToolCall, Usage
@@ -41,29 +38,7 @@ class OpenAIChat(HTTPProvider):
     env_var = "OPENAI_API_KEY"
     path = "/chat/completions"
     terminal = "data: [DONE]"
-
-    def __init__(
-        self,
-        model: str,
-        *,
-        base_url: str = "https://api.openai.com/v1",
-        api_key: str | None = None,
-        transport: httpx.AsyncBaseTransport | None = None,
-        timeout: float = 60.0,
-        extra_headers: Mapping[str, str] | None = None,
-        stream: bool = True,
-        max_tokens: int | None = None,
-    ) -> None:
-        super().__init__(
-            model,
-            base_url=base_url,
-            api_key=api_key,
-            transport=transport,
-            timeout=timeout,
-            extra_headers=extra_headers,
-            stream=stream,
-        )
-        self.max_tokens = max_tokens
+    default_base_url = "https://api.openai.com/v1"
 
     def _auth_headers(self, key: str) -> dict[str, str]:
         return {"authorization": f"Bearer {key}"} if key else {}
