@@ -1,6 +1,6 @@
-"""Approval (ADR 0087 D4): the gate parks the run BEFORE the effect, an approval runs it, a refusal
-is data the model reads as the tool's result, and every call of a turn that needs approval opens
-its gate together, before any of that turn's effects run."""
+"""Approval (``docs/design.md``, section 6.4): the gate parks the run BEFORE the effect, an approval
+runs it, a refusal is data the model reads as the tool's result, and every call of a turn that needs
+approval opens its gate together, before any of that turn's effects run."""
 
 from __future__ import annotations
 

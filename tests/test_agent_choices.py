@@ -1,6 +1,7 @@
-"""Per-turn choices through ``ctx.decide`` (ADR 0087 D6): skills, memory recall and routing are
-recorded decisions that replay SERVES, so a re-run rebuilds the prompt the recorded answer came
-from. A drifting selector proves it, and the same selector called outside the seam shows why."""
+"""Per-turn choices through ``ctx.decide`` (``docs/design.md``, section 6.5): skills, memory recall
+and routing are recorded decisions that replay SERVES, so a re-run rebuilds the prompt the recorded
+answer came from. A drifting selector proves it, and the same selector called outside the seam
+shows why."""
 
 from __future__ import annotations
 

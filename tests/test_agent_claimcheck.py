@@ -1,7 +1,7 @@
-"""Claim-check on an agent's tools (ADR 0087 amendments of 2026-09-27 and 2026-10-31): a listed
-tool's result is offloaded and the model sees the envelope (a reference plus a digest: by default a
-256-character preview, never for tainted content), never the resolved bytes; a model or
-compaction effect listed is an error naming ``claim_check.tool_ids``."""
+"""Claim-check on an agent's tools (``docs/design.md``, section 6.9): a listed tool's result is
+offloaded and the model sees the envelope (a reference plus a digest: by default a 256-character
+preview, never for tainted content), never the resolved bytes; a model or compaction effect listed
+is an error naming ``claim_check.tool_ids``."""
 
 from __future__ import annotations
 

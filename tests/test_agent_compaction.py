@@ -1,5 +1,5 @@
-"""Compaction (ADR 0087 D5/D6 and the 2026-09-27 and 2026-10-31 amendments), the transcript growth
-warning, and ``chunk_deltas``.
+"""Compaction, the transcript growth warning, and ``chunk_deltas`` (``docs/design.md``, sections 6.7,
+6.8 and 6.10).
 
 The summary is a RECORDED step ``#turn:<i>:compact`` through the summarizer effect: journaled once,
 served from the log on every re-run. The trigger (message count or running byte count) is a pure

@@ -1,7 +1,7 @@
-"""The agent loop's crash matrix (ADR 0087 D2): a real process running an agent over a DuckDB file is
-killed after every commit of the run, and a fresh process recovers it. The recovered process makes
-ONLY the remaining model and tool calls (counted from the calls log), the final result equals the
-uninterrupted run's, and nothing committed changes.
+"""The agent loop's crash matrix (``docs/design.md``, sections 6.2 and 7): a real process running an
+agent over a DuckDB file is killed after every commit of the run, and a fresh process recovers it.
+The recovered process makes ONLY the remaining model and tool calls (counted from the calls log),
+the final result equals the uninterrupted run's, and nothing committed changes.
 
 ``tests/agent_crash_flow.py`` runs the agent; its docstring describes the run. Because the kernel
 commits a step's completion together with the next step's start, the commits are the crash points:

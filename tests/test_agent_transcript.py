@@ -1,4 +1,4 @@
-"""Linear log growth (DESIGN section 5, beyond the record): each model turn journals only a DELTA of
+"""Linear log growth (``docs/design.md``, section 6.6): each model turn journals only a DELTA of
 the transcript, and the request every turn sent is a pure fold over the journal. Checked turn by
 turn against what the model actually received, through approvals, refusals, errors, tainted
 results, extras, routing and compaction."""

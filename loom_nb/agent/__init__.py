@@ -1,4 +1,4 @@
-"""The durable agent loop (ADR 0087, with amendments) and its friendly facade."""
+"""The durable agent loop (its rules: ``docs/design.md``, section 6) and its friendly facade."""
 
 from loom_nb.agent.agent import Agent, Gate, Run
 from loom_nb.agent.chunking import DeltaChunker, chunk_deltas

@@ -1,7 +1,8 @@
 """``agent_step``: the cheap opaque form, the whole loop as ONE journaled step.
 
-No per-turn durability (a crash re-runs every turn), no approval gates, decisions not served on
-replay, no durable stream: the trade the record describes. Choose it when none of that matters.
+No per-turn durability (a crash puts the whole loop in doubt; run again, it re-runs every turn), no
+approval gates, decisions not served on replay, no durable stream (``docs/design.md``, section 6.1).
+Choose it when none of that matters.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ journaled input (its ``record=``) is a delta, never the whole transcript::
              {"tool": "<tool step>"},         # that tool step's output as a tool message
              {"msg": {...}}],                 # a message no step holds (user input, refusal, error)
      "extra": [{...}],                        # this turn only: skill / memory system messages
-     "tools": [{...}],                        # tool specs, on the first node (and when they change)
+     "tools": [{...}],                        # tool specs, on the first model node
      "keep": k}                               # compaction nodes: messages kept after the summary
 
 Every message is journaled once, so the log grows linearly with the conversation. The request

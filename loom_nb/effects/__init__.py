@@ -1,4 +1,4 @@
-"""The effect runtime: registry, interceptor ring (authorization, quota, retry, guard,
+"""The effect ring: the registry with its interceptors (authorization, quota, retry, guard,
 claim-check), and the ``@tool`` decorator."""
 
 from loom_nb.effects.authz import Authorization

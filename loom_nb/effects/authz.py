@@ -1,4 +1,4 @@
-"""Authorization (K2): an effect's required scopes against the execution's principal."""
+"""Authorization: an effect's required scopes against the execution's principal."""
 
 from __future__ import annotations
 

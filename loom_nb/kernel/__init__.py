@@ -1,4 +1,4 @@
-"""The durable kernel: ``Runtime``, flows, ``ExecutionContext``, gates, decisions, replay, recovery.
+"""The durable kernel: ``Engine``, flows, ``ExecutionContext``, gates, decisions, replay, recovery.
 
 The kernel never imports the agent, providers, the notebook layer, httpx, IPython or pandas.
 """
