@@ -24,6 +24,8 @@ from loom_nb.messages import Message, ModelRequest
 from loom_nb.providers import AnthropicMessages, OpenAIChat
 from loom_nb.providers.http import HTTPProvider
 
+#: A key as long as real ones, so the per-delta redaction of secrets is measured.
+BENCH_KEY = "sk-bench-" + "0123456789abcdef" * 3
 REQUEST = ModelRequest(messages=(Message.system("Be brief."), Message.user("Tell me a story.")))
 
 
@@ -147,14 +149,14 @@ async def main() -> None:
     )
     await bench(
         "openai",
-        lambda t: OpenAIChat("m", api_key="bench", transport=t),
+        lambda t: OpenAIChat("m", api_key=BENCH_KEY, transport=t),
         o_body,
         "https://api.openai.com/v1/chat/completions",
         args.runs,
     )
     await bench(
         "anthropic",
-        lambda t: AnthropicMessages("m", api_key="bench", transport=t),
+        lambda t: AnthropicMessages("m", api_key=BENCH_KEY, transport=t),
         a_body,
         "https://api.anthropic.com/v1/messages",
         args.runs,

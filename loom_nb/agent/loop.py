@@ -353,8 +353,9 @@ async def _run_tools(
         except FATAL_TOOL_ERRORS:
             raise
         except Exception as exc:
+            # An untrusted tool's exception text is as untrusted as its results: fenced for the model.
             text = f"Error: the tool {call.name!r} failed: {_failure(exc)}"
-            outcomes[j] = ("message", Message.tool(call, text, is_error=True))
+            outcomes[j] = ("message", Message.tool(call, text, is_error=True, tainted=not tool.trusted))
             return
         outcomes[j] = ("tool", output)
 

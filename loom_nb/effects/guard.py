@@ -1,5 +1,5 @@
-"""Prompt-boundary integrity for model calls: tainted text is fenced, fence spoofing escaped, and
-tainted text in a system message refused.
+"""Prompt-boundary integrity for model calls: tainted text is fenced, fence spoofing escaped (in
+every message of a request that holds fenced text), and tainted text in a system message refused.
 
 Applies to effects of kind ``model`` or ``summarizer``, routed or not, because the guard sits in
 the ring every model call passes. The journal keeps the unguarded request; the provider gets the
@@ -56,7 +56,9 @@ def guard_request(request: ModelRequest) -> ModelRequest:
         if not noted and m.role != "system":
             guarded.append(Message.system(GUARD_NOTE))
             noted = True
-        guarded.append(m.model_copy(update={"text": fence(m.text)}) if m.tainted else m)
+        # Only the guard's own fences are real: a spoofed one in any other message is escaped too.
+        text = fence(m.text) if m.tainted else escape_fences(m.text)
+        guarded.append(m if text == m.text else m.model_copy(update={"text": text}))
     if not noted:
         guarded.append(Message.system(GUARD_NOTE))
     return request.model_copy(update={"messages": tuple(guarded)})

@@ -49,7 +49,10 @@ class Tool:
         args_model: The pydantic model its arguments validate against.
         needs_approval: True, or ``rule(call, turn) -> bool``: a gate parks the run before it runs.
         idempotent: Safe to run again after a crash.
-        trusted: False when its results are untrusted text (they are then fenced for the model).
+        trusted: True by default: its results and error messages reach the model as they are. Set
+            ``trusted=False`` for a tool whose output comes from outside (web pages, files, email,
+            other people's text): its results and its exceptions' messages are then tainted, fenced
+            for the model, and never allowed into a system message.
         scopes: Scopes the principal must hold.
         retry: A ``RetryPolicy`` or None.
         quota: A ``Quota`` for this tool, or None.
@@ -198,6 +201,8 @@ def tool(fn: Callable[..., Any] | None = None, /, **options: Any) -> Tool | Call
 
     The docstring's first paragraph is the description; ``Args:`` lines describe parameters.
     A parameter annotated ``EffectContext`` receives the call's context and is hidden from the model.
+    A tool is trusted by default; ``trusted=False`` marks its results and error messages as untrusted
+    text, which the prompt guard fences for the model (use it for anything that reads the outside world).
     """
     if fn is not None:
         return Tool(fn)

@@ -21,6 +21,7 @@ import httpx
 from loom_nb.errors import ProviderHTTPError, ProviderProtocolError, ProviderTimeout, UsageError
 from loom_nb.messages import ModelRequest, ModelResponse
 from loom_nb.providers.base import DeltaSink
+from loom_nb.providers.redaction import Redactor, credentials_in
 from loom_nb.providers.sse import SSEEvent, aiter_sse_bytes
 
 
@@ -252,9 +253,6 @@ class HTTPProvider:
             )
         return key
 
-    def _redact(self, text: str, key: str) -> str:
-        return text.replace(key, "<redacted>") if key else text
-
     # -- the call -------------------------------------------------------------------------------
 
     def _build_body(self, request: ModelRequest) -> dict[str, Any]:
@@ -307,13 +305,25 @@ class HTTPProvider:
         key = self._key()
         body = self._build_body(request)
         headers = self._headers(key, idempotency_key)
+        redactor = Redactor([key, *credentials_in(headers)])
+        deltas = redactor.stream(on_delta)
+        try:
+            result = await self._post(body, headers, deltas)
+        except Exception as exc:
+            # The one redaction point for failures: message, arguments, attributes and causes.
+            redactor.exception(exc)
+            raise
+        deltas.flush()
+        return redactor.response(result)
+
+    async def _post(self, body: dict[str, Any], headers: dict[str, str], on_delta: DeltaSink) -> ModelResponse:
         # httpx errors are raised ``from None``: they hold the request, and so the key.
         try:
             async with (
                 self._client_for_call() as client,
                 client.stream("POST", self._url, json=body, headers=headers) as response,
             ):
-                return await self._handle(response, on_delta, key)
+                return await self._handle(response, on_delta)
         except httpx.TimeoutException as exc:
             raise ProviderTimeout(
                 f"POST {self._display_url} timed out after {self.timeout:g} s ({type(exc).__name__})"
@@ -321,17 +331,17 @@ class HTTPProvider:
         except httpx.UnsupportedProtocol as exc:
             raise UsageError(f"cannot POST {self._display_url}: {exc}") from None
         except httpx.TransportError as exc:
-            detail = self._redact(str(exc), key) or "no detail"
+            detail = str(exc) or "no detail"
             raise ProviderTimeout(
                 f"POST {self._display_url} failed: {type(exc).__name__}: {excerpt(detail, 200)}"
             ) from None
         except httpx.DecodingError as exc:
             raise ProviderProtocolError(f"the response from {self._display_url} could not be decoded: {exc}") from None
 
-    async def _handle(self, response: httpx.Response, on_delta: DeltaSink | None, key: str) -> ModelResponse:
+    async def _handle(self, response: httpx.Response, on_delta: DeltaSink) -> ModelResponse:
         if not response.is_success:
             raw = await response.aread()
-            raise self._http_error(response, raw, key)
+            raise self._http_error(response, raw)
         ctype = response.headers.get("content-type", "")
         if "event-stream" in ctype or (self.stream and "json" not in ctype):
             return await self._read_stream(response, on_delta)
@@ -353,11 +363,11 @@ class HTTPProvider:
                 f"unexpected response shape from {self._display_url} ({type(exc).__name__}: {exc}): "
                 f"{excerpt(raw.decode('utf-8', 'replace'))!r}"
             ) from exc
-        if on_delta is not None and result.message.text:
+        if result.message.text:
             on_delta(result.message.text)
         return result
 
-    async def _read_stream(self, response: httpx.Response, on_delta: DeltaSink | None) -> ModelResponse:
+    async def _read_stream(self, response: httpx.Response, on_delta: DeltaSink) -> ModelResponse:
         state = self._stream_state()
         count = 0
         last = ""
@@ -378,7 +388,7 @@ class HTTPProvider:
                         f"unexpected event {count} in the stream from {self._display_url} "
                         f"({type(exc).__name__}: {exc}): {excerpt(event.data)!r}"
                     ) from exc
-                if text and on_delta is not None:
+                if text:
                     on_delta(text)
                 if state.done:
                     break
@@ -405,8 +415,8 @@ class HTTPProvider:
                 f"({type(exc).__name__}: {excerpt(str(exc), 300)})"
             ) from exc
 
-    def _http_error(self, response: httpx.Response, raw: bytes, key: str) -> ProviderHTTPError:
-        body = self._redact(raw.decode("utf-8", "replace"), key)
+    def _http_error(self, response: httpx.Response, raw: bytes) -> ProviderHTTPError:
+        body = raw.decode("utf-8", "replace")
         detail = error_detail(body) if body.strip() else (response.reason_phrase or "no error message")
         retry_after = parse_retry_after(response.headers)
         message = f"POST {self._display_url} returned HTTP {response.status_code}: {detail}"
