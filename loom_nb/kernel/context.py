@@ -102,8 +102,9 @@ class ExecutionContext:
         events, blobs = self._staged, self._blobs
         self._staged, self._blobs = [], []
         self._rt.journal.append(events, blobs)
-        if self._rt._observers:
-            self._rt._notify([e for e in events if e.kind != EventKind.STREAM_CHUNK])  # chunks were shown at once
+        observers = self._rt.observers
+        if observers:
+            observers.notify_events([e for e in events if e.kind != EventKind.STREAM_CHUNK])  # chunks shown at once
 
     def _claim(self, ident: str) -> None:
         if ident in self._claimed:
@@ -268,7 +269,7 @@ class ExecutionContext:
             return current
 
         def emit_delta(text: str) -> None:
-            rt._notify_delta(eid, sid, text)
+            rt.observers.notify_delta(eid, sid, text)
             if on_delta is not None:
                 on_delta(text)
 
@@ -420,7 +421,7 @@ class ExecutionContext:
         if not text or self.replaying:
             return
         event = self._stage(EventKind.STREAM_CHUNK, None, {"channel": channel, "text": text})
-        self._rt._notify([event])
+        self._rt.observers.notify_events((event,))
         if len(self._staged) >= _STREAM_FLUSH_EVERY:
             self._flush()
 

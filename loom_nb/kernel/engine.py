@@ -30,14 +30,12 @@ from loom_nb.kernel.errors_codec import error_from_data, error_summary, error_to
 from loom_nb.kernel.flows import FLOWS, FlowFn, FlowRegistry
 from loom_nb.kernel.gates import OpenGate, Suspend, validate_payload
 from loom_nb.kernel.history import GateRecord, History
+from loom_nb.kernel.observers import DeltaObserver, EventObserver, Observers
 from loom_nb.kernel.sources import Clock, IdSource, RandomSource
 from loom_nb.system_sources import RandomIds, SystemClock, SystemRandom
 
 T = TypeVar("T")
 log = logging.getLogger("loom_nb")
-
-EventObserver = Callable[[Event], None]
-DeltaObserver = Callable[[str, str, str], None]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -158,8 +156,8 @@ class Engine:
         self.principal = principal or Principal()
         self._locks: dict[str, asyncio.Lock] = {}
         self._active: set[str] = set()
-        # A tuple, replaced on (un)subscribe: the per-event and per-delta paths iterate it as is.
-        self._observers: tuple[tuple[str | None, EventObserver | None, DeltaObserver | None], ...] = ()
+        #: Who watches committed events and streamed deltas (``observe`` subscribes here).
+        self.observers = Observers()
         self._closed = False
 
     # -- lifecycle ------------------------------------------------------------------------------
@@ -199,34 +197,7 @@ class Engine:
     ) -> Callable[[], None]:
         """Call ``on_event(event)`` after events commit (stream chunks at once), and
         ``on_delta(execution_id, step_id, text)`` for every streamed delta. Returns an unsubscribe."""
-        entry = (execution_id, on_event, on_delta)
-        self._observers = (*self._observers, entry)
-
-        def unsubscribe() -> None:
-            self._observers = tuple(o for o in self._observers if o is not entry)
-
-        return unsubscribe
-
-    def _notify(self, events: list[Event]) -> None:
-        if not self._observers:
-            return
-        for eid, on_event, _ in self._observers:
-            if on_event is None:
-                continue
-            for event in events:
-                if eid is None or event.execution_id == eid:
-                    try:
-                        on_event(event)
-                    except Exception:
-                        log.exception("a loom_nb event observer failed")
-
-    def _notify_delta(self, execution_id: str, step_id: str, text: str) -> None:
-        for eid, _, on_delta in self._observers:
-            if on_delta is not None and (eid is None or eid == execution_id):
-                try:
-                    on_delta(execution_id, step_id, text)
-                except Exception:
-                    log.exception("a loom_nb delta observer failed")
+        return self.observers.subscribe(on_event, on_delta=on_delta, execution_id=execution_id)
 
     # -- queries ----------------------------------------------------------------------------------
     def history(self, execution_id: str) -> History:
@@ -368,7 +339,7 @@ class Engine:
             remaining = [g for g in h.open_gates() if g.gate_id != gate_id]
             if remaining:
                 self.journal.append(events)
-                self._notify(events)
+                self.observers.notify_events(events)
                 return ExecutionResult(
                     execution_id=execution_id,
                     status="suspended",
@@ -376,7 +347,7 @@ class Engine:
                 )
             events.append(Event(execution_id, seq + 1, EventKind.EXECUTION_RESUMED, None, now, {"gate_id": gate_id}))
             self.journal.append(events)
-            self._notify(events)
+            self.observers.notify_events(events)
             return await self._drive(self.history(execution_id))
 
     async def recover(self) -> list[ExecutionResult]:
@@ -445,7 +416,7 @@ class Engine:
                 if e.kind not in lifecycle:
                     events.append(Event(eid, len(events) + 1, e.kind, e.step_id, e.at, e.data))
             self.journal.append(events)
-            self._notify(events)
+            self.observers.notify_events(events)
             return await self._drive(self.history(eid))
 
     async def replay(self, execution_id: str) -> ReplayReport:
