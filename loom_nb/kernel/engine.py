@@ -245,7 +245,7 @@ class Engine:
         body = self.flows.get(history.flow)
         ctx = ExecutionContext(self, history)
         if fresh:
-            ctx._stage(
+            ctx.stage(
                 EventKind.EXECUTION_STARTED,
                 None,
                 {"flow": history.flow, "input": history.input, "principal": history.principal},
@@ -256,24 +256,24 @@ class Engine:
                 output = to_jsonable(await body(ctx, history.input))
             except Suspend:
                 waiting = ctx.open_gates()
-                ctx._stage(EventKind.EXECUTION_SUSPENDED, None, {"gates": [g.gate_id for g in waiting]})
-                ctx._flush()
+                ctx.stage(EventKind.EXECUTION_SUSPENDED, None, {"gates": [g.gate_id for g in waiting]})
+                ctx.commit()
                 return ExecutionResult(
                     execution_id=eid, status="suspended", gates=tuple(_gate(eid, g) for g in waiting)
                 )
             except (NonDeterminismError, EffectNotFoundError, FlowNotFoundError):
-                ctx._flush()
+                ctx.commit()
                 raise
             except Exception as exc:
                 error = error_to_data(exc)
-                ctx._stage(EventKind.EXECUTION_FAILED, None, {"error": error})
-                ctx._flush()
+                ctx.stage(EventKind.EXECUTION_FAILED, None, {"error": error})
+                ctx.commit()
                 return ExecutionResult(execution_id=eid, status="failed", error=error)
             except BaseException:
-                ctx._flush()  # nothing recorded is lost; the execution stays running for recover()
+                ctx.commit()  # nothing recorded is lost; the execution stays running for recover()
                 raise
-            ctx._stage(EventKind.EXECUTION_COMPLETED, None, {"output": output})
-            ctx._flush()
+            ctx.stage(EventKind.EXECUTION_COMPLETED, None, {"output": output})
+            ctx.commit()
             return ExecutionResult(execution_id=eid, status="completed", output=output)
         finally:
             self._active.discard(eid)
@@ -453,7 +453,7 @@ class Engine:
             reproduced=not message,
             recorded_status=h.status,
             replayed_status=status,
-            served=h.served_count() - max(ctx._to_serve, 0),
+            served=h.served_count() - ctx.unserved,
             message=message or "reproduced",
             seconds=self.clock.now() - began,
             trace=tuple(ctx.trace),
