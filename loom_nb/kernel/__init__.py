@@ -1,4 +1,4 @@
-"""The durable kernel: ``Runtime``, flows, ``ExecutionContext``, gates, decisions, replay, recovery.
+"""The durable kernel: ``Runtime``, flows, ``FlowContext`` / ``ExecutionContext``, gates, decisions, replay, recovery.
 
 The kernel never imports the agent, providers, the notebook layer, httpx, IPython or pandas.
 """
@@ -16,6 +16,7 @@ from loom_nb.kernel.effect_registry import (
     Principal,
 )
 from loom_nb.kernel.engine import Engine, ExecutionResult, ReplayReport
+from loom_nb.kernel.flow_context import FlowContext
 from loom_nb.kernel.flows import FLOWS, FlowRegistry, flow
 from loom_nb.kernel.gates import GateRequest, OpenGate, Suspend
 
@@ -30,6 +31,7 @@ __all__ = [
     "Engine",
     "ExecutionContext",
     "ExecutionResult",
+    "FlowContext",
     "FlowRegistry",
     "GateRequest",
     "InDoubtResolution",
