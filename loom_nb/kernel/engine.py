@@ -151,7 +151,7 @@ class Engine:
         self.clock: Clock = clock or SystemClock()
         self.ids: IdSource = ids or RandomIds()
         self.random: RandomSource = random or SystemRandom()
-        self.effects: Any = effects if effects is not None else EffectRegistry()
+        self.effects: EffectInvoker = effects if effects is not None else EffectRegistry()
         self.flows = flows or FLOWS
         self.principal = principal or Principal()
         self._locks: dict[str, asyncio.Lock] = {}
