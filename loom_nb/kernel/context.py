@@ -51,6 +51,9 @@ def _convert(value: Any, returns: Any) -> Any:
 class ExecutionContext:
     """The handle a flow body gets: ``execute``, ``gate(s)``, ``decide``, ``stream``, ``now``...
 
+    It implements ``FlowContext`` (what bodies may use); ``stage``, ``commit`` and ``unserved`` are
+    for the engine that drives the body.
+
     Attributes:
         execution_id: The execution this body runs.
         principal: Who it acts for.
