@@ -52,7 +52,7 @@ from loom_nb.errors import (
     RetriesExhaustedError,
     UsageError,
 )
-from loom_nb.kernel import Decision, ExecutionContext, GateRequest, InDoubtResolution, flow
+from loom_nb.kernel import Decision, ExecutionContext, FlowContext, GateRequest, InDoubtResolution, flow
 from loom_nb.messages import Message, ModelRequest, ModelResponse, ToolCall, Usage
 from loom_nb.providers import ModelProvider, ScriptedModel
 from loom_nb.providers.anthropic import AnthropicMessages
@@ -103,6 +103,7 @@ __all__ = [
     "EffectContext",
     "EffectError",
     "ExecutionContext",
+    "FlowContext",
     "FlowNotFoundError",
     "Gate",
     "GateRequest",

@@ -54,7 +54,7 @@ class ResumeValidationError(UsageError):
         self.gate_id = gate_id
 
     def __reduce__(self) -> Any:
-        return (_rebuild, (type(self), self.args, self.__dict__))
+        return (rebuild_error, (type(self), self.args, self.__dict__))
 
 
 class FlowNotFoundError(UsageError):
@@ -137,7 +137,7 @@ class ProviderHTTPError(ProviderError):
         self.retryable = status_code in (408, 429) or status_code >= 500
 
     def __reduce__(self) -> Any:
-        return (_rebuild, (type(self), self.args, self.__dict__))
+        return (rebuild_error, (type(self), self.args, self.__dict__))
 
 
 class ProviderTimeout(ProviderError):
@@ -151,7 +151,9 @@ class ProviderProtocolError(ProviderError):
     """The provider's response or stream was malformed."""
 
 
-def _rebuild(cls: type[BaseException], args: tuple[Any, ...], state: dict[str, Any]) -> BaseException:
+def rebuild_error(cls: type[BaseException], args: tuple[Any, ...], state: dict[str, Any]) -> BaseException:
+    """An exception of type ``cls`` with ``args`` and attributes ``state``, without calling its
+    ``__init__`` (how errors unpickle, and how journaled failures are re-raised on replay)."""
     exc = cls.__new__(cls)
     exc.args = args
     exc.__dict__.update(state)
@@ -170,7 +172,7 @@ class RecordedError(LoomError):
         self.type_name = type_name
 
     def __reduce__(self) -> Any:
-        return (_rebuild, (type(self), self.args, self.__dict__))
+        return (rebuild_error, (type(self), self.args, self.__dict__))
 
 
 def registered(items: Mapping[str, _T], name: str, error: type[LoomError], what: str, fix: str) -> _T:

@@ -32,8 +32,12 @@ class Runtime(Engine):
         quota: Limits for each execution.
         principal_quota: Limits for each principal.
         default_retry: Retry policy for effects registered without one.
+        effects: The effect ring (by default a new one with the quotas and retry policy above).
         **kwargs: ``clock``, ``ids``, ``random``, ``flows``, ``principal`` (see the kernel).
     """
+
+    #: The effect ring (the bare kernel ``Engine`` only knows an ``EffectInvoker``).
+    effects: EffectRing
 
     def __init__(
         self,
@@ -42,17 +46,18 @@ class Runtime(Engine):
         quota: Quota | None = None,
         principal_quota: Quota | None = None,
         default_retry: RetryPolicy | None = None,
+        effects: EffectRing | None = None,
         **kwargs: Any,
     ) -> None:
-        effects = kwargs.pop("effects", None) or EffectRing(
+        ring = effects or EffectRing(
             per_execution=quota,
             per_principal=principal_quota,
             default_retry=default_retry,
             load_usage=self.usage_by_effect,
         )
-        super().__init__(journal, effects=effects, **kwargs)
-        if isinstance(self.effects, EffectRing) and self.effects.content_store is None:
-            self.effects.content_store = JournalContentStore(journal)
+        super().__init__(journal, effects=ring, **kwargs)
+        if ring.content_store is None:
+            ring.content_store = JournalContentStore(journal)
 
     @classmethod
     def open(cls, target: str | Path = ":memory:", *, read_only: bool = False, **kwargs: Any) -> Self:

@@ -149,6 +149,7 @@ EXPECTED_ALL = sorted(
         "EffectContext",
         "EffectError",
         "ExecutionContext",
+        "FlowContext",
         "FlowNotFoundError",
         "Gate",
         "GateRequest",

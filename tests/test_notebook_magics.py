@@ -176,7 +176,7 @@ def test_open_switches_the_journal(ip: Any, tmp_path: Path, capsys: pytest.Captu
     ip.run_line_magic("loom", f"open {tmp_path / 'second.duckdb'}")
     assert capsys.readouterr().out.strip().endswith("second.duckdb is open (%loom status, %loom runs, %loom pending)")
     assert loom.default_runtime().journal.location == str(tmp_path / "second.duckdb")
-    assert first._closed
+    assert first.closed
 
 
 def test_runs_status_and_sql(ip: Any, capsys: pytest.CaptureFixture[str]) -> None:

@@ -32,8 +32,9 @@ from loom_nb.effects.ring import EffectRing
 from loom_nb.effects.tool import Tool
 from loom_nb.errors import UsageError
 from loom_nb.kernel.async_bridge import in_running_loop
-from loom_nb.kernel.context import IN_DOUBT_GATE, ExecutionContext, InDoubtResolution
+from loom_nb.kernel.context import IN_DOUBT_GATE, InDoubtResolution
 from loom_nb.kernel.engine import ExecutionResult
+from loom_nb.kernel.flow_context import FlowContext
 from loom_nb.kernel.gates import OpenGate, validate_payload
 from loom_nb.messages import ToolCall
 from loom_nb.providers.base import ModelProvider
@@ -163,7 +164,7 @@ class Agent:
             effects.add_claim_check(self.config.claim_check)
         config = self.config
 
-        async def body(ctx: ExecutionContext, input: Any) -> AgentResult:
+        async def body(ctx: FlowContext, input: Any) -> AgentResult:
             return await agent_loop(ctx, config, input)
 
         body.__qualname__ = self.flow_name

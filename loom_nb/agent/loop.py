@@ -1,4 +1,4 @@
-"""``agent_loop``: the durable ReAct loop as an ordinary function over ``ExecutionContext``.
+"""``agent_loop``: the durable ReAct loop as an ordinary function over ``FlowContext``.
 
 Each model turn is the step ``#turn:<i>``, each tool call ``#turn:<i>:tool:<j>``; approvals are
 gates ``#turn:<i>:tool:<j>:approval`` opened together before any of the turn's effects run;
@@ -33,8 +33,8 @@ from loom_nb.errors import (
     UsageError,
 )
 from loom_nb.journal.canonical import to_jsonable
-from loom_nb.kernel.context import ExecutionContext
 from loom_nb.kernel.decisions import Decision
+from loom_nb.kernel.flow_context import FlowContext
 from loom_nb.kernel.gates import GateRequest
 from loom_nb.messages import Message, ModelRequest, ModelResponse, ToolCall, Transcript, Usage
 
@@ -75,7 +75,7 @@ class _Turn:
         self.usage = Usage()
 
 
-async def agent_loop(ctx: ExecutionContext, config: AgentConfig, input: Any) -> AgentResult:
+async def agent_loop(ctx: FlowContext, config: AgentConfig, input: Any) -> AgentResult:
     """Run the agent to an answer (or ``max_turns``), one durable step per model turn and tool call.
 
     Args:
@@ -122,7 +122,7 @@ async def agent_loop(ctx: ExecutionContext, config: AgentConfig, input: Any) -> 
 
 
 async def _call_model(
-    ctx: ExecutionContext, config: AgentConfig, request: ModelRequest, record: dict[str, Any], turn: int
+    ctx: FlowContext, config: AgentConfig, request: ModelRequest, record: dict[str, Any], turn: int
 ) -> tuple[str, ModelResponse]:
     routes = config.routes
     if routes is None:
@@ -163,7 +163,7 @@ def _route_policy(routes: Routes, request: ModelRequest, turn: int) -> Any:
 
 
 async def _model_step(
-    ctx: ExecutionContext,
+    ctx: FlowContext,
     config: AgentConfig,
     model_id: str,
     request: ModelRequest,
@@ -182,7 +182,7 @@ async def _model_step(
     return ModelResponse.model_validate(output)
 
 
-async def _turn_extras(ctx: ExecutionContext, config: AgentConfig, state: _Turn, turn: int) -> list[Message]:
+async def _turn_extras(ctx: FlowContext, config: AgentConfig, state: _Turn, turn: int) -> list[Message]:
     extras: list[Message] = []
     if config.skills and config.skill_selector is not None:
         names = [s.name for s in config.skills]
@@ -214,7 +214,7 @@ def _kept_suffix_by_bytes(sizes: Sequence[int], budget: float, keep_recent: int)
     return max(kept, 1)
 
 
-async def _maybe_compact(ctx: ExecutionContext, config: AgentConfig, state: _Turn, turn: int) -> None:
+async def _maybe_compact(ctx: FlowContext, config: AgentConfig, state: _Turn, turn: int) -> None:
     compaction = config.compaction
     if compaction is None:
         return
@@ -259,7 +259,7 @@ async def _maybe_compact(ctx: ExecutionContext, config: AgentConfig, state: _Tur
     state.prev = node
 
 
-def _maybe_warn(ctx: ExecutionContext, config: AgentConfig, state: _Turn) -> None:
+def _maybe_warn(ctx: FlowContext, config: AgentConfig, state: _Turn) -> None:
     limit = config.warn_transcript_bytes
     if limit is False or config.compaction is not None or state.transcript.nbytes <= limit:
         return
@@ -290,7 +290,7 @@ def _refusal(config: AgentConfig, call: ToolCall, decision: ApprovalDecision) ->
 
 
 async def _run_tools(
-    ctx: ExecutionContext, config: AgentConfig, calls: Sequence[ToolCall], turn: int
+    ctx: FlowContext, config: AgentConfig, calls: Sequence[ToolCall], turn: int
 ) -> list[tuple[str, Any]]:
     """Each call's outcome: ("tool", output) or ("message", an error / refusal tool message)."""
     outcomes: list[tuple[str, Any] | None] = [None] * len(calls)

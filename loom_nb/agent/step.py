@@ -14,15 +14,15 @@ from loom_nb.agent.config import AgentConfig, AgentResult
 from loom_nb.agent.loop import agent_loop
 from loom_nb.errors import UsageError
 from loom_nb.journal.canonical import to_jsonable
-from loom_nb.kernel.context import ExecutionContext
 from loom_nb.kernel.decisions import Decision
 from loom_nb.kernel.effect_registry import EffectCall, EffectContext
 from loom_nb.kernel.engine import Engine
+from loom_nb.kernel.flow_context import FlowContext
 from loom_nb.kernel.gates import GateRequest
 
 
 class _OpaqueContext:
-    """Just enough of ``ExecutionContext`` for ``agent_loop``, journaling nothing itself."""
+    """Just enough of ``FlowContext`` for ``agent_loop``, journaling nothing itself."""
 
     def __init__(self, runtime: Engine, outer: EffectContext) -> None:
         self._rt = runtime
@@ -92,20 +92,20 @@ class _OpaqueContext:
 
 def agent_step(
     config: AgentConfig, *, name: str = "agent", step_id: str = "agent"
-) -> Callable[[ExecutionContext, Any], Awaitable[AgentResult]]:
+) -> Callable[[FlowContext, Any], Awaitable[AgentResult]]:
     """The whole agent loop as one step: ``result = await agent_step(config)(ctx, "question")``.
 
     The step's effect is ``agent_step.<name>`` (registered on first use; a persisted id).
     """
     effect_id = f"agent_step.{name}"
 
-    async def run(ctx: ExecutionContext, input: Any) -> AgentResult:
+    async def run(ctx: FlowContext, input: Any) -> AgentResult:
         rt = ctx.runtime
         if effect_id not in rt.effects:
 
             async def whole_loop(loop_input: Any, effect_context: EffectContext) -> AgentResult:
                 inner = _OpaqueContext(rt, effect_context)
-                return await agent_loop(cast(ExecutionContext, inner), config, loop_input)
+                return await agent_loop(cast(FlowContext, inner), config, loop_input)
 
             rt.effects.register(effect_id, whole_loop, kind="agent")
         output = await ctx.execute(effect_id, input, step_id=step_id)

@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 from pydantic.fields import FieldInfo
 
 from loom_nb.errors import ToolArgumentsError, UsageError
-from loom_nb.kernel.effect_registry import EffectContext, EffectRegistry, EffectSpec
+from loom_nb.kernel.effect_registry import EffectContext, EffectInvoker, EffectSpec
 from loom_nb.messages import ToolCall, ToolSpec
 
 ApprovalRule = bool | Callable[[ToolCall, int], bool]
@@ -149,7 +149,7 @@ class Tool:
             result = await result
         return result
 
-    def register(self, effects: EffectRegistry) -> EffectSpec:
+    def register(self, effects: EffectInvoker) -> EffectSpec:
         """Register as the effect ``tools.<name>``."""
         return effects.register(
             self.effect_id,

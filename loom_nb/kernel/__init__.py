@@ -1,4 +1,5 @@
-"""The durable kernel: ``Engine``, flows, ``ExecutionContext``, gates, decisions, replay, recovery.
+"""The durable kernel: ``Engine``, flows, ``FlowContext`` / ``ExecutionContext``, gates, decisions, replay,
+recovery.
 
 The kernel never imports the agent, providers, the notebook layer, httpx, IPython or pandas.
 """
@@ -16,6 +17,7 @@ from loom_nb.kernel.effect_registry import (
     Principal,
 )
 from loom_nb.kernel.engine import Engine, ExecutionResult, ReplayReport
+from loom_nb.kernel.flow_context import FlowContext
 from loom_nb.kernel.flows import FLOWS, FlowRegistry, flow
 from loom_nb.kernel.gates import GateRequest, OpenGate, Suspend
 
@@ -30,6 +32,7 @@ __all__ = [
     "Engine",
     "ExecutionContext",
     "ExecutionResult",
+    "FlowContext",
     "FlowRegistry",
     "GateRequest",
     "InDoubtResolution",

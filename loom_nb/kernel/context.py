@@ -51,6 +51,9 @@ def _convert(value: Any, returns: Any) -> Any:
 class ExecutionContext:
     """The handle a flow body gets: ``execute``, ``gate(s)``, ``decide``, ``stream``, ``now``...
 
+    It implements ``FlowContext`` (what bodies may use); ``stage``, ``commit`` and ``unserved`` are
+    for the engine that drives the body.
+
     Attributes:
         execution_id: The execution this body runs.
         principal: Who it acts for.
@@ -89,21 +92,31 @@ class ExecutionContext:
         """True while the body is still being served recorded outcomes."""
         return self._pure or self._to_serve > 0 or self._in_flight > 0
 
-    def _stage(self, kind: str, step_id: str | None, data: dict[str, Any]) -> Event:
+    @property
+    def unserved(self) -> int:
+        """How many recorded outcomes the body has not been served yet (engine-facing: a replay
+        report counts what was served)."""
+        return max(self._to_serve, 0)
+
+    def stage(self, kind: str, step_id: str | None, data: dict[str, Any]) -> Event:
+        """Stage one event for the next ``commit`` and return it (engine-facing: the engine stages
+        the execution's lifecycle events; flow bodies use ``execute``, ``gate``, ``warn``...)."""
         self._seq += 1
         event = Event(self.execution_id, self._seq, kind, step_id, self._rt.clock.now(), data)
         self._staged.append(event)
         return event
 
-    def _flush(self) -> None:
-        """Commit everything staged in one transaction (a no-op when nothing is staged)."""
+    def commit(self) -> None:
+        """Commit everything staged in one transaction and notify the observers (a no-op when
+        nothing is staged, and always in a pure replay). Engine-facing, like ``stage``."""
         if self._pure or (not self._staged and not self._blobs):
             return
         events, blobs = self._staged, self._blobs
         self._staged, self._blobs = [], []
         self._rt.journal.append(events, blobs)
-        if self._rt._observers:
-            self._rt._notify([e for e in events if e.kind != EventKind.STREAM_CHUNK])  # chunks were shown at once
+        observers = self._rt.observers
+        if observers:
+            observers.notify_events([e for e in events if e.kind != EventKind.STREAM_CHUNK])  # chunks shown at once
 
     def _claim(self, ident: str) -> None:
         if ident in self._claimed:
@@ -204,13 +217,11 @@ class ExecutionContext:
         gate = self._h.gates.get(gid)
         if gate is None or not gate.resolved:
             if not rec.in_doubt:
-                self._stage(EventKind.STEP_IN_DOUBT, sid, {"effect": rec.effect, "attempt": rec.attempts})
+                self.stage(EventKind.STEP_IN_DOUBT, sid, {"effect": rec.effect, "attempt": rec.attempts})
             if gate is None:
                 payload = {"effect": rec.effect, "step_id": sid, "input": journaled, "attempt": rec.attempts}
                 name = schema_name(InDoubtResolution)
-                ev = self._stage(
-                    EventKind.GATE_OPENED, gid, {"kind": IN_DOUBT_GATE, "payload": payload, "schema": name}
-                )
+                ev = self.stage(EventKind.GATE_OPENED, gid, {"kind": IN_DOUBT_GATE, "payload": payload, "schema": name})
                 self._new_gates[gid] = GateRecord(gid, IN_DOUBT_GATE, payload, name, ev.at)
             self.waiting.append(gid)
             raise Suspend([gid])
@@ -218,7 +229,7 @@ class ExecutionContext:
         resolution = InDoubtResolution.model_validate(gate.resolution)
         if resolution.action == "happened":
             output = to_jsonable(resolution.output)
-            self._stage(
+            self.stage(
                 EventKind.STEP_COMPLETED,
                 sid,
                 {"effect": rec.effect, "output": output, "attempt": rec.attempts, "resolved_by": gid},
@@ -229,7 +240,7 @@ class ExecutionContext:
                 f"step {sid!r} (effect {rec.effect!r}) of execution {self.execution_id!r} was cut in flight "
                 f"and resolved as failed{': ' + resolution.reason if resolution.reason else ''}"
             )
-            self._stage(
+            self.stage(
                 EventKind.STEP_FAILED,
                 sid,
                 {"effect": rec.effect, "attempt": rec.attempts, "will_retry": False, "error": error_to_data(error)},
@@ -251,24 +262,24 @@ class ExecutionContext:
         effect_id = spec.effect_id
         key = f"{eid}:{sid}"
         started = {"effect": effect_id, "input": journaled, "digest": digest, "idempotency_key": key}
-        self._stage(EventKind.STEP_STARTED, sid, {**started, "attempt": attempt})
-        self._flush()
+        self.stage(EventKind.STEP_STARTED, sid, {**started, "attempt": attempt})
+        self.commit()
         current = attempt
         rt = self._rt
 
         async def on_retry(error: BaseException, delay: float) -> int:
             nonlocal current
             failed = {"effect": effect_id, "attempt": current, "will_retry": True, "delay": delay}
-            self._stage(EventKind.STEP_FAILED, sid, {**failed, "error": error_to_data(error)})
-            self._flush()  # a crash during the backoff must not make a clean failure look in doubt
+            self.stage(EventKind.STEP_FAILED, sid, {**failed, "error": error_to_data(error)})
+            self.commit()  # a crash during the backoff must not make a clean failure look in doubt
             await rt.clock.sleep(delay)
             current += 1
-            self._stage(EventKind.STEP_STARTED, sid, {**started, "attempt": current})
-            self._flush()
+            self.stage(EventKind.STEP_STARTED, sid, {**started, "attempt": current})
+            self.commit()
             return current
 
         def emit_delta(text: str) -> None:
-            rt._notify_delta(eid, sid, text)
+            rt.observers.notify_delta(eid, sid, text)
             if on_delta is not None:
                 on_delta(text)
 
@@ -286,7 +297,7 @@ class ExecutionContext:
             result = await rt.effects.invoke(call)
             output = to_jsonable(result.output)
         except Exception as exc:
-            self._stage(
+            self.stage(
                 EventKind.STEP_FAILED,
                 sid,
                 {"effect": effect_id, "attempt": current, "will_retry": False, "error": error_to_data(exc)},
@@ -297,7 +308,7 @@ class ExecutionContext:
             data["usage"] = to_jsonable(dict(result.usage))
         if result.tainted:
             data["tainted"] = True
-        self._stage(EventKind.STEP_COMPLETED, sid, data)
+        self.stage(EventKind.STEP_COMPLETED, sid, data)
         return output
 
     # -- gates ----------------------------------------------------------------------------------
@@ -325,7 +336,7 @@ class ExecutionContext:
                 continue
             if rec is None and not self._pure:
                 payload = to_jsonable(r.payload)
-                ev = self._stage(EventKind.GATE_OPENED, r.gate_id, {"kind": r.kind, "payload": payload, "schema": name})
+                ev = self.stage(EventKind.GATE_OPENED, r.gate_id, {"kind": r.kind, "payload": payload, "schema": name})
                 self._new_gates[r.gate_id] = GateRecord(r.gate_id, r.kind, payload, name, ev.at)
             waiting.append(r.gate_id)
         if waiting:
@@ -370,7 +381,7 @@ class ExecutionContext:
         decision = result if isinstance(result, Decision) else Decision(choice=result)
         choice = to_jsonable(decision.choice)
         probabilities = None if decision.probabilities is None else [float(p) for p in decision.probabilities]
-        self._stage(
+        self.stage(
             EventKind.DECISION_RECORDED,
             decision_id,
             {
@@ -396,7 +407,7 @@ class ExecutionContext:
         if self._pure:
             raise self._diverged(f"value {vid!r}")
         value = make()
-        self._stage(EventKind.VALUE_RECORDED, vid, {"kind": kind, "value": value})
+        self.stage(EventKind.VALUE_RECORDED, vid, {"kind": kind, "value": value})
         return value
 
     def now(self) -> float:
@@ -419,17 +430,17 @@ class ExecutionContext:
         """
         if not text or self.replaying:
             return
-        event = self._stage(EventKind.STREAM_CHUNK, None, {"channel": channel, "text": text})
-        self._rt._notify([event])
+        event = self.stage(EventKind.STREAM_CHUNK, None, {"channel": channel, "text": text})
+        self._rt.observers.notify_events((event,))
         if len(self._staged) >= _STREAM_FLUSH_EVERY:
-            self._flush()
+            self.commit()
 
     def warn(self, code: str, message: str, **data: Any) -> bool:
         """Record a ``warning`` event once per ``code`` per execution; returns True if recorded now."""
         if code in self._warned or self._pure:
             return False
         self._warned.add(code)
-        self._stage(EventKind.WARNING, None, {"code": code, "message": message, **to_jsonable(data)})
+        self.stage(EventKind.WARNING, None, {"code": code, "message": message, **to_jsonable(data)})
         return True
 
     def put_content(self, data: bytes, *, media_type: str = "application/json", tainted: bool = False) -> str:

@@ -141,10 +141,31 @@ class Interceptor(Protocol):
 
 
 class EffectInvoker(Protocol):
-    """What the kernel needs from an effect runtime."""
+    """What the kernel and its callers need from an effect runtime (``EffectRegistry`` and the
+    ``EffectRing`` implement it): register, look up and invoke effects."""
+
+    def register(
+        self,
+        effect_id: str,
+        fn: Callable[..., Any],
+        *,
+        idempotent: bool = False,
+        scopes: Iterable[str] = (),
+        retry: Any = None,
+        quota: Any = None,
+        trusted: bool = True,
+        kind: str = "effect",
+        meta: Mapping[str, Any] | None = None,
+    ) -> EffectSpec:
+        """Register (or replace) an effect; returns its spec (see ``EffectRegistry.register``)."""
+        ...
 
     def spec(self, effect_id: str) -> EffectSpec:
         """The registration of ``effect_id`` (``EffectNotFoundError`` if none)."""
+        ...
+
+    def __contains__(self, effect_id: object) -> bool:
+        """True when ``effect_id`` is registered."""
         ...
 
     async def invoke(self, call: EffectCall) -> EffectResult:

@@ -30,14 +30,12 @@ from loom_nb.kernel.errors_codec import error_from_data, error_summary, error_to
 from loom_nb.kernel.flows import FLOWS, FlowFn, FlowRegistry
 from loom_nb.kernel.gates import OpenGate, Suspend, validate_payload
 from loom_nb.kernel.history import GateRecord, History
+from loom_nb.kernel.observers import DeltaObserver, EventObserver, Observers
 from loom_nb.kernel.sources import Clock, IdSource, RandomSource
 from loom_nb.system_sources import RandomIds, SystemClock, SystemRandom
 
 T = TypeVar("T")
 log = logging.getLogger("loom_nb")
-
-EventObserver = Callable[[Event], None]
-DeltaObserver = Callable[[str, str, str], None]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -153,13 +151,13 @@ class Engine:
         self.clock: Clock = clock or SystemClock()
         self.ids: IdSource = ids or RandomIds()
         self.random: RandomSource = random or SystemRandom()
-        self.effects: Any = effects if effects is not None else EffectRegistry()
+        self.effects: EffectInvoker = effects if effects is not None else EffectRegistry()
         self.flows = flows or FLOWS
         self.principal = principal or Principal()
         self._locks: dict[str, asyncio.Lock] = {}
         self._active: set[str] = set()
-        # A tuple, replaced on (un)subscribe: the per-event and per-delta paths iterate it as is.
-        self._observers: tuple[tuple[str | None, EventObserver | None, DeltaObserver | None], ...] = ()
+        #: Who watches committed events and streamed deltas (``observe`` subscribes here).
+        self.observers = Observers()
         self._closed = False
 
     # -- lifecycle ------------------------------------------------------------------------------
@@ -199,34 +197,7 @@ class Engine:
     ) -> Callable[[], None]:
         """Call ``on_event(event)`` after events commit (stream chunks at once), and
         ``on_delta(execution_id, step_id, text)`` for every streamed delta. Returns an unsubscribe."""
-        entry = (execution_id, on_event, on_delta)
-        self._observers = (*self._observers, entry)
-
-        def unsubscribe() -> None:
-            self._observers = tuple(o for o in self._observers if o is not entry)
-
-        return unsubscribe
-
-    def _notify(self, events: list[Event]) -> None:
-        if not self._observers:
-            return
-        for eid, on_event, _ in self._observers:
-            if on_event is None:
-                continue
-            for event in events:
-                if eid is None or event.execution_id == eid:
-                    try:
-                        on_event(event)
-                    except Exception:
-                        log.exception("a loom_nb event observer failed")
-
-    def _notify_delta(self, execution_id: str, step_id: str, text: str) -> None:
-        for eid, _, on_delta in self._observers:
-            if on_delta is not None and (eid is None or eid == execution_id):
-                try:
-                    on_delta(execution_id, step_id, text)
-                except Exception:
-                    log.exception("a loom_nb delta observer failed")
+        return self.observers.subscribe(on_event, on_delta=on_delta, execution_id=execution_id)
 
     # -- queries ----------------------------------------------------------------------------------
     def history(self, execution_id: str) -> History:
@@ -274,7 +245,7 @@ class Engine:
         body = self.flows.get(history.flow)
         ctx = ExecutionContext(self, history)
         if fresh:
-            ctx._stage(
+            ctx.stage(
                 EventKind.EXECUTION_STARTED,
                 None,
                 {"flow": history.flow, "input": history.input, "principal": history.principal},
@@ -285,24 +256,24 @@ class Engine:
                 output = to_jsonable(await body(ctx, history.input))
             except Suspend:
                 waiting = ctx.open_gates()
-                ctx._stage(EventKind.EXECUTION_SUSPENDED, None, {"gates": [g.gate_id for g in waiting]})
-                ctx._flush()
+                ctx.stage(EventKind.EXECUTION_SUSPENDED, None, {"gates": [g.gate_id for g in waiting]})
+                ctx.commit()
                 return ExecutionResult(
                     execution_id=eid, status="suspended", gates=tuple(_gate(eid, g) for g in waiting)
                 )
             except (NonDeterminismError, EffectNotFoundError, FlowNotFoundError):
-                ctx._flush()
+                ctx.commit()
                 raise
             except Exception as exc:
                 error = error_to_data(exc)
-                ctx._stage(EventKind.EXECUTION_FAILED, None, {"error": error})
-                ctx._flush()
+                ctx.stage(EventKind.EXECUTION_FAILED, None, {"error": error})
+                ctx.commit()
                 return ExecutionResult(execution_id=eid, status="failed", error=error)
             except BaseException:
-                ctx._flush()  # nothing recorded is lost; the execution stays running for recover()
+                ctx.commit()  # nothing recorded is lost; the execution stays running for recover()
                 raise
-            ctx._stage(EventKind.EXECUTION_COMPLETED, None, {"output": output})
-            ctx._flush()
+            ctx.stage(EventKind.EXECUTION_COMPLETED, None, {"output": output})
+            ctx.commit()
             return ExecutionResult(execution_id=eid, status="completed", output=output)
         finally:
             self._active.discard(eid)
@@ -368,7 +339,7 @@ class Engine:
             remaining = [g for g in h.open_gates() if g.gate_id != gate_id]
             if remaining:
                 self.journal.append(events)
-                self._notify(events)
+                self.observers.notify_events(events)
                 return ExecutionResult(
                     execution_id=execution_id,
                     status="suspended",
@@ -376,7 +347,7 @@ class Engine:
                 )
             events.append(Event(execution_id, seq + 1, EventKind.EXECUTION_RESUMED, None, now, {"gate_id": gate_id}))
             self.journal.append(events)
-            self._notify(events)
+            self.observers.notify_events(events)
             return await self._drive(self.history(execution_id))
 
     async def recover(self) -> list[ExecutionResult]:
@@ -445,7 +416,7 @@ class Engine:
                 if e.kind not in lifecycle:
                     events.append(Event(eid, len(events) + 1, e.kind, e.step_id, e.at, e.data))
             self.journal.append(events)
-            self._notify(events)
+            self.observers.notify_events(events)
             return await self._drive(self.history(eid))
 
     async def replay(self, execution_id: str) -> ReplayReport:
@@ -482,7 +453,7 @@ class Engine:
             reproduced=not message,
             recorded_status=h.status,
             replayed_status=status,
-            served=h.served_count() - max(ctx._to_serve, 0),
+            served=h.served_count() - ctx.unserved,
             message=message or "reproduced",
             seconds=self.clock.now() - began,
             trace=tuple(ctx.trace),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from loom_nb.errors import RecordedError, _rebuild
+from loom_nb.errors import RecordedError, rebuild_error
 from loom_nb.journal.canonical import to_jsonable
 from loom_nb.kernel.qualified_names import import_qualified
 
@@ -51,7 +51,7 @@ def error_from_data(data: dict[str, Any]) -> BaseException:
         exc = RecordedError(f"{data.get('type')}: {data.get('message')}", type_name=str(data.get("type", "")))
     else:
         try:
-            exc = _rebuild(cls, tuple(data.get("args", ())), dict(data.get("attrs", {})))
+            exc = rebuild_error(cls, tuple(data.get("args", ())), dict(data.get("attrs", {})))
         except Exception:
             exc = RecordedError(f"{data.get('type')}: {data.get('message')}", type_name=str(data.get("type")))
     cause = data.get("cause")

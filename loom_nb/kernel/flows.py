@@ -6,8 +6,10 @@ from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar, overload
 
 from loom_nb.errors import FlowNotFoundError, UsageError, registered
+from loom_nb.kernel.flow_context import FlowContext
 
-FlowFn = Callable[[Any, Any], Awaitable[Any]]
+#: A flow body: ``async def body(ctx: FlowContext, input) -> output``.
+FlowFn = Callable[[FlowContext, Any], Awaitable[Any]]
 F = TypeVar("F", bound=FlowFn)
 
 

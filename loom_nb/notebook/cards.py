@@ -21,32 +21,14 @@ from loom_nb.agent.agent import Gate
 from loom_nb.agent.config import APPROVAL_GATE
 from loom_nb.kernel.async_bridge import in_running_loop
 from loom_nb.kernel.context import IN_DOUBT_GATE
+from loom_nb.notebook.formatting import html_widget, parse_json_or_text, short_text
 from loom_nb.notebook.runs import ensure_registered
 
 log = logging.getLogger("loom_nb")
 
 
-def _short(value: Any, limit: int = 120) -> str:
-    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str, sort_keys=True)
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def _call_text(name: str, arguments: Any) -> str:
-    if isinstance(arguments, dict):
-        inner = ", ".join(f"{k}={v!r}" for k, v in arguments.items())
-    else:
-        inner = _short(arguments, 80)
-    return f"{name}({_short(inner, 100)})"
-
-
 def _clock(at: float) -> str:
     return datetime.fromtimestamp(at).strftime("%H:%M:%S")
-
-
-def _html(cls: str, value: str = "") -> Any:
-    w = widgets.HTML(value=value)
-    w.add_class(cls)
-    return w
 
 
 def _button(description: str, cls: str, style: str, icon: str = "") -> Any:
@@ -55,20 +37,10 @@ def _button(description: str, cls: str, style: str, icon: str = "") -> Any:
     return b
 
 
-def _parse_json_or_text(text: str) -> Any:
-    text = text.strip()
-    if not text:
-        return None
-    try:
-        return json.loads(text)
-    except ValueError:
-        return text
-
-
 def describe_resolution(kind: str, payload: Any) -> str:
     """A short human description of a gate's resume payload (``approved``, ``refused: why``...)."""
     if not isinstance(payload, dict):
-        return f"resolved with {_short(payload, 80)}"
+        return f"resolved with {short_text(payload, 80)}"
     reason = payload.get("reason")
     why = f" ({reason})" if reason else ""
     if kind == APPROVAL_GATE and "approved" in payload:
@@ -76,9 +48,9 @@ def describe_resolution(kind: str, payload: Any) -> str:
     if kind == IN_DOUBT_GATE and "action" in payload:
         action = str(payload["action"])
         if action == "happened":
-            return f"marked as happened (output {_short(payload.get('output'), 60)}){why}"
+            return f"marked as happened (output {short_text(payload.get('output'), 60)}){why}"
         return {"run_again": "run again", "fail": "marked as failed"}.get(action, action) + why
-    return f"resolved with {_short(payload, 80)}"
+    return f"resolved with {short_text(payload, 80)}"
 
 
 # -- gate cards -----------------------------------------------------------------------------------
@@ -103,8 +75,8 @@ class GateCard(widgets.VBox):  # type: ignore[misc]
         self.outcome: str | None = None
         self.buttons: list[Any] = []
         self.inputs: list[Any] = []
-        self.status = _html("loom-card-status")
-        self.problem_box = _html("loom-card-problem")
+        self.status = html_widget("loom-card-status")
+        self.problem_box = html_widget("loom-card-problem")
         self.problem: str | None = None
         self._pending: asyncio.Future[None] | None = None
         super().__init__(children=[*self._build(), self.problem_box, self.status])
@@ -114,17 +86,17 @@ class GateCard(widgets.VBox):  # type: ignore[misc]
 
     # -- for subclasses -------------------------------------------------------------------------
     def _build(self) -> list[Any]:
-        payload = _short(self.gate.payload, 2000)
-        title = _html(
+        payload = short_text(self.gate.payload, 2000)
+        title = html_widget(
             "loom-card-title",
             f"<b>Gate</b> <code>{html.escape(self.gate.gate_id)}</code> ({html.escape(self.gate.kind)})",
         )
-        body = _html("loom-card-payload", f"<pre>{html.escape(payload)}</pre>")
+        body = html_widget("loom-card-payload", f"<pre>{html.escape(payload)}</pre>")
         self.payload_box = widgets.Textarea(placeholder="resume payload (JSON)")
         self.payload_box.add_class("loom-payload")
         resume = _button("Resume", "loom-resume", "primary")
         resume.on_click(
-            lambda _: self.act("resumed", lambda: self.gate.resolve(_parse_json_or_text(self.payload_box.value)))
+            lambda _: self.act("resumed", lambda: self.gate.resolve(parse_json_or_text(self.payload_box.value)))
         )
         self.buttons = [resume]
         self.inputs = [self.payload_box]
@@ -233,11 +205,11 @@ class ApprovalCard(GateCard):
     def _build(self) -> list[Any]:
         g = self.gate
         pretty = json.dumps(g.arguments, indent=2, ensure_ascii=False, default=str)
-        title = _html(
+        title = html_widget(
             "loom-card-title",
             f"<b>Approve</b> <code>{html.escape(str(g.tool))}</code>? <small>{html.escape(g.gate_id)}</small>",
         )
-        args = _html("loom-card-arguments", f"<pre>{html.escape(pretty)}</pre>")
+        args = html_widget("loom-card-arguments", f"<pre>{html.escape(pretty)}</pre>")
         self.reason = widgets.Text(placeholder="reason (optional; the model is told on refusal)")
         self.reason.add_class("loom-reason")
         self.approve = _button("Approve", "loom-approve", "success", "check")
@@ -275,13 +247,13 @@ class InDoubtCard(GateCard):
         g = self.gate
         p = g.payload if isinstance(g.payload, dict) else {}
         step, effect = p.get("step_id", g.gate_id), p.get("effect", "?")
-        title = _html(
+        title = html_widget(
             "loom-card-title",
             f"<b>In doubt</b>: step <code>{html.escape(str(step))}</code> "
             f"(effect <code>{html.escape(str(effect))}</code>) was cut in flight. Did it happen?",
         )
         pretty = json.dumps(p.get("input"), indent=2, ensure_ascii=False, default=str)
-        body = _html("loom-card-arguments", f"<pre>{html.escape(pretty)}</pre>")
+        body = html_widget("loom-card-arguments", f"<pre>{html.escape(pretty)}</pre>")
         self.output = widgets.Text(placeholder="its output, if it happened (JSON or text)")
         self.output.add_class("loom-output")
         self.reason = widgets.Text(placeholder="reason (optional)")
@@ -297,7 +269,7 @@ class InDoubtCard(GateCard):
         return [title, body, self.output, self.reason, widgets.HBox(self.buttons)]
 
     def _happened(self) -> Any:
-        return self.gate.happened(_parse_json_or_text(self.output.value))
+        return self.gate.happened(parse_json_or_text(self.output.value))
 
     def _fail(self) -> Any:
         return self.gate.fail(self.reason.value.strip() or None)

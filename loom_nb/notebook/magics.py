@@ -234,9 +234,9 @@ class LoomMagics(Magics):
                     f"gate {gate.gate_id!r} is a {gate.kind} gate: --happened/--run-again/--fail answer in-doubt steps"
                 )
             if args.happened is not None:
-                from loom_nb.notebook.cards import _parse_json_or_text
+                from loom_nb.notebook.formatting import parse_json_or_text
 
-                gate.happened(_parse_json_or_text(args.happened))
+                gate.happened(parse_json_or_text(args.happened))
                 done = "marked as happened"
             elif args.run_again:
                 gate.run_again()

@@ -33,7 +33,8 @@ from loom_nb.agent.agent import Run
 from loom_nb.agent.config import APPROVAL_GATE
 from loom_nb.journal.events import Event, EventKind
 from loom_nb.kernel.errors_codec import error_summary
-from loom_nb.notebook.cards import GateCard, _call_text, _html, _short, card_for
+from loom_nb.notebook.cards import GateCard, card_for
+from loom_nb.notebook.formatting import call_text, html_widget, short_text
 from loom_nb.notebook.runs import attach, display, ensure_registered
 from loom_nb.notebook.throttle import Throttle
 
@@ -105,7 +106,7 @@ class ToolRow:
         self.started: float | None = None
         self.ended: float | None = None
         self.preview = ""
-        self.widget = _html("loom-tool-row")
+        self.widget = html_widget("loom-tool-row")
 
     @property
     def duration(self) -> float | None:
@@ -116,7 +117,7 @@ class ToolRow:
 
     def text(self) -> str:
         """The row as one line of text (without timings, so that it reads the same on every run)."""
-        parts = [f"tool {_call_text(self.name, self.arguments)}", self.status]
+        parts = [f"tool {call_text(self.name, self.arguments)}", self.status]
         if self.attempt > 1:
             parts.append(f"attempt {self.attempt}")
         if self.preview:
@@ -131,7 +132,7 @@ class ToolRow:
         preview = f" → <code>{html.escape(self.preview)}</code>" if self.preview else ""
         badge = f"<span class='loom-tool-status loom-tool-{state}'>{html.escape(self.status)}</span>"
         self.widget.value = (
-            f"<b>{html.escape(self.name)}</b> <code>{html.escape(_short(self.arguments, 100))}</code> "
+            f"<b>{html.escape(self.name)}</b> <code>{html.escape(short_text(self.arguments, 100))}</code> "
             f"{badge}{extra}{dur}{preview}"
         )
 
@@ -176,20 +177,20 @@ class RunView(widgets.VBox):  # type: ignore[misc]
         self._flow = run.agent.flow_name if run.agent is not None else ""
         self._throttle = Throttle(self._render_text, interval=interval)
 
-        self.title = _html("loom-title")
-        self.status = _html("loom-run-status")
+        self.title = html_widget("loom-title")
+        self.status = html_widget("loom-run-status")
         self.progress = widgets.IntProgress(value=0, min=0, max=self._max_turns() or 1, description="turns")
         self.progress.add_class("loom-turns")
-        self.turn_label = _html("loom-turn-label")
-        self.stream = _html("loom-stream")
+        self.turn_label = html_widget("loom-turn-label")
+        self.stream = html_widget("loom-stream")
         self.tools = widgets.VBox()
         self.tools.add_class("loom-tools")
         self.cards_box = widgets.VBox()
         self.cards_box.add_class("loom-cards")
-        self.answer = _html("loom-answer")
-        self.error = _html("loom-error")
-        self.usage = _html("loom-usage")
-        style = _html("loom-style", STYLE)
+        self.answer = html_widget("loom-answer")
+        self.error = html_widget("loom-error")
+        self.usage = html_widget("loom-usage")
+        style = html_widget("loom-style", STYLE)
         header = widgets.HBox([style, self.title, self.status, self.progress, self.turn_label])
         super().__init__(
             children=[header, self.stream, self.tools, self.cards_box, self.answer, self.error, self.usage]
@@ -315,7 +316,7 @@ class RunView(widgets.VBox):  # type: ignore[misc]
             return
         if kind == EventKind.STEP_COMPLETED:
             row.status, row.ended = "done", at
-            row.preview = _short(data.get("output"), 120)
+            row.preview = short_text(data.get("output"), 120)
         elif kind == EventKind.STEP_IN_DOUBT:
             row.status = "in doubt"
         elif data.get("will_retry"):
@@ -324,7 +325,7 @@ class RunView(widgets.VBox):  # type: ignore[misc]
             row.status, row.ended = "failed", at
             error = data.get("error")
             if isinstance(error, dict):
-                row.preview = _short(f"{error.get('type', '')}: {error.get('message', '')}", 160)
+                row.preview = short_text(f"{error.get('type', '')}: {error.get('message', '')}", 160)
         self._render_row(row)
 
     def _on_change(self, run: Run) -> None:
@@ -486,7 +487,7 @@ class RecoveryView(widgets.VBox):  # type: ignore[misc]
         self.not_recovered: dict[str, str] = {}
         self.error: str | None = None
         self.task: asyncio.Future[Any] | None = None
-        self.line = _html("loom-recovery-status", f"recovering {len(self.execution_ids)} execution(s)…")
+        self.line = html_widget("loom-recovery-status", f"recovering {len(self.execution_ids)} execution(s)…")
         super().__init__(children=[self.line])
         self.add_class("loom-recovery")
 

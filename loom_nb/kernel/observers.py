@@ -1,0 +1,85 @@
+"""``Observers``: who watches an engine's committed events and streamed deltas.
+
+The one seam between the kernel and anything that shows a run (the live view, the timeline, a
+test): the engine and the execution context call ``notify_events`` / ``notify_delta``; watchers
+``subscribe`` and get back an unsubscribe. An observer that raises is logged and never breaks the
+run. The subscriptions are a tuple replaced on (un)subscribe, so the per-event and per-delta paths
+iterate it as is (no copy), and ``bool(observers)`` is a cheap "is anybody watching?" for callers
+that would otherwise build the events to notify.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+
+from loom_nb.journal.events import Event
+
+log = logging.getLogger("loom_nb")
+
+#: ``on_event(event)``: called for each committed event (stream chunks at once).
+EventObserver = Callable[[Event], None]
+#: ``on_delta(execution_id, step_id, text)``: called for each streamed text delta.
+DeltaObserver = Callable[[str, str, str], None]
+
+_Subscription = tuple[str | None, EventObserver | None, DeltaObserver | None]
+
+
+class Observers:
+    """The subscriptions of one engine: event and delta observers, optionally for one execution."""
+
+    __slots__ = ("_subscriptions",)
+
+    def __init__(self) -> None:
+        self._subscriptions: tuple[_Subscription, ...] = ()
+
+    def subscribe(
+        self,
+        on_event: EventObserver | None = None,
+        *,
+        on_delta: DeltaObserver | None = None,
+        execution_id: str | None = None,
+    ) -> Callable[[], None]:
+        """Watch events and/or deltas (of ``execution_id`` only, when given).
+
+        Returns:
+            A function that ends this subscription (calling it again does nothing).
+        """
+        entry: _Subscription = (execution_id, on_event, on_delta)
+        self._subscriptions = (*self._subscriptions, entry)
+
+        def unsubscribe() -> None:
+            self._subscriptions = tuple(s for s in self._subscriptions if s is not entry)
+
+        return unsubscribe
+
+    @property
+    def active(self) -> bool:
+        """True when anybody is subscribed (callers skip building notifications otherwise)."""
+        return bool(self._subscriptions)
+
+    def __bool__(self) -> bool:
+        return bool(self._subscriptions)
+
+    def notify_events(self, events: Sequence[Event]) -> None:
+        """Hand each event to every event observer watching its execution."""
+        if not self._subscriptions:
+            return
+        for eid, on_event, _ in self._subscriptions:
+            if on_event is None:
+                continue
+            for event in events:
+                if eid is None or event.execution_id == eid:
+                    try:
+                        on_event(event)
+                    except Exception:
+                        log.exception("a loom_nb event observer failed")
+
+    def notify_delta(self, execution_id: str, step_id: str, text: str) -> None:
+        """Hand one streamed text delta of ``step_id`` to every delta observer watching ``execution_id``."""
+        for eid, _, on_delta in self._subscriptions:
+            if on_delta is not None and (eid is None or eid == execution_id):
+                try:
+                    on_delta(execution_id, step_id, text)
+                except Exception:
+                    log.exception("a loom_nb delta observer failed")

@@ -1,0 +1,44 @@
+"""Text and HTML pieces the gate cards, the live run view and the magics share.
+
+One public home, so no notebook module imports another's private helpers.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import ipywidgets as widgets
+
+
+def short_text(value: Any, limit: int = 120) -> str:
+    """``value`` as one line of at most ``limit`` characters (JSON unless a string; ``…`` when cut)."""
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str, sort_keys=True)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def call_text(name: str, arguments: Any) -> str:
+    """A tool call as ``name(k='v', ...)``, shortened to fit one line."""
+    if isinstance(arguments, dict):
+        inner = ", ".join(f"{k}={v!r}" for k, v in arguments.items())
+    else:
+        inner = short_text(arguments, 80)
+    return f"{name}({short_text(inner, 100)})"
+
+
+def html_widget(cls: str, value: str = "") -> Any:
+    """An ``ipywidgets.HTML`` holding ``value``, with the CSS class ``cls``."""
+    w = widgets.HTML(value=value)
+    w.add_class(cls)
+    return w
+
+
+def parse_json_or_text(text: str) -> Any:
+    """What a person typed as a payload: JSON when it parses, else the stripped text (None if empty)."""
+    text = text.strip()
+    if not text:
+        return None
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
