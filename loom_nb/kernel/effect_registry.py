@@ -11,7 +11,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, Protocol
+from typing import Any, Protocol, TypedDict, Unpack
 
 from loom_nb.errors import EffectNotFoundError, UsageError, registered
 
@@ -140,23 +140,23 @@ class Interceptor(Protocol):
         ...
 
 
+class EffectOptions(TypedDict, total=False):
+    """The keyword options of ``register`` (documented on ``EffectSpec``)."""
+
+    idempotent: bool
+    scopes: Iterable[str]
+    retry: Any
+    quota: Any
+    trusted: bool
+    kind: str
+    meta: Mapping[str, Any] | None
+
+
 class EffectInvoker(Protocol):
     """What the kernel and its callers need from an effect runtime (``EffectRegistry`` and the
     ``EffectRing`` implement it): register, look up and invoke effects."""
 
-    def register(
-        self,
-        effect_id: str,
-        fn: Callable[..., Any],
-        *,
-        idempotent: bool = False,
-        scopes: Iterable[str] = (),
-        retry: Any = None,
-        quota: Any = None,
-        trusted: bool = True,
-        kind: str = "effect",
-        meta: Mapping[str, Any] | None = None,
-    ) -> EffectSpec:
+    def register(self, effect_id: str, fn: Callable[..., Any], **options: Unpack[EffectOptions]) -> EffectSpec:
         """Register (or replace) an effect; returns its spec (see ``EffectRegistry.register``)."""
         ...
 

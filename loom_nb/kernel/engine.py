@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import Counter
-from collections.abc import Callable, Coroutine, Iterable
+from collections.abc import Coroutine, Iterable
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Self, TypeVar
@@ -30,7 +30,7 @@ from loom_nb.kernel.errors_codec import error_from_data, error_summary, error_to
 from loom_nb.kernel.flows import FLOWS, FlowFn, FlowRegistry
 from loom_nb.kernel.gates import OpenGate, Suspend, validate_payload
 from loom_nb.kernel.history import GateRecord, History
-from loom_nb.kernel.observers import DeltaObserver, EventObserver, Observers
+from loom_nb.kernel.observers import Observers
 from loom_nb.kernel.sources import Clock, IdSource, RandomSource
 from loom_nb.system_sources import RandomIds, SystemClock, SystemRandom
 
@@ -158,6 +158,10 @@ class Engine:
         self._active: set[str] = set()
         #: Who watches committed events and streamed deltas (``observe`` subscribes here).
         self.observers = Observers()
+        #: ``observe(on_event, *, on_delta=None, execution_id=None)``: call ``on_event(event)`` after events
+        #: commit (stream chunks at once) and ``on_delta(execution_id, step_id, text)`` for every streamed
+        #: delta; returns an unsubscribe (``Observers.subscribe``).
+        self.observe = self.observers.subscribe
         self._closed = False
 
     # -- lifecycle ------------------------------------------------------------------------------
@@ -186,18 +190,6 @@ class Engine:
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(journal={self.journal.location!r})"
-
-    # -- observers --------------------------------------------------------------------------------
-    def observe(
-        self,
-        on_event: EventObserver | None = None,
-        *,
-        on_delta: DeltaObserver | None = None,
-        execution_id: str | None = None,
-    ) -> Callable[[], None]:
-        """Call ``on_event(event)`` after events commit (stream chunks at once), and
-        ``on_delta(execution_id, step_id, text)`` for every streamed delta. Returns an unsubscribe."""
-        return self.observers.subscribe(on_event, on_delta=on_delta, execution_id=execution_id)
 
     # -- queries ----------------------------------------------------------------------------------
     def history(self, execution_id: str) -> History:
