@@ -17,10 +17,27 @@ class ModelProvider(Protocol):
 
     Providers raise ``ProviderHTTPError`` / ``ProviderTimeout`` (retryable when ``.retryable``) and
     ``ProviderProtocolError`` (a malformed response); never raw transport errors.
+
+    ``complete`` is always called with the step's ``idempotency_key`` (``<execution_id>:<step_id>``,
+    the same on every retry and after recovery). A provider whose wire supports one sends it (HTTP
+    providers: the ``Idempotency-Key`` header) so the server can answer a repeated call once; a
+    provider without such a wire (a local or scripted model) accepts it and ignores it.
     """
 
     name: str
 
-    async def complete(self, request: ModelRequest, *, on_delta: DeltaSink | None = None) -> ModelResponse:
-        """Send ``request`` and return the model's response."""
+    async def complete(
+        self,
+        request: ModelRequest,
+        *,
+        on_delta: DeltaSink | None = None,
+        idempotency_key: str | None = None,
+    ) -> ModelResponse:
+        """Send ``request`` and return the model's response.
+
+        Args:
+            request: The transcript, tools and limits.
+            on_delta: Called with each text delta as the model streams it.
+            idempotency_key: The step's stable key: send it where the wire supports one, else ignore it.
+        """
         ...
