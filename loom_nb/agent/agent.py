@@ -31,7 +31,7 @@ from loom_nb.effects.retry import RetryPolicy
 from loom_nb.effects.ring import EffectRing
 from loom_nb.effects.tool import Tool
 from loom_nb.errors import UsageError
-from loom_nb.kernel.async_bridge import in_running_loop
+from loom_nb.kernel.async_bridge import in_running_loop, run_or_schedule
 from loom_nb.kernel.context import IN_DOUBT_GATE, ExecutionContext, InDoubtResolution
 from loom_nb.kernel.engine import ExecutionResult
 from loom_nb.kernel.gates import OpenGate, validate_payload
@@ -405,21 +405,20 @@ class Run:
 
     # -- driving --------------------------------------------------------------------------------
     def _drive(self, coro: Coroutine[Any, Any, ExecutionResult]) -> Any:
-        if in_running_loop():
-            task = asyncio.ensure_future(coro)
-            self._task = task
-            self._error = None
-            task.add_done_callback(self._finished)
-            self._signal()
-            return task
         try:
-            state = asyncio.run(coro)
+            outcome = run_or_schedule(coro)
         except BaseException as exc:
             self._error = exc
             self._signal()
             raise
-        self._set_state(state)
-        return state
+        if isinstance(outcome, asyncio.Future):
+            self._task = outcome
+            self._error = None
+            outcome.add_done_callback(self._finished)
+            self._signal()
+            return outcome
+        self._set_state(outcome)
+        return outcome
 
     def _finished(self, task: asyncio.Future[ExecutionResult]) -> None:
         if task is not self._task:
