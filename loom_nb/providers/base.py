@@ -27,17 +27,9 @@ class ModelProvider(Protocol):
     name: str
 
     async def complete(
-        self,
-        request: ModelRequest,
-        *,
-        on_delta: DeltaSink | None = None,
-        idempotency_key: str | None = None,
+        self, request: ModelRequest, *, on_delta: DeltaSink | None = None, idempotency_key: str | None = None
     ) -> ModelResponse:
-        """Send ``request`` and return the model's response.
-
-        Args:
-            request: The transcript, tools and limits.
-            on_delta: Called with each text delta as the model streams it.
-            idempotency_key: The step's stable key: send it where the wire supports one, else ignore it.
-        """
+        """Answer ``request`` with the model's response; stream text deltas to ``on_delta`` as they
+        come; send ``idempotency_key`` (the step's stable key) where the wire supports one, else
+        ignore it."""
         ...

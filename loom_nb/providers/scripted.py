@@ -49,11 +49,7 @@ class ScriptedModel:
         return f"ScriptedModel(name={self.name!r}, calls={len(self.history)})"
 
     async def complete(
-        self,
-        request: ModelRequest,
-        *,
-        on_delta: DeltaSink | None = None,
-        idempotency_key: str | None = None,
+        self, request: ModelRequest, *, on_delta: DeltaSink | None = None, idempotency_key: str | None = None
     ) -> ModelResponse:
         """Answer ``request`` from the script, streaming the text (``idempotency_key`` is ignored)."""
         self.history.append(request)
