@@ -10,7 +10,6 @@ script (no loop) ``start`` runs until the run completes, fails or waits at a gat
 from __future__ import annotations
 
 import asyncio
-import weakref
 from collections.abc import Callable, Coroutine, Generator, Mapping, Sequence
 from typing import Any
 
@@ -43,11 +42,9 @@ from loom_nb.runtime import Runtime, default_runtime
 _UNSET: Any = object()
 
 #: Called with every ``Run`` that ``Agent.start`` creates (the notebook layer shows its live view).
+#: Global because the notebook extension is loaded once per kernel process and shows every run
+#: started in it, on whatever runtime it runs.
 RUN_HOOKS: list[Callable[[Run], None]] = []
-
-#: The latest ``Agent`` built for each flow name in this process (so a restarted kernel that re-ran
-#: the defining cell can find it by the flow name an execution records).
-AGENTS: weakref.WeakValueDictionary[str, Agent] = weakref.WeakValueDictionary()
 
 
 class Agent:
@@ -131,7 +128,6 @@ class Agent:
             chunk_min_chars=chunk_min_chars,
             parallel_tools=parallel_tools,
         )
-        AGENTS[self.flow_name] = self
 
     def __repr__(self) -> str:
         tools = ", ".join(t.name for t in self.config.tools)
@@ -169,6 +165,7 @@ class Agent:
 
         body.__qualname__ = self.flow_name
         runtime.flows.register(body, self.flow_name)
+        runtime.agents[self.flow_name] = self
 
     def start(
         self, input: Any, *, runtime: Runtime | None = None, execution_id: str | None = None, view: bool = True

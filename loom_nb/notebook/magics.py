@@ -248,7 +248,7 @@ class LoomMagics(Magics):
         missing: dict[str, str] = {}
         for eid in left:
             flow = flow_of(runtime, eid)
-            agent = find_agent(flow)
+            agent = find_agent(runtime, flow)
             if agent is not None:
                 agent.register(runtime)
                 continue
@@ -279,7 +279,7 @@ class LoomMagics(Magics):
     def _cmd_replay(self, args: argparse.Namespace) -> None:
         runtime = self._runtime()
         flow = flow_of(runtime, args.id)
-        agent = find_agent(flow)
+        agent = find_agent(runtime, flow)
         if agent is not None:
             agent.register(runtime)
         report = run_blocking(runtime.replay(args.id))
