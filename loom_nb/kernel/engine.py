@@ -276,7 +276,8 @@ class Engine:
         return out
 
     def is_active(self, execution_id: str) -> bool:
-        """True while this process is running the execution's body."""
+        """True while this process is running the execution's body (from ``answer`` on, when that
+        answer resumed it)."""
         return execution_id in self._active
 
     # -- driving ----------------------------------------------------------------------------------

@@ -10,28 +10,21 @@ import loom_nb as loom
 from loom_nb.journal import EventKind, InMemoryJournal
 from loom_nb.testing import FakeClock, SequentialIds
 
-removed: list[str] = []
-
-
-@loom.tool(needs_approval=True)
-def drop(path: str) -> str:
-    """Drop a file."""
-    removed.append(path)
-    return f"dropped {path}"
-
-
-def two_calls(request: loom.ModelRequest) -> loom.ModelResponse:
-    if not any(m.role == "tool" for m in request.messages):
-        return loom.ModelResponse.tool_calls([("drop", {"path": "a"}), ("drop", {"path": "b"})])
-    return loom.ModelResponse.text("done")
-
 
 def runtime() -> loom.Runtime:
     return loom.Runtime(InMemoryJournal(), clock=FakeClock(), ids=SequentialIds())
 
 
 def agent(name: str) -> loom.Agent:
-    return loom.Agent(model=loom.ScriptedModel(two_calls), tools=[drop], name=name)
+    """An agent whose first turn asks to drop two files (two approval gates), then says done."""
+
+    @loom.tool(needs_approval=True)
+    def drop(path: str) -> str:
+        """Drop a file."""
+        return f"dropped {path}"
+
+    both = loom.ModelResponse.tool_calls([("drop", {"path": "a"}), ("drop", {"path": "b"})])
+    return loom.Agent(model=loom.ScriptedModel([both, loom.ModelResponse.text("done")]), tools=[drop], name=name)
 
 
 def resolved(rt: loom.Runtime, execution_id: str) -> list[str | None]:
