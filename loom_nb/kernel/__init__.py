@@ -15,7 +15,7 @@ from loom_nb.kernel.effect_registry import (
     Next,
     Principal,
 )
-from loom_nb.kernel.engine import Engine, ExecutionResult, ReplayReport
+from loom_nb.kernel.engine import Engine, ExecutionResult, GateAnswer, ReplayReport
 from loom_nb.kernel.flows import FLOWS, FlowRegistry, flow
 from loom_nb.kernel.gates import GateRequest, OpenGate, Suspend
 
@@ -31,6 +31,7 @@ __all__ = [
     "ExecutionContext",
     "ExecutionResult",
     "FlowRegistry",
+    "GateAnswer",
     "GateRequest",
     "InDoubtResolution",
     "Interceptor",
