@@ -7,8 +7,9 @@ effect registry, any journal), which the kernel's own tests use.
 
 from __future__ import annotations
 
+import weakref
 from pathlib import Path
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Self
 
 from loom_nb.effects.claimcheck import JournalContentStore
 from loom_nb.effects.quota import Quota, UsageTotals
@@ -19,6 +20,9 @@ from loom_nb.journal.duckdb_store import DuckDBJournal
 from loom_nb.journal.events import EventKind
 from loom_nb.journal.store import JournalStore
 from loom_nb.kernel.engine import Engine
+
+if TYPE_CHECKING:
+    from loom_nb.agent.agent import Agent, Run
 
 
 class Runtime(Engine):
@@ -56,6 +60,12 @@ class Runtime(Engine):
             load_usage=self.usage_by_effect,
         )
         super().__init__(journal, effects=ring, **kwargs)
+        #: The agents registered on this runtime (``Agent.register``), by flow name: how a notebook
+        #: finds the agent of an execution it did not start in this cell.
+        self.agents: dict[str, Agent] = {}
+        #: This process's ``Run`` handle on each execution it started or attached, by execution id
+        #: (weak: a handle nobody holds goes away), so a magic, a card and a live view share one.
+        self.runs: weakref.WeakValueDictionary[str, Run] = weakref.WeakValueDictionary()
         if ring.content_store is None:
             ring.content_store = JournalContentStore(journal)
 
@@ -94,6 +104,8 @@ class Runtime(Engine):
         return totals
 
 
+#: Global because ``Agent.start``, ``frames()`` and the magics take no runtime in a notebook: the one
+#: ``%load_ext loom_nb`` opens (or ``set_default_runtime`` sets) is found here.
 _default: Runtime | None = None
 
 

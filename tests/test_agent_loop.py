@@ -478,7 +478,9 @@ async def test_a_failed_run_reports_its_exception_and_awaiting_it_raises() -> No
     class Down:
         name = "down"
 
-        async def complete(self, request: ModelRequest, *, on_delta: Any = None) -> ModelResponse:
+        async def complete(
+            self, request: ModelRequest, *, on_delta: Any = None, idempotency_key: str | None = None
+        ) -> ModelResponse:
             raise ProviderHTTPError("model unavailable", status_code=400, body="bad request")
 
     rt = make_runtime()

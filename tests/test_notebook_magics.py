@@ -333,12 +333,8 @@ def test_pending_with_the_agent_undefined_shows_which_flow_is_missing(
     # as after a kernel restart: no cell has defined the agent, so its flow is unknown
     del FLOWS._flows["agent:lost"]
     ip.user_ns.pop("agent_lost")
-    from loom_nb.agent.agent import AGENTS
-
-    AGENTS.pop("agent:lost", None)
-    from loom_nb.notebook import runs
-
-    runs._LIVE.pop(run.id)
+    loom.default_runtime().agents.pop("agent:lost", None)
+    loom.default_runtime().runs.pop(run.id)
     ip.run_line_magic("loom", "pending")
     (view,) = displayed
     card = view.cards[GATE]
@@ -362,9 +358,7 @@ def test_pending_finds_an_agent_that_no_variable_holds(
     agent = t.agent
     del FLOWS._flows["agent:held"]  # the flow is gone (as after a restart) ...
     ip.user_ns.pop("agent_held")  # ... and no notebook variable holds the agent; it lives elsewhere
-    from loom_nb.notebook import runs
-
-    runs._LIVE.pop(run.id)
+    loom.default_runtime().runs.pop(run.id)
     ip.run_line_magic("loom", "pending")
     (view,) = displayed
     card = view.cards[GATE]

@@ -1,15 +1,15 @@
 """``Agent``, ``Run`` and ``Gate``: the friendly surface over ``agent_loop`` and the runtime.
 
 In a notebook (an event loop is running) ``agent.start(...)`` schedules the run as a task and
-returns at once; a click calls ``gate.approve()``, which schedules the resume. In a script (no
-loop) ``start`` runs until the run completes, fails or waits at a gate, and ``gate.approve()``
-resumes synchronously.
+returns at once; a click calls ``gate.approve()``, which has the engine check and record the answer
+at once (a wrong one raises there and the run stays suspended) and schedules the run on. In a
+script (no loop) ``start`` runs until the run completes, fails or waits at a gate, and
+``gate.approve()`` resumes synchronously. Both go through ``loom_nb.kernel.async_bridge``.
 """
 
 from __future__ import annotations
 
 import asyncio
-import weakref
 from collections.abc import Callable, Coroutine, Generator, Mapping, Sequence
 from typing import Any
 
@@ -30,12 +30,12 @@ from loom_nb.effects.claimcheck import ClaimCheck
 from loom_nb.effects.retry import RetryPolicy
 from loom_nb.effects.ring import EffectRing
 from loom_nb.effects.tool import Tool
-from loom_nb.errors import UsageError
-from loom_nb.kernel.async_bridge import in_running_loop
+from loom_nb.errors import LoomError, UsageError
+from loom_nb.kernel.async_bridge import in_running_loop, run_or_schedule
 from loom_nb.kernel.context import IN_DOUBT_GATE, InDoubtResolution
 from loom_nb.kernel.engine import ExecutionResult
 from loom_nb.kernel.flow_context import FlowContext
-from loom_nb.kernel.gates import OpenGate, validate_payload
+from loom_nb.kernel.gates import OpenGate
 from loom_nb.messages import ToolCall
 from loom_nb.providers.base import ModelProvider
 from loom_nb.runtime import Runtime, default_runtime
@@ -43,11 +43,9 @@ from loom_nb.runtime import Runtime, default_runtime
 _UNSET: Any = object()
 
 #: Called with every ``Run`` that ``Agent.start`` creates (the notebook layer shows its live view).
+#: Global because the notebook extension is loaded once per kernel process and shows every run
+#: started in it, on whatever runtime it runs.
 RUN_HOOKS: list[Callable[[Run], None]] = []
-
-#: The latest ``Agent`` built for each flow name in this process (so a restarted kernel that re-ran
-#: the defining cell can find it by the flow name an execution records).
-AGENTS: weakref.WeakValueDictionary[str, Agent] = weakref.WeakValueDictionary()
 
 
 class Agent:
@@ -131,7 +129,6 @@ class Agent:
             chunk_min_chars=chunk_min_chars,
             parallel_tools=parallel_tools,
         )
-        AGENTS[self.flow_name] = self
 
     def __repr__(self) -> str:
         tools = ", ".join(t.name for t in self.config.tools)
@@ -169,6 +166,7 @@ class Agent:
 
         body.__qualname__ = self.flow_name
         runtime.flows.register(body, self.flow_name)
+        runtime.agents[self.flow_name] = self
 
     def start(
         self, input: Any, *, runtime: Runtime | None = None, execution_id: str | None = None, view: bool = True
@@ -326,8 +324,11 @@ class Run:
         self._gates: dict[str, Gate] = {}
         self._changed: asyncio.Event | None = None
         self._listeners: list[Callable[[Run], None]] = []
-        #: The last refused resume (a UsageError), which did not change the run.
-        self.last_error: BaseException | None = None
+        #: The last queued answer (given while the run moved) that the engine refused when its turn
+        #: came; nothing was recorded and the run did not change. Answers given to a run that waits
+        #: at its gates are refused at the call site instead.
+        self.last_error: LoomError | None = None
+        self._refused: LoomError | None = None
 
     @classmethod
     def attach(cls, runtime: Runtime, execution_id: str, *, agent: Agent | None = None) -> Run:
@@ -406,21 +407,20 @@ class Run:
 
     # -- driving --------------------------------------------------------------------------------
     def _drive(self, coro: Coroutine[Any, Any, ExecutionResult]) -> Any:
-        if in_running_loop():
-            task = asyncio.ensure_future(coro)
-            self._task = task
-            self._error = None
-            task.add_done_callback(self._finished)
-            self._signal()
-            return task
         try:
-            state = asyncio.run(coro)
+            outcome = run_or_schedule(coro)
         except BaseException as exc:
             self._error = exc
             self._signal()
             raise
-        self._set_state(state)
-        return state
+        if isinstance(outcome, asyncio.Future):
+            self._task = outcome
+            self._error = None
+            outcome.add_done_callback(self._finished)
+            self._signal()
+            return outcome
+        self._set_state(outcome)
+        return outcome
 
     def _finished(self, task: asyncio.Future[ExecutionResult]) -> None:
         if task is not self._task:
@@ -431,10 +431,10 @@ class Run:
             self._signal()
             return
         exc = task.exception()
-        if isinstance(exc, UsageError):
-            # A refused resume (bad payload, gate already answered) leaves the run where the journal
-            # says it is; the caller who awaited the resume sees the error.
-            self.last_error = exc
+        if exc is not None and exc is self._refused:
+            # A queued answer the engine refused when its turn came: nothing was recorded, and the
+            # run is where the previous task left it (the answer's caller sees the error).
+            self.last_error, self._refused = exc, None
             self._set_state(self.runtime.result(self.id))
         elif exc is not None:
             self._error = exc
@@ -443,24 +443,25 @@ class Run:
             self._set_state(task.result())
 
     def _resume(self, gate_id: str, payload: Any) -> Any:
-        if self.status == "running":
-            previous = self._task
-            if previous is None or not in_running_loop():
-                raise UsageError(f"run {self.id} is still running; wait for it to reach the gate before resuming")
+        if self.status != "running":
+            # The engine checks and records the answer here, so a wrong one raises at the call site
+            # and the run stays suspended; only the driving on is scheduled.
+            return self._drive(self.runtime.proceed(self.runtime.answer(self.id, gate_id, payload)))
+        previous = self._task
+        if previous is None or not in_running_loop():
+            raise UsageError(f"run {self.id} is still running; wait for it to reach the gate before resuming")
 
-            async def after_previous() -> ExecutionResult:
-                # Answers given while the run moves (two gates answered in one cell) queue up; the
-                # runtime's per-execution lock keeps them in order.
-                await asyncio.wait({previous})
-                return await self.runtime.resume(self.id, gate_id, payload)
+        async def in_turn() -> ExecutionResult:
+            # Answers given while the run moves (two gates answered in one cell) queue up in order.
+            await asyncio.wait({previous})
+            try:
+                answer = self.runtime.answer(self.id, gate_id, payload)
+            except LoomError as exc:
+                self._refused = exc
+                raise
+            return await self.runtime.proceed(answer)
 
-            return self._drive(after_previous())
-        gate = next((g for g in self._state.gates if g.gate_id == gate_id), None) if self._state else None
-        if gate is not None:
-            # Refuse a bad payload here, before driving: the run stays suspended on the open gate
-            # (driving would record the refusal as the run's failure).
-            validate_payload(gate.schema, payload, execution_id=self.id, gate_id=gate_id)
-        return self._drive(self.runtime.resume(self.id, gate_id, payload))
+        return self._drive(in_turn())
 
     async def wait(self, *, until: str = "settled") -> Run:
         """Wait until the run is ``settled`` (completed or failed) or ``paused`` (also suspended)."""

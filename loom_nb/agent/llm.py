@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -13,30 +12,19 @@ from loom_nb.providers.base import ModelProvider
 ModelEffect = Callable[[Any, EffectContext], Awaitable[dict[str, Any]]]
 
 
-def _accepts_key(provider: ModelProvider) -> bool:
-    try:
-        return "idempotency_key" in inspect.signature(provider.complete).parameters
-    except (TypeError, ValueError):
-        return False
-
-
 def llm_effect(provider: ModelProvider) -> ModelEffect:
     """An effect function that sends a ``ModelRequest`` to ``provider``, streaming its deltas.
 
     Register it with ``kind="model"``: ``runtime.effects.register("model.main", llm_effect(p),
     kind="model", idempotent=True, retry=RetryPolicy())`` (``loom.Agent`` does this for you).
-    The call's idempotency key is sent when the provider supports one.
+    The step's idempotency key is always passed; the provider sends it where its wire supports one.
     """
-    send_key = _accepts_key(provider)
 
     async def model_call(request: Any, effect_context: EffectContext) -> dict[str, Any]:
         req = request if isinstance(request, ModelRequest) else ModelRequest.model_validate(request)
-        if send_key:
-            response = await provider.complete(  # type: ignore[call-arg]
-                req, on_delta=effect_context.emit_delta, idempotency_key=effect_context.idempotency_key
-            )
-        else:
-            response = await provider.complete(req, on_delta=effect_context.emit_delta)
+        response = await provider.complete(
+            req, on_delta=effect_context.emit_delta, idempotency_key=effect_context.idempotency_key
+        )
         # Journaled without the fields left at their defaults (empty tool calls, null ids...):
         # ModelResponse.model_validate gives the same response back, and the log stays small.
         return response.model_dump(mode="json", exclude_defaults=True)

@@ -15,10 +15,10 @@ DuckDB database (again whenever it has changed), so the same views answer.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Coroutine, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 import duckdb
 import pandas as pd
@@ -38,7 +38,6 @@ if TYPE_CHECKING:
 
     from loom_nb.analysis.ope import PolicyEstimate, Reward, TargetPolicy
 
-T = TypeVar("T")
 DataFrame = Any  # pandas is untyped here
 
 _NO_NETWORK = {"autoinstall_known_extensions": False, "autoload_known_extensions": False}
@@ -144,10 +143,6 @@ def _typed(df: DataFrame, dtypes: Mapping[str, str], decode: Sequence[str] = ())
 
 def _empty(dtypes: Mapping[str, str]) -> DataFrame:
     return pd.DataFrame({c: pd.Series([], dtype=t) for c, t in dtypes.items()})
-
-
-def _run_sync(coro: Coroutine[Any, Any, T], name: str) -> T:
-    return run_sync(coro, sync_name=f"{name}_sync", await_hint=f"await frames.{name}(...)")
 
 
 @dataclass(frozen=True, kw_only=True, eq=False)
@@ -410,7 +405,7 @@ class Frames:
 
     def replay_sync(self, execution_id: str | Sequence[str] | None = None) -> DataFrame:
         """``replay`` for scripts without an event loop."""
-        return _run_sync(self.replay(execution_id), "replay")
+        return run_sync(self.replay(execution_id), sync_name="replay_sync", await_hint="await frames.replay(...)")
 
     async def fork(self, execution_id: str, at_step: str, *, new_execution_id: str | None = None) -> ExecutionResult:
         """Fork ``execution_id`` at ``at_step`` (``Runtime.fork``): a new execution served the
@@ -420,7 +415,8 @@ class Frames:
 
     def fork_sync(self, execution_id: str, at_step: str, *, new_execution_id: str | None = None) -> ExecutionResult:
         """``fork`` for scripts without an event loop."""
-        return _run_sync(self.fork(execution_id, at_step, new_execution_id=new_execution_id), "fork")
+        fork = self.fork(execution_id, at_step, new_execution_id=new_execution_id)
+        return run_sync(fork, sync_name="fork_sync", await_hint="await frames.fork(...)")
 
     def diff(self, a: str, b: str) -> ExecutionDiff:
         """Align executions ``a`` and ``b`` by step id and find where they diverge.

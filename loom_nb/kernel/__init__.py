@@ -16,7 +16,7 @@ from loom_nb.kernel.effect_registry import (
     Next,
     Principal,
 )
-from loom_nb.kernel.engine import Engine, ExecutionResult, ReplayReport
+from loom_nb.kernel.engine import Engine, ExecutionResult, GateAnswer, ReplayReport
 from loom_nb.kernel.flow_context import FlowContext
 from loom_nb.kernel.flows import FLOWS, FlowRegistry, flow
 from loom_nb.kernel.gates import GateRequest, OpenGate, Suspend
@@ -34,6 +34,7 @@ __all__ = [
     "ExecutionResult",
     "FlowContext",
     "FlowRegistry",
+    "GateAnswer",
     "GateRequest",
     "InDoubtResolution",
     "Interceptor",

@@ -1,8 +1,24 @@
-"""The bridge between synchronous callers and the async core: event-loop detection and sync wrappers."""
+"""The one bridge between synchronous callers and the async core.
+
+Three entry points, one policy each; nothing else in the package calls ``asyncio.run`` or starts a
+thread to run a coroutine:
+
+* ``run_sync``: the ``*_sync`` wrappers (``Engine.start_sync``...). Runs the coroutine with
+  ``asyncio.run``; inside a running loop it refuses with a ``UsageError`` that says what to await
+  (blocking a notebook's loop would freeze it, and a task would return before the work is done).
+* ``run_or_schedule``: the ``Run`` facade and ``%loom recover``. Inside a running loop (a Jupyter
+  cell) it schedules the coroutine as a task on that loop and returns the task at once; outside one
+  (a script) it runs it to completion and returns its result.
+* ``run_blocking``: magics that must print an answer in the same cell (``%loom replay``). Runs the
+  coroutine to completion and returns its result; inside a running loop it runs it on its own loop
+  in a worker thread while the caller waits (so the coroutine must not touch objects bound to the
+  caller's loop).
+"""
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
@@ -27,6 +43,9 @@ def run_sync(coro: Coroutine[Any, Any, T], *, sync_name: str, await_hint: str) -
         coro: The coroutine (closed unrun when refused).
         sync_name: The name of the sync wrapper, for the message (``start_sync``).
         await_hint: What to write instead (``await runtime.start(...)``).
+
+    Raises:
+        UsageError: called inside a running event loop.
     """
     if not in_running_loop():
         return asyncio.run(coro)
@@ -34,3 +53,20 @@ def run_sync(coro: Coroutine[Any, Any, T], *, sync_name: str, await_hint: str) -
     raise UsageError(
         f"{sync_name}() cannot run inside a running event loop (a Jupyter kernel has one): use `{await_hint}` instead"
     )
+
+
+def run_or_schedule(coro: Coroutine[Any, Any, T]) -> T | asyncio.Task[T]:
+    """Inside a running loop, schedule ``coro`` as a task on it and return the task at once;
+    otherwise run ``coro`` to completion (``asyncio.run``) and return its result (or raise)."""
+    if in_running_loop():
+        return asyncio.ensure_future(coro)
+    return asyncio.run(coro)
+
+
+def run_blocking(coro: Coroutine[Any, Any, T]) -> T:
+    """Run ``coro`` to completion from synchronous code and return its result, even inside a
+    running loop (then on its own loop in a worker thread; the caller waits for it)."""
+    if not in_running_loop():
+        return asyncio.run(coro)
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="loom-bridge") as pool:
+        return pool.submit(asyncio.run, coro).result()

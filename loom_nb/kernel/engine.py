@@ -94,6 +94,23 @@ class ReplayReport:
     trace: tuple[tuple[str, str], ...] = field(default=(), repr=False)
 
 
+@dataclass(frozen=True, kw_only=True)
+class GateAnswer:
+    """A gate's answer the journal now holds (from ``Engine.answer``); ``Engine.proceed`` runs on.
+
+    Attributes:
+        execution_id: The execution.
+        gate_id: The gate answered.
+        history: The execution's history with the answer applied (driving on reads nothing again).
+        resumed: True when it was the last open gate (the body runs on), False when gates remain.
+    """
+
+    execution_id: str
+    gate_id: str
+    history: History = field(repr=False)
+    resumed: bool
+
+
 def _gate(execution_id: str, g: GateRecord) -> OpenGate:
     return OpenGate(
         execution_id=execution_id,
@@ -222,7 +239,8 @@ class Engine:
         return out
 
     def is_active(self, execution_id: str) -> bool:
-        """True while this process is running the execution's body."""
+        """True while this process is running the execution's body (from ``answer`` on, when that
+        answer resumed it)."""
         return execution_id in self._active
 
     # -- driving ----------------------------------------------------------------------------------
@@ -307,40 +325,73 @@ class Engine:
     async def resume(self, execution_id: str, gate_id: str, payload: Any = None) -> ExecutionResult:
         """Resolve an open gate with ``payload`` and, once no gate is left open, run the body on.
 
+        The same as ``answer`` then ``proceed``, under the execution's lock.
+
         Raises:
             ResumeValidationError: the payload fails the gate's schema (nothing recorded).
-            UsageError: unknown execution or gate, or a gate already resolved.
+            UsageError: unknown execution or gate, a gate already resolved, or an execution that
+                is not suspended (nothing recorded).
         """
         async with self._lock(execution_id):
-            h = self._known(execution_id)
-            gate = h.gates.get(gate_id)
-            if gate is None:
-                open_ids = ", ".join(g.gate_id for g in h.open_gates()) or "none"
-                raise UsageError(f"execution {execution_id!r} has no gate {gate_id!r} (open gates: {open_ids})")
-            if gate.resolved:
-                raise UsageError(
-                    f"gate {gate_id!r} of execution {execution_id!r} was already resolved "
-                    f"with {gate.resolution!r}; a gate resolves once"
-                )
-            if h.status != "suspended":
-                raise UsageError(f"execution {execution_id!r} is {h.status}, not suspended; it cannot be resumed")
-            value = validate_payload(gate.schema, payload, execution_id=execution_id, gate_id=gate_id)
-            now = self.clock.now()
-            seq = h.last_seq + 1
-            events = [Event(execution_id, seq, EventKind.GATE_RESOLVED, gate_id, now, {"payload": to_jsonable(value)})]
-            remaining = [g for g in h.open_gates() if g.gate_id != gate_id]
-            if remaining:
-                self.journal.append(events)
-                self.observers.notify_events(events)
-                return ExecutionResult(
-                    execution_id=execution_id,
-                    status="suspended",
-                    gates=tuple(_gate(execution_id, g) for g in remaining),
-                )
+            return await self._proceed(self.answer(execution_id, gate_id, payload))
+
+    def answer(self, execution_id: str, gate_id: str, payload: Any = None) -> GateAnswer:
+        """Check ``payload`` against an open gate and record it (``gate_resolved``, and
+        ``execution_resumed`` when it was the last open gate); nothing runs. ``proceed`` runs on.
+
+        Synchronous, so a wrong answer raises at the call site: the one place a gate's answer is
+        checked. When this resumes the execution, it counts as running in this process
+        (``is_active``) until ``proceed`` has run it on: call ``proceed`` next.
+
+        Raises:
+            ResumeValidationError: the payload fails the gate's schema (nothing recorded).
+            UsageError: unknown execution or gate, a gate already resolved, or an execution that
+                is not suspended (nothing recorded).
+        """
+        h = self._known(execution_id)
+        gate = h.gates.get(gate_id)
+        if gate is None:
+            open_ids = ", ".join(g.gate_id for g in h.open_gates()) or "none"
+            raise UsageError(f"execution {execution_id!r} has no gate {gate_id!r} (open gates: {open_ids})")
+        if gate.resolved:
+            raise UsageError(
+                f"gate {gate_id!r} of execution {execution_id!r} was already resolved "
+                f"with {gate.resolution!r}; a gate resolves once"
+            )
+        if h.status != "suspended":
+            raise UsageError(
+                f"execution {execution_id!r} is {h.status}, not suspended; it cannot be resumed "
+                "(wait until it waits at its gates)"
+            )
+        value = validate_payload(gate.schema, payload, execution_id=execution_id, gate_id=gate_id)
+        now = self.clock.now()
+        seq = h.last_seq + 1
+        events = [Event(execution_id, seq, EventKind.GATE_RESOLVED, gate_id, now, {"payload": to_jsonable(value)})]
+        resumed = not any(g.gate_id != gate_id for g in h.open_gates())
+        if resumed:
             events.append(Event(execution_id, seq + 1, EventKind.EXECUTION_RESUMED, None, now, {"gate_id": gate_id}))
-            self.journal.append(events)
-            self.observers.notify_events(events)
-            return await self._drive(self.history(execution_id))
+        self.journal.append(events)
+        h.extend(events)
+        if resumed:
+            self._active.add(execution_id)  # so recover() leaves it to proceed()
+        self.observers.notify_events(events)
+        return GateAnswer(execution_id=execution_id, gate_id=gate_id, history=h, resumed=resumed)
+
+    async def proceed(self, answer: GateAnswer) -> ExecutionResult:
+        """Run the body on after ``answer`` (from the history it holds: no read), or, when gates
+        are still open, return the suspended result with the remaining gates."""
+        async with self._lock(answer.execution_id):
+            return await self._proceed(answer)
+
+    async def _proceed(self, answer: GateAnswer) -> ExecutionResult:
+        h = answer.history
+        if not answer.resumed:
+            gates = tuple(_gate(h.execution_id, g) for g in h.open_gates())
+            return ExecutionResult(execution_id=h.execution_id, status="suspended", gates=gates)
+        try:
+            return await self._drive(h)
+        finally:
+            self._active.discard(h.execution_id)  # the reservation ``answer`` made, whatever happened
 
     async def recover(self) -> list[ExecutionResult]:
         """Run on every execution a crash left ``running`` (not those this process is running).
@@ -409,7 +460,7 @@ class Engine:
                     events.append(Event(eid, len(events) + 1, e.kind, e.step_id, e.at, e.data))
             self.journal.append(events)
             self.observers.notify_events(events)
-            return await self._drive(self.history(eid))
+            return await self._drive(History.of(eid, events))
 
     async def replay(self, execution_id: str) -> ReplayReport:
         """Re-run the body purely from the log (no effect runs, nothing is written) and report

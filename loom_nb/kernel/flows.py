@@ -46,7 +46,9 @@ class FlowRegistry:
         return sorted(self._flows)
 
 
-#: The process-wide registry the ``@flow`` decorator fills.
+#: The process-wide registry the ``@flow`` decorator fills. Global because ``@flow`` runs at import
+#: (or cell) time, before any runtime exists, and a restarted kernel finds bodies here by the flow
+#: name its executions record.
 FLOWS = FlowRegistry()
 
 

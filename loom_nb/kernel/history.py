@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -93,6 +94,12 @@ class History:
         for e in events:
             h._apply(e)
         return h
+
+    def extend(self, events: Iterable[Event]) -> None:
+        """Index ``events``, the ones appended to this execution after those already indexed."""
+        for e in events:
+            self.events.append(e)
+            self._apply(e)
 
     def _apply(self, e: Event) -> None:
         self.last_seq = e.seq

@@ -22,7 +22,8 @@ log = logging.getLogger("loom_nb")
 DEFAULT_JOURNAL = "loom.duckdb"
 ENV_VAR = "LOOM_JOURNAL"
 
-#: The runtime this extension opened (and will close), if any.
+#: The runtime this extension opened (and will close), if any. Global because IPython loads and
+#: unloads an extension through module functions: the module is the extension's one owner.
 _opened: Runtime | None = None
 
 

@@ -10,10 +10,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import concurrent.futures
 import shlex
 import sys
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable
 from typing import Any, NoReturn, TypeVar
 
 from IPython.core.error import UsageError as IPythonUsageError
@@ -22,7 +21,7 @@ from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 from loom_nb.agent.agent import Run
 from loom_nb.agent.config import APPROVAL_GATE
 from loom_nb.errors import FlowNotFoundError, LoomError
-from loom_nb.kernel.async_bridge import in_running_loop
+from loom_nb.kernel.async_bridge import run_blocking, run_or_schedule
 from loom_nb.kernel.context import IN_DOUBT_GATE
 from loom_nb.notebook import extension
 from loom_nb.notebook.runs import display, ensure_registered, find_agent, flow_of, run_for
@@ -85,15 +84,6 @@ def _sql_parser() -> _Parser:
     )
     p.add_argument("-o", "--output", metavar="NAME", help="also store the DataFrame in the variable NAME")
     return p
-
-
-def run_coroutine(coro: Coroutine[Any, Any, T]) -> T:
-    """Run ``coro`` to completion from synchronous code, even inside the kernel's running loop
-    (then in a worker thread with its own loop; the kernel waits for it)."""
-    if not in_running_loop():
-        return asyncio.run(coro)
-    with concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="loom-magic") as pool:
-        return pool.submit(asyncio.run, coro).result()
 
 
 def _guard(fn: Callable[..., T], *args: Any) -> T | None:
@@ -258,7 +248,7 @@ class LoomMagics(Magics):
         missing: dict[str, str] = {}
         for eid in left:
             flow = flow_of(runtime, eid)
-            agent = find_agent(flow)
+            agent = find_agent(runtime, flow)
             if agent is not None:
                 agent.register(runtime)
                 continue
@@ -277,21 +267,22 @@ class LoomMagics(Magics):
             f"{', '.join(e for e in left if e not in missing)}"
         )
         view = RecoveryView(runtime, left)
-        if in_running_loop():
+        outcome = run_or_schedule(runtime.recover())
+        if isinstance(outcome, asyncio.Future):
             display(view)
-            view.task = asyncio.ensure_future(runtime.recover())
+            view.task = outcome
             view.task.add_done_callback(view.finished)
         else:
-            view.done(runtime.recover_sync())
+            view.done(outcome)
             display(view)
 
     def _cmd_replay(self, args: argparse.Namespace) -> None:
         runtime = self._runtime()
         flow = flow_of(runtime, args.id)
-        agent = find_agent(flow)
+        agent = find_agent(runtime, flow)
         if agent is not None:
             agent.register(runtime)
-        report = run_coroutine(runtime.replay(args.id))
+        report = run_blocking(runtime.replay(args.id))
         if report.reproduced:
             print(
                 f"loom_nb: replay of {args.id}: reproduced ({report.served} recorded outcome(s) served, "

@@ -1,34 +1,31 @@
 """Which ``Run`` object stands for an execution in this kernel, and making its flow runnable.
 
 Every run the kernel starts (through ``RUN_HOOKS``) or attaches (``%loom pending``, ``show``,
-``resume``) is remembered here by execution id, so a magic and a card act on the same ``Run`` the
-live view watches. After a kernel restart an execution's flow is only known once the cell that
-defines its agent ran again: ``ensure_registered`` looks for that ``Agent`` in the notebook's
-namespace and registers it, or returns the ``FlowNotFoundError`` message saying what to run.
+``resume``) is remembered by its runtime (``Runtime.runs``), so a magic and a card act on the same
+``Run`` the live view watches. After a kernel restart an execution's flow is only known once the
+cell that defines its agent ran again: ``ensure_registered`` looks for that ``Agent`` among those
+registered on the runtime and in the notebook's namespace and registers it, or returns the
+``FlowNotFoundError`` message saying what to run.
 """
 
 from __future__ import annotations
 
-import weakref
 from typing import Any
 
-from loom_nb.agent.agent import AGENTS, Agent, Run
+from loom_nb.agent.agent import Agent, Run
 from loom_nb.errors import FlowNotFoundError, UsageError
 from loom_nb.runtime import Runtime
 
-_LIVE: weakref.WeakValueDictionary[str, Run] = weakref.WeakValueDictionary()
-
 
 def remember(run: Run) -> Run:
-    """Remember ``run`` as this kernel's handle on its execution; returns it."""
-    _LIVE[run.id] = run
+    """Remember ``run`` as this kernel's handle on its execution (on its runtime); returns it."""
+    run.runtime.runs[run.id] = run
     return run
 
 
 def live_run(runtime: Runtime, execution_id: str) -> Run | None:
     """The remembered ``Run`` of ``execution_id`` on ``runtime``, if any."""
-    run = _LIVE.get(execution_id)
-    return run if run is not None and run.runtime is runtime else None
+    return runtime.runs.get(execution_id)
 
 
 def _user_namespace() -> dict[str, Any]:
@@ -48,9 +45,10 @@ def display(obj: Any) -> None:
     ipython_display(obj)  # type: ignore[no-untyped-call]
 
 
-def find_agent(flow_name: str) -> Agent | None:
-    """The ``Agent`` defined in the notebook whose flow is ``flow_name`` (the latest one), or None."""
-    found: Agent | None = AGENTS.get(flow_name)
+def find_agent(runtime: Runtime, flow_name: str) -> Agent | None:
+    """The ``Agent`` whose flow is ``flow_name``: the latest one the notebook's namespace defines,
+    else the one registered on ``runtime``, else None."""
+    found: Agent | None = runtime.agents.get(flow_name)
     for value in list(_user_namespace().values()):
         if isinstance(value, Agent) and value.flow_name == flow_name:
             found = value
@@ -86,7 +84,7 @@ def ensure_registered(run: Run) -> str | None:
         if flow not in runtime.flows.names():
             run.agent.register(runtime)
         return None
-    agent = find_agent(flow)
+    agent = find_agent(runtime, flow)
     if agent is not None:
         agent.register(runtime)
         run.agent = agent
@@ -115,7 +113,7 @@ def attach(runtime: Runtime, execution_id: str) -> Run:
     Raises:
         UsageError: no such execution in the journal.
     """
-    agent = find_agent(flow_of(runtime, execution_id))
+    agent = find_agent(runtime, flow_of(runtime, execution_id))
     if agent is not None:
         agent.register(runtime)
     return remember(Run.attach(runtime, execution_id, agent=agent))

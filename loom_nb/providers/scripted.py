@@ -48,8 +48,10 @@ class ScriptedModel:
     def __repr__(self) -> str:
         return f"ScriptedModel(name={self.name!r}, calls={len(self.history)})"
 
-    async def complete(self, request: ModelRequest, *, on_delta: DeltaSink | None = None) -> ModelResponse:
-        """Answer ``request`` from the script, streaming the text."""
+    async def complete(
+        self, request: ModelRequest, *, on_delta: DeltaSink | None = None, idempotency_key: str | None = None
+    ) -> ModelResponse:
+        """Answer ``request`` from the script, streaming the text (``idempotency_key`` is ignored)."""
         self.history.append(request)
         response = await self._next(request)
         if on_delta is not None and response.message.text:

@@ -69,12 +69,13 @@ class SeededRandom:
 
 
 class JournalProxy:
-    """A ``JournalStore`` that delegates to ``inner`` and counts what it commits.
+    """A ``JournalStore`` that delegates to ``inner`` and counts what it commits and reads.
 
     Attributes:
         appends: How many appends (commits) went through.
         committed: How many events they held.
         append_seconds: Wall time spent in appends.
+        reads: How many times an execution's events were read (``read``).
     """
 
     def __init__(self, inner: JournalStore) -> None:
@@ -83,6 +84,7 @@ class JournalProxy:
         self.appends = 0
         self.committed = 0
         self.append_seconds = 0.0
+        self.reads = 0
 
     def append(self, events: Sequence[Event], contents: Sequence[ContentBlob] = ()) -> None:
         """Delegate, counting the commit and timing it."""
@@ -93,7 +95,8 @@ class JournalProxy:
         self.committed += len(events)
 
     def read(self, execution_id: str) -> list[Event]:
-        """Delegate."""
+        """Delegate, counting the read."""
+        self.reads += 1
         return self.inner.read(execution_id)
 
     def get_execution(self, execution_id: str) -> ExecutionRecord | None:
