@@ -1,4 +1,4 @@
-"""Shared helpers for the agent-loop tests (imported as ``agent_helpers``; tests/ is not a package)."""
+"""Helpers for the agent-loop tests (import as ``from tests.agent.support import ...``)."""
 
 from __future__ import annotations
 

@@ -7,7 +7,14 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from agent_helpers import (
+
+import loom_nb as loom
+from loom_nb.agent import APPROVAL_GATE, AgentConfig, AgentResult, ApprovalDecision
+from loom_nb.errors import ResumeValidationError, UsageError
+from loom_nb.journal.events import EventKind
+from loom_nb.messages import ModelResponse, ToolCall
+from loom_nb.providers.scripted import ScriptedModel
+from tests.agent.support import (
     MODEL,
     assert_rebuilt_matches,
     calls,
@@ -16,13 +23,6 @@ from agent_helpers import (
     run_agent,
     step_ids,
 )
-
-import loom_nb as loom
-from loom_nb.agent import APPROVAL_GATE, AgentConfig, AgentResult, ApprovalDecision
-from loom_nb.errors import ResumeValidationError, UsageError
-from loom_nb.journal.events import EventKind
-from loom_nb.messages import ModelResponse, ToolCall
-from loom_nb.providers.scripted import ScriptedModel
 
 GATE = "#turn:0:tool:0:approval"
 

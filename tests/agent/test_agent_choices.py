@@ -8,7 +8,16 @@ from collections.abc import Sequence
 from typing import Any
 
 import pytest
-from agent_helpers import (
+
+import loom_nb as loom
+from loom_nb.agent import AgentConfig, AgentResult, Routes, Skill, TieredMemory, agent_loop, rebuild_requests
+from loom_nb.effects import Quota
+from loom_nb.errors import NonDeterminismError, NotAuthorizedError, QuotaExceededError
+from loom_nb.journal.events import EventKind
+from loom_nb.kernel import Decision, ExecutionContext
+from loom_nb.messages import Message, ModelRequest, ModelResponse
+from loom_nb.providers.scripted import ScriptedModel
+from tests.agent.support import (
     MODEL,
     Counter,
     assert_rebuilt_matches,
@@ -24,15 +33,6 @@ from agent_helpers import (
     step_ids,
     turn_of,
 )
-
-import loom_nb as loom
-from loom_nb.agent import AgentConfig, AgentResult, Routes, Skill, TieredMemory, agent_loop, rebuild_requests
-from loom_nb.effects import Quota
-from loom_nb.errors import NonDeterminismError, NotAuthorizedError, QuotaExceededError
-from loom_nb.journal.events import EventKind
-from loom_nb.kernel import Decision, ExecutionContext
-from loom_nb.messages import Message, ModelRequest, ModelResponse
-from loom_nb.providers.scripted import ScriptedModel
 
 SKILLS = [
     Skill(name="careful", instructions="Double-check every path before deleting."),

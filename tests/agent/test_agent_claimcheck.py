@@ -9,7 +9,6 @@ import json
 from typing import Any
 
 import pytest
-from agent_helpers import assert_rebuilt_matches, calls, events, make_runtime
 
 import loom_nb as loom
 from loom_nb.effects import ClaimCheck, resolve
@@ -20,6 +19,7 @@ from loom_nb.journal import canonical_json
 from loom_nb.journal.events import EventKind
 from loom_nb.messages import Message, ModelResponse
 from loom_nb.providers.scripted import ScriptedModel
+from tests.agent.support import assert_rebuilt_matches, calls, events, make_runtime
 
 PAGE = {"title": "Release notes", "body": "All the details. " * 100}
 

@@ -13,21 +13,6 @@ from collections.abc import Sequence
 from typing import Any
 
 import pytest
-from agent_helpers import (
-    MODEL,
-    SUMMARIZER,
-    BatchJournal,
-    assert_rebuilt_matches,
-    calls,
-    events,
-    install,
-    make_runtime,
-    prefix_journal,
-    register_model,
-    run_agent,
-    step_ids,
-    summarizer_model,
-)
 
 import loom_nb as loom
 from loom_nb.agent import (
@@ -43,6 +28,21 @@ from loom_nb.errors import UsageError
 from loom_nb.journal.events import EventKind
 from loom_nb.messages import Message, ModelRequest, ModelResponse, message_bytes
 from loom_nb.providers.scripted import ScriptedModel
+from tests.agent.support import (
+    MODEL,
+    SUMMARIZER,
+    BatchJournal,
+    assert_rebuilt_matches,
+    calls,
+    events,
+    install,
+    make_runtime,
+    prefix_journal,
+    register_model,
+    run_agent,
+    step_ids,
+    summarizer_model,
+)
 
 
 def note_tool(size: int = 0, *, idempotent: bool = False) -> loom.Tool:

@@ -11,20 +11,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from agent_helpers import (
-    FLOW,
-    MODEL,
-    assert_rebuilt_matches,
-    calls,
-    events,
-    install,
-    make_runtime,
-    raw_call,
-    register_model,
-    run_agent,
-    step_ids,
-    turn_of,
-)
 
 import loom_nb as loom
 from loom_nb.agent import AgentConfig, AgentResult, Routes, agent_loop
@@ -42,6 +28,20 @@ from loom_nb.kernel import ExecutionContext, FlowRegistry
 from loom_nb.messages import Message, ModelRequest, ModelResponse, Usage
 from loom_nb.providers.scripted import ScriptedModel
 from loom_nb.testing import FakeClock, SequentialIds
+from tests.agent.support import (
+    FLOW,
+    MODEL,
+    assert_rebuilt_matches,
+    calls,
+    events,
+    install,
+    make_runtime,
+    raw_call,
+    register_model,
+    run_agent,
+    step_ids,
+    turn_of,
+)
 
 
 def lookup_tool(seen: list[str]) -> loom.Tool:

@@ -10,7 +10,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from agent_helpers import (
+
+import loom_nb as loom
+from loom_nb.agent import AgentConfig, Compaction, Routes, Skill, TieredMemory, rebuild_requests
+from loom_nb.effects.guard import guard_request
+from loom_nb.journal import DuckDBJournal
+from loom_nb.journal.events import EventKind
+from loom_nb.kernel import Decision
+from loom_nb.messages import ModelRequest, ModelResponse
+from loom_nb.providers.scripted import ScriptedModel
+from tests.agent.support import (
     MODEL,
     SUMMARIZER,
     assert_rebuilt_matches,
@@ -23,15 +32,6 @@ from agent_helpers import (
     run_agent,
     summarizer_model,
 )
-
-import loom_nb as loom
-from loom_nb.agent import AgentConfig, Compaction, Routes, Skill, TieredMemory, rebuild_requests
-from loom_nb.effects.guard import guard_request
-from loom_nb.journal import DuckDBJournal
-from loom_nb.journal.events import EventKind
-from loom_nb.kernel import Decision
-from loom_nb.messages import ModelRequest, ModelResponse
-from loom_nb.providers.scripted import ScriptedModel
 
 
 def kitchen_tools(log: list[str]) -> list[loom.Tool]:

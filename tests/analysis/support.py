@@ -1,6 +1,6 @@
 """Journals for the analysis tests, made by running real agents (``ScriptedModel``) on a fake clock.
 
-Imported as ``analysis_helpers`` (tests/ is not a package).
+Import as ``from tests.analysis.support import ...``.
 """
 
 from __future__ import annotations

@@ -14,7 +14,12 @@ from typing import Any
 
 import pandas as pd
 import pytest
-from analysis_helpers import (
+
+import loom_nb as loom
+import loom_nb.analysis as analysis
+from loom_nb.analysis import Frames, frames
+from loom_nb.errors import UsageError
+from tests.analysis.support import (
     DELETED,
     JOURNALS,
     make_runtime,
@@ -29,12 +34,7 @@ from analysis_helpers import (
     usage,
 )
 
-import loom_nb as loom
-import loom_nb.analysis as analysis
-from loom_nb.analysis import Frames, frames
-from loom_nb.errors import UsageError
-
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 #: The pinned columns and dtypes of every frame (docs/analysis.md documents the same).
 EXPECTED: dict[str, dict[str, str]] = {

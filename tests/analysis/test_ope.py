@@ -11,7 +11,6 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pytest
-from analysis_helpers import JOURNALS, make_runtime, routed_run
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -19,6 +18,7 @@ import loom_nb as loom
 from loom_nb.analysis import effective_sample_size, estimate_policy_value, frames, ips, snips
 from loom_nb.analysis.ope import PolicyEstimate
 from loom_nb.errors import UsageError
+from tests.analysis.support import JOURNALS, make_runtime, routed_run
 
 ARMS = ["a", "b", "c"]
 MEANS = {"a": 0.2, "b": 0.5, "c": 0.8}

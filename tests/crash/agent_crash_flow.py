@@ -2,7 +2,7 @@
 
 Usage::
 
-    python tests/agent_crash_flow.py <journal_path> <calls_log> <crash> <start|recover>
+    python tests/crash/agent_crash_flow.py <journal_path> <calls_log> <crash> <start|recover>
 
 The agent (``loom.Agent`` over a DuckDB FILE journal) answers in four model turns: turn 0 calls
 ``lookup``; turn 1 calls ``lookup`` and ``convert`` together; turn 2 calls ``book`` (NOT
@@ -177,8 +177,10 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    # Run through the importable module so persisted names read ``agent_crash_flow:...``.
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    import agent_crash_flow
+    # Launched by path: run through the importable module ``tests.crash.agent_crash_flow`` (the repository root on
+    # ``sys.path``) so persisted names (the gate schema) read ``tests.crash.agent_crash_flow:...``, which the test
+    # process resolves too.
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+    from tests.crash import agent_crash_flow
 
     sys.exit(agent_crash_flow.main(sys.argv[1:]))

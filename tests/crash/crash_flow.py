@@ -2,7 +2,7 @@
 
 Usage::
 
-    python tests/crash_flow.py <journal_path> <invocations_log> <crash_after|none> <mode>
+    python tests/crash/crash_flow.py <journal_path> <invocations_log> <crash_after|none> <mode>
 
 ``mode`` is ``start`` (start execution ``run-1`` and drive it to the end, approving the approval
 gate as a person would) or ``recover`` (``runtime.recover()``, then resolve whatever gate is open:
@@ -154,9 +154,10 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    # Run through the importable module so persisted names (the gate schema) read ``crash_flow:...``,
-    # which the parent test process can resolve too.
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    import crash_flow
+    # Launched by path: run through the importable module ``tests.crash.crash_flow`` (the repository root on
+    # ``sys.path``) so persisted names (the gate schema) read ``tests.crash.crash_flow:...``, which the test
+    # process resolves too.
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+    from tests.crash import crash_flow
 
     sys.exit(crash_flow.main(sys.argv[1:]))

@@ -2,9 +2,9 @@
 
 Usage::
 
-    python tests/in_doubt_flow.py <journal.duckdb> <marker_file> start [--catch]
-    python tests/in_doubt_flow.py <journal.duckdb> <marker_file> recover
-    python tests/in_doubt_flow.py <journal.duckdb> <marker_file> resolve <happened|run_again|fail>
+    python tests/crash/in_doubt_flow.py <journal.duckdb> <marker_file> start [--catch]
+    python tests/crash/in_doubt_flow.py <journal.duckdb> <marker_file> recover
+    python tests/crash/in_doubt_flow.py <journal.duckdb> <marker_file> resolve <happened|run_again|fail>
 
 The flow ``pay`` runs one step ``charge`` of the non-idempotent effect ``payments.charge`` through
 the assembled ``loom_nb.runtime.Runtime`` (the effect ring included), then the idempotent

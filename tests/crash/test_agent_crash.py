@@ -3,7 +3,7 @@ killed after every commit of the run, and a fresh process recovers it. The recov
 ONLY the remaining model and tool calls (counted from the calls log), the final result equals the
 uninterrupted run's, and nothing committed changes.
 
-``tests/agent_crash_flow.py`` runs the agent; its docstring describes the run. Because the kernel
+``tests/crash/agent_crash_flow.py`` runs the agent; its docstring describes the run. Because the kernel
 commits a step's completion together with the next step's start, the commits are the crash points:
 after each model step_completed is also in the middle of a tool call, and a model step_started alone
 is in the middle of a model call.
@@ -14,15 +14,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import agent_crash_flow as flow
 import pytest
-from kernel_helpers import ScriptOutcome, read_journal_file, run_script
 
-from loom_nb.journal import Event, EventKind
+from loom_nb.journal import EventKind
+from tests.crash import agent_crash_flow as flow
+from tests.crash.harness import CrashScript, completed, in_flight
 
 pytestmark = pytest.mark.slow
 
-SCRIPT = Path(__file__).with_name("agent_crash_flow.py")
+SCRIPT = CrashScript(Path(__file__).with_name("agent_crash_flow.py"), flow.EXECUTION_ID)
 #: Events committed after each commit of an uninterrupted run (checked by test_uninterrupted_run).
 COMMITS = [2, 5, 7, 10, 12, 14, 17, 19, 23]
 #: Every model and tool step of the run (step id -> model|tool).
@@ -39,42 +39,18 @@ STEPS = {
 NOT_IDEMPOTENT = {"#turn:2:tool:0"}  # book
 
 
-def run(tmp: Path, crash: int | str | None, mode: str) -> ScriptOutcome:
-    return run_script(SCRIPT, tmp / "journal.duckdb", tmp / "calls.log", crash, mode)
+# The harness's verbs under this suite's names.
+run, journal_events = SCRIPT.run, SCRIPT.events
 
 
-def journal_events(tmp: Path) -> list[Event]:
-    return read_journal_file(tmp / "journal.duckdb", flow.EXECUTION_ID)
+def called(calls: list[tuple[str, str, int]]) -> list[tuple[str, str]]:
+    """``(model|tool, step id)`` of each call."""
+    return [(what, SCRIPT.step_of(key)) for what, key, _ in calls]
 
 
 def calls_made(tmp: Path) -> list[tuple[str, str]]:
     """``(model|tool, step id)`` of every call, in order."""
-    path = tmp / "calls.log"
-    if not path.exists():
-        return []
-    out = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        what, key, _ = line.split(" ")
-        out.append((what, key.removeprefix(f"{flow.EXECUTION_ID}:")))
-    return out
-
-
-def completed(events: list[Event]) -> set[str]:
-    return {e.step_id or "" for e in events if e.kind == EventKind.STEP_COMPLETED}
-
-
-def in_flight(events: list[Event]) -> set[str]:
-    started = {e.step_id or "" for e in events if e.kind == EventKind.STEP_STARTED}
-    return started - completed(events)
-
-
-@pytest.fixture(scope="module")
-def uninterrupted(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    tmp = tmp_path_factory.mktemp("uninterrupted")
-    outcome = run(tmp, None, "start")
-    assert outcome.returncode == 0, outcome.stderr
-    assert outcome.result is not None
-    return {"result": outcome.result, "events": journal_events(tmp), "calls": calls_made(tmp)}
+    return called(SCRIPT.calls(tmp))
 
 
 def test_uninterrupted_run(uninterrupted: dict[str, Any]) -> None:
@@ -84,7 +60,7 @@ def test_uninterrupted_run(uninterrupted: dict[str, Any]) -> None:
         "Plan: Paris: sunny, 21C; Rome: sunny, 21C; 10.0 EUR = 11.00 USD; booked Rome (ref BK-ROME)"
     )
     assert result["commits"] == COMMITS, "the flow or the kernel's commit batching changed: update COMMITS"
-    assert uninterrupted["calls"] == [(kind, sid) for sid, kind in STEPS.items()]
+    assert called(uninterrupted["calls"]) == [(kind, sid) for sid, kind in STEPS.items()]
 
 
 @pytest.mark.parametrize("crash", COMMITS, ids=[f"after-{n}-events" for n in COMMITS])
@@ -96,10 +72,10 @@ def test_recovery_makes_only_the_remaining_calls_and_ends_as_the_uninterrupted_r
     at_crash = journal_events(tmp_path)
     assert len(at_crash) == crash
     before = calls_made(tmp_path)
-    done, cut = completed(at_crash), in_flight(at_crash)
+    done, cut = completed(at_crash), set(in_flight(at_crash))
     assert len(cut) <= 1
     # Before the crash, each step was called once, in the uninterrupted order.
-    assert before == uninterrupted["calls"][: len(before)]
+    assert before == called(uninterrupted["calls"])[: len(before)]
 
     recovered = run(tmp_path, None, "recover")
     assert recovered.returncode == 0, recovered.stderr
@@ -136,9 +112,9 @@ def test_a_crash_between_a_model_step_started_and_its_completion_re_runs_just_th
     """The process dies INSIDE the model call of turn 2: the call was made, its answer lost."""
     assert run(tmp_path, "inside:#turn:2", "start").returncode == flow.CRASH_EXIT_CODE
     at_crash = journal_events(tmp_path)
-    assert in_flight(at_crash) == {"#turn:2"}
+    assert set(in_flight(at_crash)) == {"#turn:2"}
     before = calls_made(tmp_path)
-    assert before == uninterrupted["calls"][:6] and before[-1] == ("model", "#turn:2")
+    assert before == called(uninterrupted["calls"])[:6] and before[-1] == ("model", "#turn:2")
 
     recovered = run(tmp_path, None, "recover")
     assert recovered.result is not None and recovered.result["output"] == uninterrupted["result"]["output"]

@@ -1,6 +1,6 @@
 """Crash matrix: kill a real process after every committed event, recover in a fresh one.
 
-``tests/crash_flow.py`` runs a flow (idempotent fetch -> decide -> NON-idempotent charge -> approval
+``tests/crash/crash_flow.py`` runs a flow (idempotent fetch -> decide -> NON-idempotent charge -> approval
 gate -> idempotent ship) over a DuckDB file behind ``CrashingJournal``. For every N in 1..E-1 (E:
 events of an uninterrupted run) the start process dies after the commit reaching N events, and a
 second process recovers. The run must finish with the uninterrupted output, nothing committed may
@@ -14,61 +14,21 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-import crash_flow
 import pytest
-from kernel_helpers import ScriptOutcome, read_journal_file, run_script, shape
 
-from loom_nb.journal import DuckDBJournal, Event
+from loom_nb.journal import DuckDBJournal
 from loom_nb.kernel import Engine
+from tests.crash import crash_flow
+from tests.crash.harness import JOURNAL, CrashScript, in_flight
+from tests.journal.support import shape
 
 pytestmark = pytest.mark.slow
 
-SCRIPT = Path(__file__).with_name("crash_flow.py")
+SCRIPT = CrashScript(Path(__file__).with_name("crash_flow.py"), crash_flow.EXECUTION_ID, log="invocations.log")
 #: Events of an uninterrupted run (checked by ``test_uninterrupted_run``; update it with the flow).
 EVENTS = 15
-
-
-def run(tmp: Path, crash: int | str | None, mode: str) -> ScriptOutcome:
-    return run_script(SCRIPT, tmp / "journal.duckdb", tmp / "invocations.log", crash, mode)
-
-
-def journal_events(tmp: Path) -> list[Event]:
-    return read_journal_file(tmp / "journal.duckdb", crash_flow.EXECUTION_ID)
-
-
-def invocations(tmp: Path) -> list[tuple[str, str, int]]:
-    path = tmp / "invocations.log"
-    if not path.exists():
-        return []
-    out = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        effect, key, attempt = line.split(" ")
-        out.append((effect, key, int(attempt)))
-    return out
-
-
-def step_of(key: str) -> str:
-    return key.removeprefix(f"{crash_flow.EXECUTION_ID}:")
-
-
-def in_flight(events: list[Event]) -> dict[str, Event]:
-    """Steps whose last ``step_started`` has no outcome: step id -> that step_started."""
-    open_steps: dict[str, Event] = {}
-    for e in events:
-        if e.kind == "step_started":
-            open_steps[e.step_id or ""] = e
-        elif e.kind in ("step_completed", "step_failed", "step_in_doubt"):
-            open_steps.pop(e.step_id or "", None)
-    return open_steps
-
-
-@pytest.fixture(scope="module")
-def uninterrupted(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    tmp = tmp_path_factory.mktemp("uninterrupted")
-    outcome = run(tmp, None, "start")
-    assert outcome.returncode == 0, outcome.stderr
-    assert outcome.result is not None
-    return {"result": outcome.result, "events": journal_events(tmp), "invocations": invocations(tmp)}
+# The harness's verbs under this suite's names.
+run, journal_events, invocations, step_of = SCRIPT.run, SCRIPT.events, SCRIPT.calls, SCRIPT.step_of
 
 
 def test_uninterrupted_run(uninterrupted: dict[str, Any]) -> None:
@@ -77,7 +37,7 @@ def test_uninterrupted_run(uninterrupted: dict[str, Any]) -> None:
     assert result["output"]["shipped"] is True
     assert result["resolved"] == ["approval"]
     assert len(uninterrupted["events"]) == EVENTS, "the flow changed: update EVENTS"
-    assert [(effect, step_of(key), attempt) for effect, key, attempt in uninterrupted["invocations"]] == [
+    assert [(effect, step_of(key), attempt) for effect, key, attempt in uninterrupted["calls"]] == [
         ("inventory.fetch", "#1", 1),
         ("payments.charge", "#2", 1),
         ("shipping.ship", "ship", 1),
@@ -85,7 +45,7 @@ def test_uninterrupted_run(uninterrupted: dict[str, Any]) -> None:
 
 
 def assert_replays(tmp: Path) -> None:
-    rt = Engine(DuckDBJournal(tmp / "journal.duckdb", read_only=True), flows=crash_flow.FLOWS)
+    rt = Engine(DuckDBJournal(tmp / JOURNAL, read_only=True), flows=crash_flow.FLOWS)
     try:
         report = rt.replay_sync(crash_flow.EXECUTION_ID)
     finally:

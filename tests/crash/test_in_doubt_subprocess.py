@@ -1,6 +1,6 @@
 """In doubt, for real: a NON-idempotent effect kills its process mid-call over a DuckDB journal.
 
-``tests/in_doubt_flow.py`` runs the flow in a subprocess through the assembled runtime (the effect
+``tests/crash/in_doubt_flow.py`` runs the flow in a subprocess through the assembled runtime (the effect
 ring included). The effect logs itself to a marker file and dies with ``os._exit(86)``, leaving a
 committed ``step_started`` and no outcome. Fresh processes then recover (the step goes in doubt and
 the run parks on an ``InDoubt`` gate, the effect is not re-invoked) and resolve it, each way in its
@@ -11,33 +11,25 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
-import in_doubt_flow as F
 import pytest
+
+from tests.crash import in_doubt_flow as F
+from tests.crash.harness import JOURNAL, run_script
 
 pytestmark = pytest.mark.slow
 
 SCRIPT = Path(__file__).with_name("in_doubt_flow.py")
-DB = "journal.duckdb"
+DB = JOURNAL
 MARKER = "marker.jsonl"
 
 
 def run(where: Path, *args: str, expect_exit: int = 0) -> dict[str, Any]:
-    proc = subprocess.run(
-        [sys.executable, str(SCRIPT), str(where / DB), str(where / MARKER), *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert proc.returncode == expect_exit, f"exit {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
-    if expect_exit != 0:
-        return {}
-    return dict(json.loads(proc.stdout.strip().splitlines()[-1]))
+    outcome = run_script(SCRIPT, str(where / DB), str(where / MARKER), *args)
+    assert outcome.returncode == expect_exit, f"exit {outcome.returncode}\n{outcome.stderr}"
+    return outcome.result or {}
 
 
 def copy_journal(src: Path, dst: Path) -> None:

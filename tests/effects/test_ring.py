@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kernel_helpers import copy_prefix, kinds
 
 from loom_nb.effects import (
     ClaimCheck,
@@ -45,6 +44,7 @@ from loom_nb.kernel import EffectContext, EffectResult, FlowRegistry, Principal
 from loom_nb.messages import Message, ModelRequest, ModelResponse, ToolCall, Usage
 from loom_nb.runtime import Runtime
 from loom_nb.testing import FakeClock, SequentialIds
+from tests.journal.support import copy_prefix, kinds
 
 Flow = Callable[[Any, Any], Any]
 

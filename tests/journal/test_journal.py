@@ -10,7 +10,6 @@ from pathlib import Path
 
 import duckdb
 import pytest
-from kernel_helpers import shape
 from pydantic import BaseModel
 
 from loom_nb.errors import JournalError, UsageError
@@ -27,6 +26,7 @@ from loom_nb.journal import (
     to_jsonable,
 )
 from loom_nb.journal.migrations import MIGRATIONS
+from tests.journal.support import shape
 
 
 # -- canonical JSON and digests ----------------------------------------------------------------------

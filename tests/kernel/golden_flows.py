@@ -1,11 +1,11 @@
-"""The flow behind the golden journal ``tests/golden/kernel_order.jsonl``, and a deliberately changed one.
+"""The flow behind the golden journal ``tests/kernel/golden/kernel_order.jsonl``, and a deliberately changed one.
 
 The golden journal is a contract: a kernel change that alters what a run journals (event kinds,
 step ids, payload shapes, digests) shows up as a diff against it, and old journals must still replay.
 
 Regenerate it (only for a deliberate, migrated change of the journal's shapes) with::
 
-    .venv/bin/python tests/golden_flows.py --write
+    .venv/bin/python tests/kernel/golden_flows.py --write
 
 which records ``golden_order`` with ``FakeClock(tick=1)``, ``SequentialIds`` and ``SeededRandom(7)``
 on an ``InMemoryJournal`` and writes one event per line (canonical JSON with ``execution_id``, ``seq``,
@@ -176,9 +176,10 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    # Record through the importable module so persisted names (the gate schema) read
-    # ``golden_flows:Approval``, which the tests resolve.
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    import golden_flows
+    # Launched by path: run through the importable module ``tests.kernel.golden_flows`` (the repository root on
+    # ``sys.path``) so persisted names (the gate schema) read ``tests.kernel.golden_flows:...``, which the test
+    # process resolves too.
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+    from tests.kernel import golden_flows
 
     sys.exit(golden_flows.main(sys.argv[1:]))

@@ -1,7 +1,7 @@
 """Golden journal: a committed recording must still replay, and a changed flow must be caught.
 
-Regenerate ``tests/golden/kernel_order.jsonl`` only for a deliberate change of the journal's
-shapes: ``.venv/bin/python tests/golden_flows.py --write`` (see ``tests/golden_flows.py``).
+Regenerate ``tests/kernel/golden/kernel_order.jsonl`` only for a deliberate change of the journal's
+shapes: ``.venv/bin/python tests/kernel/golden_flows.py --write`` (see ``tests/kernel/golden_flows.py``).
 """
 
 from __future__ import annotations
@@ -10,15 +10,15 @@ import json
 import re
 from collections.abc import Iterator
 
-import golden_flows
 import pytest
-from golden_flows import EXECUTION_ID, FLOW_NAME, GOLDEN
-from kernel_helpers import kinds
 
 from loom_nb.errors import NonDeterminismError
 from loom_nb.journal import DuckDBJournal, Event, InMemoryJournal, canonical_json
 from loom_nb.journal.store import JournalStore
 from loom_nb.kernel import Engine, FlowRegistry
+from tests.journal.support import kinds
+from tests.kernel import golden_flows
+from tests.kernel.golden_flows import EXECUTION_ID, FLOW_NAME, GOLDEN
 
 
 def golden_events() -> list[Event]:

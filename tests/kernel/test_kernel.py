@@ -6,7 +6,6 @@ import asyncio
 from typing import Any
 
 import pytest
-from kernel_helpers import Calls, copy_prefix, kinds, make_runtime, register_recording, shape
 from pydantic import BaseModel
 
 from loom_nb.errors import (
@@ -18,6 +17,8 @@ from loom_nb.errors import (
 )
 from loom_nb.journal import Event, EventKind, InMemoryJournal
 from loom_nb.kernel import Decision, Engine, ExecutionContext, GateRequest, Suspend
+from tests.journal.support import copy_prefix, kinds, shape
+from tests.kernel.support import Calls, make_runtime, register_recording
 
 
 class Custom(RuntimeError):

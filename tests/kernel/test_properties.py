@@ -8,10 +8,10 @@ from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from kernel_helpers import Calls, make_runtime, register_recording
 
 from loom_nb.journal import canonical_json, digest_value
 from loom_nb.kernel import Decision, ExecutionContext
+from tests.kernel.support import Calls, make_runtime, register_recording
 
 SETTINGS = settings(max_examples=50, deadline=None)
 

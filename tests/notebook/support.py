@@ -1,4 +1,4 @@
-"""Shared helpers for the notebook-layer tests (imported as ``notebook_helpers``; tests/ is not a package):
+"""Shared helpers for the notebook-layer tests (import as ``from tests.notebook.support import ...``):
 scripted agents with an approval tool, a real kernel session driven through nbclient, widget-state
 walking, the headless click message, and a JupyterLab server for the browser test."""
 
@@ -22,7 +22,7 @@ from loom_nb.kernel import FlowRegistry
 from loom_nb.messages import ModelRequest
 from loom_nb.testing import FakeClock, SequentialIds
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 CHROMIUM = "/usr/bin/chromium"
 
 

@@ -10,7 +10,8 @@ from typing import Any
 
 import nbformat
 import pytest
-from notebook_helpers import AGENT_CELL, CHROMIUM, chromium_available, jupyter_lab
+
+from tests.notebook.support import AGENT_CELL, CHROMIUM, chromium_available, jupyter_lab
 
 pytestmark = [
     pytest.mark.slow,

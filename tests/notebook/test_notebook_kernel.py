@@ -7,7 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from notebook_helpers import AGENT_CELL, REPORT_CELL, KernelSession, kernel_button_ids, last_json
+
+from tests.notebook.support import AGENT_CELL, REPORT_CELL, KernelSession, kernel_button_ids, last_json
 
 pytestmark = pytest.mark.slow
 

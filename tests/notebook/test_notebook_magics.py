@@ -12,7 +12,6 @@ from typing import Any
 
 import pytest
 from IPython.testing import globalipapp
-from notebook_helpers import TidyAgent
 
 import loom_nb as loom
 from loom_nb.agent.agent import RUN_HOOKS
@@ -21,6 +20,7 @@ from loom_nb.kernel.flows import FLOWS
 from loom_nb.notebook import extension, magics
 from loom_nb.notebook.cards import ApprovalCard
 from loom_nb.notebook.run_view import RunView
+from tests.notebook.support import TidyAgent
 
 GATE = "#turn:1:tool:0:approval"
 

@@ -9,7 +9,6 @@ import html
 from typing import Any
 
 import pytest
-from notebook_helpers import TidyAgent, last_tool_text, make_runtime
 
 import loom_nb as loom
 from loom_nb.agent.agent import Run
@@ -19,6 +18,7 @@ from loom_nb.notebook.cards import ApprovalCard, GateCard, InDoubtCard
 from loom_nb.notebook.run_view import RunView
 from loom_nb.notebook.throttle import Throttle
 from loom_nb.notebook.timeline import TimelineWidget, asset_dir, timeline
+from tests.notebook.support import TidyAgent, last_tool_text, make_runtime
 
 GATE = "#turn:1:tool:0:approval"
 TASK = "Remove the stale files in /tmp/x"

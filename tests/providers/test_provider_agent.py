@@ -7,11 +7,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from provider_server import Call, Fail, ProviderServer, Reply, running_server
 
 import loom_nb as loom
 from loom_nb.journal import EventKind
 from loom_nb.testing import FakeClock, SequentialIds
+from tests.providers.provider_server import Call, Fail, ProviderServer, Reply, running_server
 
 KEY = "sk-test-SECRET-4f1c9e2a7b"
 

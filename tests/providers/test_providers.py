@@ -17,7 +17,13 @@ import httpx
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from provider_server import (
+
+from loom_nb.errors import ProviderHTTPError, ProviderProtocolError, ProviderTimeout, UsageError
+from loom_nb.messages import Message, ModelRequest, ModelResponse, ToolCall, ToolSpec, Usage
+from loom_nb.providers import AnthropicMessages, ModelProvider, OpenAIChat
+from loom_nb.providers.http import HTTPProvider, error_detail, parse_arguments, parse_retry_after
+from loom_nb.providers.sse import SSEDecoder, SSEEvent, aiter_sse, aiter_sse_bytes, loads
+from tests.providers.provider_server import (
     Call,
     Cut,
     Fail,
@@ -30,12 +36,6 @@ from provider_server import (
     free_port,
     running_server,
 )
-
-from loom_nb.errors import ProviderHTTPError, ProviderProtocolError, ProviderTimeout, UsageError
-from loom_nb.messages import Message, ModelRequest, ModelResponse, ToolCall, ToolSpec, Usage
-from loom_nb.providers import AnthropicMessages, ModelProvider, OpenAIChat
-from loom_nb.providers.http import HTTPProvider, error_detail, parse_arguments, parse_retry_after
-from loom_nb.providers.sse import SSEDecoder, SSEEvent, aiter_sse, aiter_sse_bytes, loads
 
 KEY = "sk-test-SECRET-0123456789abcdef"
 WEATHER = ToolSpec(
