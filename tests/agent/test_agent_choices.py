@@ -17,6 +17,7 @@ from loom_nb.journal.events import EventKind
 from loom_nb.kernel import Decision, ExecutionContext
 from loom_nb.messages import Message, ModelRequest, ModelResponse
 from loom_nb.providers.scripted import ScriptedModel
+from loom_nb.runtime import Runtime
 from tests.agent.support import (
     MODEL,
     Counter,
@@ -359,8 +360,7 @@ async def test_elevation_is_a_recorded_decision_and_its_own_step() -> None:
     assert len(policy.calls) == 2 and (len(cheap.history), len(mid.history), len(strong.history)) == (2, 1, 1)
 
 
-async def test_the_agent_facade_registers_routed_models() -> None:
-    rt = make_runtime()
+async def test_the_agent_facade_registers_routed_models(rt: Runtime) -> None:
     routes = Routes(models=["model.a", "model.b"], policy=lambda models, request, turn: "model.b")
     b = ScriptedModel([ModelResponse.text("from b")])
     agent = loom.Agent(routes=routes, models={"model.a": ScriptedModel([]), "model.b": b}, name="routed")

@@ -19,6 +19,7 @@ from loom_nb.journal import canonical_json
 from loom_nb.journal.events import EventKind
 from loom_nb.messages import Message, ModelResponse
 from loom_nb.providers.scripted import ScriptedModel
+from loom_nb.runtime import Runtime
 from tests.agent.support import assert_rebuilt_matches, calls, events, make_runtime
 
 PAGE = {"title": "Release notes", "body": "All the details. " * 100}
@@ -159,8 +160,7 @@ async def test_listing_the_compaction_effect_fails_the_run_too() -> None:
     assert "claim_check.tool_ids lists 'model.summary', a summarizer effect" in str(error)
 
 
-async def test_a_model_result_holding_an_envelope_is_refused_by_the_loop() -> None:
-    rt = make_runtime()
+async def test_a_model_result_holding_an_envelope_is_refused_by_the_loop(rt: Runtime) -> None:
 
     def sneaky(request: Any) -> dict[str, Any]:
         response = ModelResponse.text("hi").model_dump(mode="json")

@@ -27,6 +27,7 @@ from loom_nb.journal.events import EventKind
 from loom_nb.kernel import ExecutionContext, FlowRegistry
 from loom_nb.messages import Message, ModelRequest, ModelResponse, Usage
 from loom_nb.providers.scripted import ScriptedModel
+from loom_nb.runtime import Runtime
 from loom_nb.testing import FakeClock, SequentialIds
 from tests.agent.support import (
     FLOW,
@@ -463,8 +464,7 @@ def test_a_resume_payload_that_fails_the_approval_schema_is_refused_and_the_gate
         assert run.status == "completed" and deleted == []
 
 
-async def test_awaiting_a_run_gives_the_agent_result() -> None:
-    rt = make_runtime()
+async def test_awaiting_a_run_gives_the_agent_result(rt: Runtime) -> None:
     agent = loom.Agent(model=ScriptedModel([ModelResponse.text("Hi!")]), name="greeter")
     run = agent.start("hello", runtime=rt)
     assert run.status == "running"  # a task on this loop: start returned at once
@@ -516,8 +516,7 @@ def test_attach_after_re_opening_a_duckdb_journal_in_a_new_runtime(tmp_path: Pat
         make_agent([]).attach("nope", runtime=rt3)
 
 
-async def test_agent_loop_rejects_an_input_that_is_not_a_message() -> None:
-    rt = make_runtime()
+async def test_agent_loop_rejects_an_input_that_is_not_a_message(rt: Runtime) -> None:
     register_model(rt, ScriptedModel([ModelResponse.text("x")]))
     install(rt, AgentConfig(model=MODEL))
     result = await rt.start(FLOW, {"question": 1})

@@ -8,7 +8,6 @@ import asyncio
 import re
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -192,13 +191,6 @@ EXPECTED: dict[str, dict[str, str]] = {
     },
 }
 VIEWS = [v for v in EXPECTED if v != "transcript"]
-
-
-@pytest.fixture(params=JOURNALS)
-def rt(request: pytest.FixtureRequest) -> Iterator[loom.Runtime]:
-    runtime = make_runtime(request.param)
-    yield runtime
-    runtime.close()
 
 
 def dtypes(df: Any) -> dict[str, str]:

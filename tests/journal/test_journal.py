@@ -5,7 +5,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-from collections.abc import Iterator
 from pathlib import Path
 
 import duckdb
@@ -18,7 +17,6 @@ from loom_nb.journal import (
     DuckDBJournal,
     Event,
     EventKind,
-    InMemoryJournal,
     JournalStore,
     canonical_json,
     digest_bytes,
@@ -77,19 +75,6 @@ def test_digests_are_tagged_sha256_of_canonical_json() -> None:
 
 
 # -- the store contract ------------------------------------------------------------------------------
-@pytest.fixture(params=["memory", "duckdb-memory", "duckdb-file"])
-def journal(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[JournalStore]:
-    store: JournalStore
-    if request.param == "memory":
-        store = InMemoryJournal()
-    elif request.param == "duckdb-memory":
-        store = DuckDBJournal(":memory:")
-    else:
-        store = DuckDBJournal(tmp_path / "journal.duckdb")
-    yield store
-    store.close()
-
-
 def ev(
     seq: int,
     kind: str,

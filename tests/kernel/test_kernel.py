@@ -35,8 +35,7 @@ def step_events(rt: Engine, eid: str, kind: str) -> list[Event]:
 
 
 # -- start / complete / idempotent start ----------------------------------------------------------------
-async def test_start_runs_to_completion_and_journals_each_step() -> None:
-    rt, calls = make_runtime(), Calls()
+async def test_start_runs_to_completion_and_journals_each_step(rt: Engine, calls: Calls) -> None:
     register_recording(rt, calls, "add", lambda v: v["x"] + 1)
 
     async def body(ctx: ExecutionContext, inp: Any) -> Any:
@@ -69,8 +68,7 @@ async def test_start_runs_to_completion_and_journals_each_step() -> None:
     assert rt.result("e1").output == {"sum": 3}
 
 
-async def test_generated_execution_ids_come_from_the_id_source() -> None:
-    rt = make_runtime()
+async def test_generated_execution_ids_come_from_the_id_source(rt: Engine) -> None:
 
     async def body(ctx: ExecutionContext, inp: Any) -> Any:
         return inp
@@ -79,8 +77,7 @@ async def test_generated_execution_ids_come_from_the_id_source() -> None:
     assert (await rt.start(body, 2)).execution_id == "exec-2"
 
 
-async def test_start_by_existing_id_returns_the_existing_result_without_rerunning() -> None:
-    rt, calls = make_runtime(), Calls()
+async def test_start_by_existing_id_returns_the_existing_result_without_rerunning(rt: Engine, calls: Calls) -> None:
     register_recording(rt, calls, "fx")
 
     async def body(ctx: ExecutionContext, inp: Any) -> Any:
@@ -95,8 +92,7 @@ async def test_start_by_existing_id_returns_the_existing_result_without_rerunnin
     assert len(rt.journal.read("same")) == n_events
 
 
-async def test_start_by_existing_id_of_a_suspended_run_returns_its_gates() -> None:
-    rt = make_runtime()
+async def test_start_by_existing_id_of_a_suspended_run_returns_its_gates(rt: Engine) -> None:
 
     async def body(ctx: ExecutionContext, inp: Any) -> Any:
         return await ctx.gate("g", "Approval", schema=Approval)
@@ -107,8 +103,7 @@ async def test_start_by_existing_id_of_a_suspended_run_returns_its_gates() -> No
     assert [g.gate_id for g in again.gates] == [g.gate_id for g in first.gates] == ["g"]
 
 
-async def test_start_by_existing_id_with_another_flow_is_a_usage_error() -> None:
-    rt = make_runtime()
+async def test_start_by_existing_id_with_another_flow_is_a_usage_error(rt: Engine) -> None:
 
     async def one(ctx: ExecutionContext, inp: Any) -> Any:
         return 1
@@ -121,15 +116,13 @@ async def test_start_by_existing_id_with_another_flow_is_a_usage_error() -> None
         await rt.start(two, None, execution_id="x")
 
 
-async def test_missing_flow_name_is_flow_not_found_naming_it() -> None:
-    rt = make_runtime()
+async def test_missing_flow_name_is_flow_not_found_naming_it(rt: Engine) -> None:
     with pytest.raises(FlowNotFoundError, match="no flow named 'nowhere'"):
         await rt.start("nowhere", None)
     assert rt.journal.list_executions() == []
 
 
-async def test_resuming_a_run_whose_flow_is_not_registered_names_the_flow() -> None:
-    rt = make_runtime()
+async def test_resuming_a_run_whose_flow_is_not_registered_names_the_flow(rt: Engine) -> None:
 
     async def vanishing(ctx: ExecutionContext, inp: Any) -> Any:
         return await ctx.gate("g", "Approval")
@@ -141,8 +134,7 @@ async def test_resuming_a_run_whose_flow_is_not_registered_names_the_flow() -> N
 
 
 # -- gates and resume --------------------------------------------------------------------------------
-async def test_resume_validates_the_payload_before_recording_anything() -> None:
-    rt, calls = make_runtime(), Calls()
+async def test_resume_validates_the_payload_before_recording_anything(rt: Engine, calls: Calls) -> None:
     register_recording(rt, calls, "send")
 
     async def body(ctx: ExecutionContext, inp: Any) -> Any:
@@ -177,8 +169,7 @@ async def test_resume_validates_the_payload_before_recording_anything() -> None:
     assert len(calls.log) == 1
 
 
-async def test_resume_errors_name_the_execution_and_gate() -> None:
-    rt = make_runtime()
+async def test_resume_errors_name_the_execution_and_gate(rt: Engine) -> None:
 
     async def body(ctx: ExecutionContext, inp: Any) -> Any:
         await ctx.gate("first", "Approval")
@@ -200,8 +191,7 @@ async def test_resume_errors_name_the_execution_and_gate() -> None:
         await rt.resume("e", "second", {})
 
 
-async def test_several_gates_resolve_one_by_one_and_the_body_waits_for_the_last() -> None:
-    rt = make_runtime()
+async def test_several_gates_resolve_one_by_one_and_the_body_waits_for_the_last(rt: Engine) -> None:
     runs: list[int] = []
 
     async def body(ctx: ExecutionContext, inp: Any) -> Any:
@@ -248,8 +238,7 @@ async def test_suspend_is_a_base_exception_the_body_cannot_swallow() -> None:
 
 
 # -- failures ----------------------------------------------------------------------------------------
-async def test_recorded_failures_are_re_raised_on_replay_without_re_invoking() -> None:
-    rt, calls = make_runtime(), Calls()
+async def test_recorded_failures_are_re_raised_on_replay_without_re_invoking(rt: Engine, calls: Calls) -> None:
 
     def boom(value: Any) -> Any:
         raise ValueError(f"bad input {value}")
@@ -277,8 +266,7 @@ async def test_recorded_failures_are_re_raised_on_replay_without_re_invoking() -
     assert (await rt.replay("f")).reproduced
 
 
-async def test_an_uncaught_failure_fails_the_execution_with_the_error_journaled() -> None:
-    rt = make_runtime()
+async def test_an_uncaught_failure_fails_the_execution_with_the_error_journaled(rt: Engine) -> None:
 
     def boom(value: Any) -> Any:
         raise Custom("kaput")
@@ -347,8 +335,7 @@ async def test_a_different_input_for_a_recorded_step_is_non_determinism() -> Non
     assert len(calls.log) == 1
 
 
-async def test_different_decision_options_are_non_determinism() -> None:
-    rt = make_runtime()
+async def test_different_decision_options_are_non_determinism(rt: Engine) -> None:
     offered = [["a", "b"]]
 
     async def chooser(ctx: ExecutionContext, inp: Any) -> Any:
@@ -363,8 +350,7 @@ async def test_different_decision_options_are_non_determinism() -> None:
 
 
 # -- step ids ----------------------------------------------------------------------------------------
-async def test_counter_step_ids_and_explicit_ids() -> None:
-    rt, calls = make_runtime(), Calls()
+async def test_counter_step_ids_and_explicit_ids(rt: Engine, calls: Calls) -> None:
     register_recording(rt, calls, "fx")
     seen: list[str] = []
 
@@ -383,8 +369,7 @@ async def test_counter_step_ids_and_explicit_ids() -> None:
     assert [c[2] for c in calls.log] == ["ids:#1", "ids:named", "ids:#2", "ids:#3"]
 
 
-async def test_record_keeps_another_input_in_the_journal() -> None:
-    rt, calls = make_runtime(), Calls()
+async def test_record_keeps_another_input_in_the_journal(rt: Engine, calls: Calls) -> None:
     register_recording(rt, calls, "fx")
 
     async def body(ctx: ExecutionContext, inp: Any) -> Any:
@@ -396,8 +381,7 @@ async def test_record_keeps_another_input_in_the_journal() -> None:
 
 
 @pytest.mark.parametrize("second", ["step", "gate", "decision"])
-async def test_an_id_used_twice_is_a_usage_error(second: str) -> None:
-    rt, calls = make_runtime(), Calls()
+async def test_an_id_used_twice_is_a_usage_error(second: str, rt: Engine, calls: Calls) -> None:
     register_recording(rt, calls, "fx")
 
     async def body(ctx: ExecutionContext, inp: Any) -> Any:
@@ -421,8 +405,7 @@ async def test_an_id_used_twice_is_a_usage_error(second: str) -> None:
 
 
 # -- recorded values ------------------------------------------------------------------------------------
-async def test_now_uuid_random_are_recorded_and_served_on_re_run() -> None:
-    rt = make_runtime()
+async def test_now_uuid_random_are_recorded_and_served_on_re_run(rt: Engine) -> None:
     draws: list[list[Any]] = []
 
     async def body(ctx: ExecutionContext, inp: Any) -> Any:
@@ -449,8 +432,7 @@ async def test_now_uuid_random_are_recorded_and_served_on_re_run() -> None:
 
 
 # -- decisions ----------------------------------------------------------------------------------------
-async def test_decide_records_everything_and_does_not_call_the_policy_on_re_run() -> None:
-    rt = make_runtime()
+async def test_decide_records_everything_and_does_not_call_the_policy_on_re_run(rt: Engine) -> None:
     policy_calls: list[list[Any]] = []
 
     def softmax_policy(options: Any) -> Decision:
@@ -489,8 +471,7 @@ async def test_decide_records_everything_and_does_not_call_the_policy_on_re_run(
 
 
 # -- streams ---------------------------------------------------------------------------------------------
-async def test_stream_is_journaled_once_and_not_re_emitted_on_re_run() -> None:
-    rt, calls = make_runtime(), Calls()
+async def test_stream_is_journaled_once_and_not_re_emitted_on_re_run(rt: Engine, calls: Calls) -> None:
     register_recording(rt, calls, "fx")
     seen: list[str] = []
     rt.observe(lambda e: seen.append(e.data["text"]) if e.kind == EventKind.STREAM_CHUNK else None)
@@ -514,8 +495,7 @@ async def test_stream_is_journaled_once_and_not_re_emitted_on_re_run() -> None:
     assert seen == ["before ", "between ", "after"]
 
 
-async def test_stream_before_a_step_cut_in_flight_is_not_re_emitted_by_recover() -> None:
-    rt, calls = make_runtime(), Calls()
+async def test_stream_before_a_step_cut_in_flight_is_not_re_emitted_by_recover(rt: Engine, calls: Calls) -> None:
     register_recording(rt, calls, "fx", idempotent=True)
 
     async def body(ctx: ExecutionContext, inp: Any) -> Any:
@@ -534,8 +514,7 @@ async def test_stream_before_a_step_cut_in_flight_is_not_re_emitted_by_recover()
 
 
 # -- sync wrappers ------------------------------------------------------------------------------------
-def test_start_sync_works_without_a_loop() -> None:
-    rt = make_runtime()
+def test_start_sync_works_without_a_loop(rt: Engine) -> None:
 
     async def body(ctx: ExecutionContext, inp: Any) -> Any:
         return await ctx.gate("g", "Approval")
@@ -546,8 +525,7 @@ def test_start_sync_works_without_a_loop() -> None:
     assert rt.recover_sync() == []
 
 
-async def test_sync_wrappers_refuse_inside_a_running_loop_and_say_await() -> None:
-    rt = make_runtime()
+async def test_sync_wrappers_refuse_inside_a_running_loop_and_say_await(rt: Engine) -> None:
 
     async def body(ctx: ExecutionContext, inp: Any) -> Any:
         return 1
@@ -562,8 +540,7 @@ async def test_sync_wrappers_refuse_inside_a_running_loop_and_say_await() -> Non
 
 
 # -- replay ---------------------------------------------------------------------------------------------
-async def test_replay_of_a_completed_run_reproduces_and_runs_no_effect() -> None:
-    rt, calls = make_runtime(), Calls()
+async def test_replay_of_a_completed_run_reproduces_and_runs_no_effect(rt: Engine, calls: Calls) -> None:
     register_recording(rt, calls, "fx")
 
     async def body(ctx: ExecutionContext, inp: Any) -> Any:
@@ -593,8 +570,7 @@ async def test_replay_of_a_completed_run_reproduces_and_runs_no_effect() -> None
     assert len(calls.log) == n_calls and len(rt.journal.read("p")) == n_events
 
 
-async def test_replay_of_a_suspended_run_reproduces() -> None:
-    rt = make_runtime()
+async def test_replay_of_a_suspended_run_reproduces(rt: Engine) -> None:
 
     async def body(ctx: ExecutionContext, inp: Any) -> Any:
         return await ctx.gate("g", "Approval")
@@ -604,8 +580,7 @@ async def test_replay_of_a_suspended_run_reproduces() -> None:
     assert (report.reproduced, report.replayed_status) == (True, "suspended")
 
 
-async def test_replay_with_a_changed_flow_reports_not_reproduced_and_does_not_raise() -> None:
-    rt, calls = make_runtime(), Calls()
+async def test_replay_with_a_changed_flow_reports_not_reproduced_and_does_not_raise(rt: Engine, calls: Calls) -> None:
     register_recording(rt, calls, "fx")
 
     async def body(ctx: ExecutionContext, inp: Any) -> Any:
@@ -763,8 +738,7 @@ async def test_in_doubt_resolved_as_fail_fails_the_step_with_in_doubt_error() ->
     assert (await rt.replay("t")).reproduced
 
 
-async def test_recover_skips_executions_that_are_not_running() -> None:
-    rt = make_runtime()
+async def test_recover_skips_executions_that_are_not_running(rt: Engine) -> None:
 
     async def body(ctx: ExecutionContext, inp: Any) -> Any:
         return await ctx.gate("g", "Approval")
@@ -773,8 +747,7 @@ async def test_recover_skips_executions_that_are_not_running() -> None:
     assert await rt.recover() == []
 
 
-async def test_recover_of_a_run_cut_before_its_first_step_runs_it() -> None:
-    rt, calls = make_runtime(), Calls()
+async def test_recover_of_a_run_cut_before_its_first_step_runs_it(rt: Engine, calls: Calls) -> None:
     register_recording(rt, calls, "fx")
 
     async def body(ctx: ExecutionContext, inp: Any) -> Any:
@@ -801,8 +774,7 @@ async def test_recover_of_a_run_cut_before_its_first_step_runs_it() -> None:
     assert calls.log == [("fx", 3, "c:#1", 1)]
 
 
-async def test_concurrent_resumes_of_one_gate_record_one_resolution() -> None:
-    rt = make_runtime()
+async def test_concurrent_resumes_of_one_gate_record_one_resolution(rt: Engine) -> None:
 
     async def body(ctx: ExecutionContext, inp: Any) -> Any:
         return await ctx.gate("g", "Approval")

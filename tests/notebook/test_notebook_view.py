@@ -191,8 +191,7 @@ async def test_in_doubt_fail_records_a_failed_step() -> None:
     assert "failed" in view.tool_rows["#turn:0:tool:0"].text()
 
 
-async def test_a_custom_gate_gets_a_json_resume_card() -> None:
-    rt = make_runtime()
+async def test_a_custom_gate_gets_a_json_resume_card(rt: loom.Runtime) -> None:
 
     async def ask(ctx: ExecutionContext, input: Any) -> Any:
         answer = await ctx.gate("question", "Question", payload={"q": input})

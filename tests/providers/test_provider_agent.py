@@ -3,7 +3,6 @@ retries a 429 through the ring, completes with usage recorded, and never journal
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -11,21 +10,9 @@ import pytest
 import loom_nb as loom
 from loom_nb.journal import EventKind
 from loom_nb.testing import FakeClock, SequentialIds
-from tests.providers.provider_server import Call, Fail, ProviderServer, Reply, running_server
+from tests.providers.provider_server import Call, Fail, ProviderServer, Reply
 
 KEY = "sk-test-SECRET-4f1c9e2a7b"
-
-
-@pytest.fixture(autouse=True)
-def _no_proxies(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
-        monkeypatch.delenv(name, raising=False)
-
-
-@pytest.fixture
-def server() -> Iterator[ProviderServer]:
-    with running_server() as s:
-        yield s
 
 
 def provider(wire: str, url: str) -> loom.ModelProvider:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import email.utils
 import json
 import pickle
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import httpx
@@ -34,7 +34,6 @@ from tests.providers.provider_server import (
     Reply,
     StreamError,
     free_port,
-    running_server,
 )
 
 KEY = "sk-test-SECRET-0123456789abcdef"
@@ -44,21 +43,6 @@ WEATHER = ToolSpec(
     parameters={"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
 )
 ASK = ModelRequest(messages=(Message.system("Be brief."), Message.user("Weather in Paris and Oslo?")))
-
-
-@pytest.fixture(autouse=True)
-def _no_proxies(monkeypatch: pytest.MonkeyPatch) -> None:
-    # httpx honours proxy variables; requests to 127.0.0.1 must not be sent anywhere else.
-    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
-    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
-
-
-@pytest.fixture
-def server() -> Iterator[ProviderServer]:
-    with running_server() as s:
-        yield s
 
 
 @pytest.fixture(params=["openai", "anthropic"])
