@@ -7,6 +7,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import loom_nb as loom
 from loom_nb.agent import AgentConfig, agent_loop, llm_effect, rebuild_requests, summarizer_effect
 from loom_nb.effects.guard import guard_request
 from loom_nb.journal import ContentBlob, Event, EventKind, InMemoryJournal
@@ -198,3 +199,29 @@ def user_texts(messages: Sequence[Message]) -> list[str]:
 
 
 Responder = Callable[[ModelRequest], ModelResponse]
+
+
+def tidy_tools(deleted: list[str]) -> tuple[loom.Tool, loom.Tool]:
+    """The tools of the tidy agents (analysis and notebook tests): ``search`` finds
+    ``/tmp/x/<query>.log``; ``delete_file`` needs approval and appends its path to ``deleted``."""
+
+    @loom.tool
+    def search(query: str) -> list[str]:
+        """Search the files.
+
+        Args:
+            query: What to look for.
+        """
+        return [f"/tmp/x/{query}.log"]
+
+    @loom.tool(needs_approval=True)
+    def delete_file(path: str) -> str:
+        """Delete a file.
+
+        Args:
+            path: The file.
+        """
+        deleted.append(path)
+        return f"deleted {path}"
+
+    return search, delete_file

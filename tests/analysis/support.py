@@ -14,6 +14,7 @@ from loom_nb.journal import InMemoryJournal
 from loom_nb.kernel import FlowRegistry
 from loom_nb.messages import ModelRequest
 from loom_nb.testing import FakeClock, SequentialIds
+from tests.agent.support import tidy_tools
 
 JOURNALS = ("memory", "duckdb")
 
@@ -28,27 +29,7 @@ def make_runtime(kind: str = "memory", *, tick: float = 0.5) -> loom.Runtime:
 
 
 DELETED: list[str] = []
-
-
-@loom.tool
-def search(query: str) -> list[str]:
-    """Search the files.
-
-    Args:
-        query: What to look for.
-    """
-    return [f"/tmp/x/{query}.log"]
-
-
-@loom.tool(needs_approval=True)
-def delete_file(path: str) -> str:
-    """Delete a file.
-
-    Args:
-        path: The file.
-    """
-    DELETED.append(path)
-    return f"deleted {path}"
+search, delete_file = tidy_tools(DELETED)
 
 
 @loom.tool

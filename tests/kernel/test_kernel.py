@@ -677,9 +677,17 @@ async def test_recover_parks_a_non_idempotent_step_on_an_in_doubt_gate() -> None
     assert len(rt.journal.read("t")) == len(events)
 
 
-async def test_in_doubt_resolved_as_happened_records_the_given_output() -> None:
+@pytest.fixture
+async def parked() -> tuple[Engine, Calls, int]:
+    """A run cut in flight in its non-idempotent ``pay`` step (``#2``), recovered onto the
+    ``#2:in_doubt`` gate: the runtime, the invocations (none since the crash) and the cut's seq."""
     rt, calls, _, cut = await _crashed_in_pay(pay_idempotent=False)
     await rt.recover()
+    return rt, calls, cut
+
+
+async def test_in_doubt_resolved_as_happened_records_the_given_output(parked: tuple[Engine, Calls, int]) -> None:
+    rt, calls, cut = parked
     done = await rt.resume("t", "#2:in_doubt", {"action": "happened", "output": "paid by hand", "reason": "bank"})
     assert done.output == {"quote": 10, "receipt": "paid by hand"}
     assert calls.log == []
@@ -698,9 +706,8 @@ async def test_in_doubt_resolved_as_happened_records_the_given_output() -> None:
     assert (await rt.replay("t")).reproduced
 
 
-async def test_in_doubt_resolved_as_run_again_invokes_with_the_same_key() -> None:
-    rt, calls, _, cut = await _crashed_in_pay(pay_idempotent=False)
-    await rt.recover()
+async def test_in_doubt_resolved_as_run_again_invokes_with_the_same_key(parked: tuple[Engine, Calls, int]) -> None:
+    rt, calls, cut = parked
     done = await rt.resume("t", "#2:in_doubt", {"action": "run_again"})
     assert done.output == {"quote": 10, "receipt": "paid 10"}
     assert calls.log == [("pay", {"quote": 10}, "t:#2", 2)]
@@ -716,9 +723,8 @@ async def test_in_doubt_resolved_as_run_again_invokes_with_the_same_key() -> Non
     assert (await rt.replay("t")).reproduced
 
 
-async def test_in_doubt_resolved_as_fail_fails_the_step_with_in_doubt_error() -> None:
-    rt, calls, _, cut = await _crashed_in_pay(pay_idempotent=False)
-    await rt.recover()
+async def test_in_doubt_resolved_as_fail_fails_the_step_with_in_doubt_error(parked: tuple[Engine, Calls, int]) -> None:
+    rt, calls, cut = parked
     failed = await rt.resume("t", "#2:in_doubt", {"action": "fail", "reason": "bank says no"})
     assert failed.status == "failed"
     error = failed.exception()

@@ -21,6 +21,7 @@ from loom_nb.journal import InMemoryJournal
 from loom_nb.kernel import FlowRegistry
 from loom_nb.messages import ModelRequest
 from loom_nb.testing import FakeClock, SequentialIds
+from tests.agent.support import tidy_tools
 
 REPO = Path(__file__).resolve().parents[2]
 CHROMIUM = "/usr/bin/chromium"
@@ -54,26 +55,7 @@ class TidyAgent:
         self, name: str = "tidy", *, paths: tuple[str, ...] = ("/tmp/x/stale.log",), delta_delay: float = 0.0
     ) -> None:
         self.deleted: list[str] = []
-        deleted = self.deleted
-
-        @loom.tool
-        def search(query: str) -> list[str]:
-            """Search the files.
-
-            Args:
-                query: What to look for.
-            """
-            return [f"/tmp/x/{query}.log"]
-
-        @loom.tool(needs_approval=True)
-        def delete_file(path: str) -> str:
-            """Delete a file.
-
-            Args:
-                path: The file.
-            """
-            deleted.append(path)
-            return f"deleted {path}"
+        search, delete_file = tidy_tools(self.deleted)
 
         def respond(request: ModelRequest) -> loom.ModelResponse:
             turn = sum(1 for m in request.messages if m.role == "assistant")

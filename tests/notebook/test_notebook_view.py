@@ -122,8 +122,13 @@ class Crash(BaseException):
     """Stands for the process dying in the middle of a tool call."""
 
 
-async def in_doubt_view() -> tuple[Run, RunView, list[int]]:
-    """A run whose non-idempotent tool was cut in flight, recovered onto an InDoubt gate."""
+InDoubt = tuple[Run, RunView, InDoubtCard, list[int]]
+
+
+@pytest.fixture
+async def in_doubt(rt: loom.Runtime) -> InDoubt:
+    """A run whose non-idempotent tool was cut in flight, recovered onto an InDoubt gate: the run, its
+    view, the view's in-doubt card and the amounts the tool was called with."""
     calls: list[int] = []
 
     @loom.tool
@@ -140,7 +145,6 @@ async def in_doubt_view() -> tuple[Run, RunView, list[int]]:
         return loom.ModelResponse.text(f"Result: {last_tool_text(request)}")
 
     agent = loom.Agent(model=loom.ScriptedModel(respond), tools=[charge], name="pay")
-    rt = make_runtime()
     crashed = agent.start("charge 5", runtime=rt)
     await crashed.wait()
     assert isinstance(crashed.exception(), Crash)
@@ -152,13 +156,11 @@ async def in_doubt_view() -> tuple[Run, RunView, list[int]]:
     card = view.cards["#turn:0:tool:0:in_doubt"]
     assert isinstance(card, InDoubtCard)
     assert "loom-in-doubt" in card._dom_classes and "in doubt" in view.tool_rows["#turn:0:tool:0"].text()
-    return run, view, calls
+    return run, view, card, calls
 
 
-async def test_in_doubt_happened_records_the_output() -> None:
-    run, view, calls = await in_doubt_view()
-    card = view.cards["#turn:0:tool:0:in_doubt"]
-    assert isinstance(card, InDoubtCard)
+async def test_in_doubt_happened_records_the_output(in_doubt: InDoubt) -> None:
+    run, _, card, calls = in_doubt
     card.output.value = '"receipt-7"'
     card.happened.click()
     assert card.happened.disabled and card.run_again.disabled and card.fail.disabled
@@ -167,20 +169,16 @@ async def test_in_doubt_happened_records_the_output() -> None:
     assert card.decision is not None and card.decision.startswith("marked as happened (output receipt-7)")
 
 
-async def test_in_doubt_run_again_invokes_the_tool_again() -> None:
-    run, view, calls = await in_doubt_view()
-    card = view.cards["#turn:0:tool:0:in_doubt"]
-    assert isinstance(card, InDoubtCard)
+async def test_in_doubt_run_again_invokes_the_tool_again(in_doubt: InDoubt) -> None:
+    run, _, card, calls = in_doubt
     card.run_again.click()
     result = await run
     assert result.output == "Result: charged 5" and calls == [5, 5]
     assert card.decision is not None and card.decision.startswith("run again at ")
 
 
-async def test_in_doubt_fail_records_a_failed_step() -> None:
-    run, view, calls = await in_doubt_view()
-    card = view.cards["#turn:0:tool:0:in_doubt"]
-    assert isinstance(card, InDoubtCard)
+async def test_in_doubt_fail_records_a_failed_step(in_doubt: InDoubt) -> None:
+    run, view, card, calls = in_doubt
     card.reason.value = "the provider has no record"
     card.fail.click()
     result = await run
