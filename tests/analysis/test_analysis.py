@@ -3,11 +3,8 @@ log growth, SQL, pinned columns and dtypes, plots."""
 
 from __future__ import annotations
 
-import ast
 import asyncio
 import re
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -747,56 +744,3 @@ async def test_plots_render_to_png(tmp_path: Path) -> None:
     with pytest.raises(UsageError, match="no turns"):
         f.plot_usage("nope")
     rt.close()
-
-
-# -- conventions -----------------------------------------------------------------------------------------
-def test_public_api_is_pinned_and_documented() -> None:
-    assert analysis.__all__ == [
-        "COLUMNS",
-        "DIFF_COLUMNS",
-        "REPLAY_COLUMNS",
-        "TRANSCRIPT_COLUMNS",
-        "ExecutionDiff",
-        "Frames",
-        "PolicyEstimate",
-        "create_views",
-        "diff",
-        "effective_sample_size",
-        "estimate_policy_value",
-        "frames",
-        "ips",
-        "log_growth",
-        "plot_log_growth",
-        "plot_timeline",
-        "plot_usage",
-        "snips",
-    ]
-    for name in analysis.__all__:
-        obj = getattr(analysis, name)
-        if callable(obj):
-            assert obj.__doc__ and obj.__doc__.strip(), name
-    for name, member in vars(Frames).items():
-        if not name.startswith("_") and callable(member):
-            assert member.__doc__, f"Frames.{name}"
-
-
-def test_analysis_imports_no_notebook_layer() -> None:
-    forbidden = ("IPython", "ipywidgets", "anywidget", "loom_nb.notebook")
-    for path in (ROOT / "loom_nb" / "analysis").glob("*.py"):
-        tree = ast.parse(path.read_text())
-        for node in ast.walk(tree):
-            names = (
-                [a.name for a in node.names]
-                if isinstance(node, ast.Import)
-                else [node.module or ""]
-                if isinstance(node, ast.ImportFrom)
-                else []
-            )
-            for name in names:
-                assert not name.startswith(forbidden), f"{path.name} imports {name}"
-    code = (
-        "import sys, loom_nb, loom_nb.analysis\n"
-        "bad = [m for m in ('matplotlib', 'IPython', 'ipywidgets') if m in sys.modules]\n"
-        "assert not bad, bad\n"
-    )
-    subprocess.run([sys.executable, "-c", code], check=True)
