@@ -71,6 +71,13 @@ KITCHEN_SCRIPT = [
 ]
 
 
+def kitchen(log: list[str], **options: Any) -> tuple[ScriptedModel, AgentConfig]:
+    """The kitchen-sink run: its scripted model, and a config with its tools (logging to ``log``) and ``options``."""
+    return ScriptedModel(KITCHEN_SCRIPT), AgentConfig(
+        model=MODEL, tools=kitchen_tools(log), system="You tidy.", **options
+    )
+
+
 async def drive(rt: Any, result: Any) -> Any:
     """Approve every gate except the one for /b, until the run settles."""
     while result.status == "suspended":
@@ -93,11 +100,8 @@ async def test_the_rebuilt_request_of_every_turn_is_what_the_model_received(
     compaction: Compaction | None,
 ) -> None:
     log: list[str] = []
-    model = ScriptedModel(KITCHEN_SCRIPT)
-    config = AgentConfig(
-        model=MODEL,
-        tools=kitchen_tools(log),
-        system="You tidy.",
+    model, config = kitchen(
+        log,
         skills=[Skill(name="tidy", instructions="Be tidy.")],
         skill_selector=lambda names: ["tidy"],
         memory=TieredMemory(["tidy means delete old files", "unrelated"]),
@@ -195,13 +199,7 @@ async def test_journal_bytes_grow_linearly_with_turns_while_the_requests_grow_qu
 async def test_the_rebuild_works_from_a_re_opened_duckdb_journal(tmp_path: Path) -> None:
     path = tmp_path / "loom.duckdb"
     log: list[str] = []
-    model = ScriptedModel(KITCHEN_SCRIPT)
-    config = AgentConfig(
-        model=MODEL,
-        tools=kitchen_tools(log),
-        system="You tidy.",
-        compaction=Compaction(effect_id=SUMMARIZER, after_messages=6, keep_recent=3),
-    )
+    model, config = kitchen(log, compaction=Compaction(effect_id=SUMMARIZER, after_messages=6, keep_recent=3))
     rt = make_runtime(DuckDBJournal(path))
     _, result = await run_agent(config, model, "tidy", rt=rt, summarizer=summarizer_model())
     result = await drive(rt, result)
