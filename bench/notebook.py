@@ -25,12 +25,11 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-
-from notebook_helpers import KernelSession, kernel_button_ids, last_json, make_runtime
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from loom_nb.agent.agent import Run
 from loom_nb.notebook.run_view import RunView
+from tests.notebook.support import KernelSession, kernel_button_ids, last_json, make_runtime
 
 SETUP = '''
 import asyncio, json, os, time

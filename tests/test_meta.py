@@ -255,3 +255,51 @@ def test_every_bench_script_imports(script: str) -> None:
     code = f"import runpy, sys; sys.path.insert(0, {str(path.parent)!r}); runpy.run_path({str(path)!r})"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert out.returncode == 0, out.stderr[-2000:]
+
+
+# -- loom_nb.analysis: the one other public surface pinned (here, beside loom_nb's) -----------------
+EXPECTED_ANALYSIS_ALL = [
+    "COLUMNS",
+    "DIFF_COLUMNS",
+    "REPLAY_COLUMNS",
+    "TRANSCRIPT_COLUMNS",
+    "ExecutionDiff",
+    "Frames",
+    "PolicyEstimate",
+    "create_views",
+    "diff",
+    "effective_sample_size",
+    "estimate_policy_value",
+    "frames",
+    "ips",
+    "log_growth",
+    "plot_log_growth",
+    "plot_timeline",
+    "plot_usage",
+    "snips",
+]
+
+
+def test_public_api_is_pinned_and_documented() -> None:
+    """``loom_nb.analysis.__all__``, a docstring on each of its callables and on each public ``Frames`` method."""
+    from loom_nb import analysis
+
+    assert analysis.__all__ == EXPECTED_ANALYSIS_ALL
+    for name in analysis.__all__:
+        obj = getattr(analysis, name)
+        if callable(obj):
+            assert obj.__doc__ and obj.__doc__.strip(), name
+    for name, member in vars(analysis.Frames).items():
+        if not name.startswith("_") and callable(member):
+            assert member.__doc__, f"Frames.{name}"
+
+
+def test_analysis_imports_no_notebook_layer() -> None:
+    """Importing ``loom_nb.analysis`` loads no plotting or notebook module (what its files may import is
+    ``test_dependencies_point_down[analysis]``)."""
+    code = (
+        "import sys, loom_nb, loom_nb.analysis\n"
+        "bad = [m for m in ('matplotlib', 'IPython', 'ipywidgets') if m in sys.modules]\n"
+        "assert not bad, bad\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)

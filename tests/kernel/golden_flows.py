@@ -1,0 +1,185 @@
+"""The flow behind the golden journal ``tests/kernel/golden/kernel_order.jsonl``, and a deliberately changed one.
+
+The golden journal is a contract: a kernel change that alters what a run journals (event kinds,
+step ids, payload shapes, digests) shows up as a diff against it, and old journals must still replay.
+
+Regenerate it (only for a deliberate, migrated change of the journal's shapes) with::
+
+    .venv/bin/python tests/kernel/golden_flows.py --write
+
+which records ``golden_order`` with ``FakeClock(tick=1)``, ``SequentialIds`` and ``SeededRandom(7)``
+on an ``InMemoryJournal`` and writes one event per line (canonical JSON with ``execution_id``, ``seq``,
+``kind``, ``step_id``, ``at``, ``data``). Without ``--write`` it prints the lines instead.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import sys
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+from loom_nb.journal import Event, InMemoryJournal, canonical_json
+from loom_nb.journal.store import JournalStore
+from loom_nb.kernel import Decision, Engine, ExecutionContext, FlowRegistry, GateRequest
+from loom_nb.testing import FakeClock, SeededRandom, SequentialIds
+
+GOLDEN = Path(__file__).with_name("golden") / "kernel_order.jsonl"
+EXECUTION_ID = "golden-1"
+FLOW_NAME = "golden_order"
+INPUT = {"sku": "A-1", "qty": 2}
+
+
+class Approval(BaseModel):
+    """Resume payload of the approval gates."""
+
+    approved: bool
+    reason: str | None = None
+
+
+def lookup(value: Any) -> Any:
+    """Effect ``catalog.lookup``."""
+    return {"sku": value["sku"], "price": 12.5}
+
+
+def reserve(value: Any) -> Any:
+    """Effect ``stock.reserve``: always out of stock (a recorded failure the flow handles)."""
+    raise ValueError(f"no stock for {value['sku']}")
+
+
+def charge(value: Any) -> Any:
+    """Effect ``payments.charge``."""
+    return {"receipt": f"r-{value['amount']}"}
+
+
+def cheapest(options: Any) -> Decision:
+    """The carrier policy."""
+    return Decision(choice=options[1], probabilities=[0.3, 0.7])
+
+
+async def golden_order(ctx: ExecutionContext, inp: Any) -> Any:
+    """Counter and explicit step ids, a handled failure, a decision, two gates at once, values, streams."""
+    item = await ctx.execute("catalog.lookup", {"sku": inp["sku"]})
+    try:
+        await ctx.execute("stock.reserve", {"sku": inp["sku"], "qty": inp["qty"]}, step_id="reserve")
+        backorder = False
+    except ValueError as exc:
+        ctx.stream(f"backorder: {exc}")
+        backorder = True
+    carrier = await ctx.decide("carrier", ["post", "courier"], cheapest)
+    approvals = await ctx.gates(
+        [
+            GateRequest(gate_id="manager", kind="Approval", payload={"item": item}, schema=Approval),
+            GateRequest(gate_id="finance", kind="Approval", payload={"qty": inp["qty"]}, schema=Approval),
+        ]
+    )
+    if not all(a.approved for a in approvals):
+        return {"status": "refused"}
+    receipt = await ctx.execute("payments.charge", {"amount": item["price"] * inp["qty"], "carrier": carrier})
+    ctx.stream("charged")
+    return {
+        "status": "ordered",
+        "backorder": backorder,
+        "carrier": carrier,
+        "receipt": receipt,
+        "at": ctx.now(),
+        "ref": ctx.uuid(),
+        "lucky": ctx.random(),
+    }
+
+
+async def golden_order_changed(ctx: ExecutionContext, inp: Any) -> Any:
+    """The same flow after a careless edit: the charge's input gained a field."""
+    item = await ctx.execute("catalog.lookup", {"sku": inp["sku"]})
+    with contextlib.suppress(ValueError):
+        await ctx.execute("stock.reserve", {"sku": inp["sku"], "qty": inp["qty"]}, step_id="reserve")
+    carrier = await ctx.decide("carrier", ["post", "courier"], cheapest)
+    await ctx.gates(
+        [
+            GateRequest(gate_id="manager", kind="Approval", payload={"item": item}, schema=Approval),
+            GateRequest(gate_id="finance", kind="Approval", payload={"qty": inp["qty"]}, schema=Approval),
+        ]
+    )
+    receipt = await ctx.execute(
+        "payments.charge", {"amount": item["price"] * inp["qty"], "carrier": carrier, "currency": "EUR"}
+    )
+    return {"status": "ordered", "receipt": receipt}
+
+
+def make_runtime(journal: JournalStore, body: Any = golden_order) -> Engine:
+    """A deterministic runtime with the golden effects and ``body`` registered as ``golden_order``."""
+    flows = FlowRegistry()
+    flows.register(body, name=FLOW_NAME)
+    rt = Engine(journal, clock=FakeClock(tick=1.0), ids=SequentialIds(), random=SeededRandom(7), flows=flows)
+    rt.effects.register("catalog.lookup", lookup, idempotent=True)
+    rt.effects.register("stock.reserve", reserve)
+    rt.effects.register("payments.charge", charge)
+    return rt
+
+
+async def record() -> list[Event]:
+    """Run the golden flow to completion (approving both gates) and return its events."""
+    journal = InMemoryJournal()
+    rt = make_runtime(journal)
+    result = await rt.start(FLOW_NAME, INPUT, execution_id=EXECUTION_ID)
+    assert result.status == "suspended", result
+    await rt.resume(EXECUTION_ID, "finance", {"approved": True})
+    result = await rt.resume(EXECUTION_ID, "manager", {"approved": True, "reason": "ok"})
+    assert result.status == "completed", result
+    return journal.read(EXECUTION_ID)
+
+
+def to_lines(events: list[Event]) -> list[str]:
+    """One canonical JSON line per event."""
+    return [
+        canonical_json(
+            {
+                "execution_id": e.execution_id,
+                "seq": e.seq,
+                "kind": str(e.kind),
+                "step_id": e.step_id,
+                "at": e.at,
+                "data": e.data,
+            }
+        )
+        for e in events
+    ]
+
+
+def load(path: Path = GOLDEN, *, upto_seq: int | None = None) -> InMemoryJournal:
+    """An ``InMemoryJournal`` holding a golden file's events (optionally only up to ``upto_seq``)."""
+    import json
+
+    events = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        row = json.loads(line)
+        if upto_seq is None or row["seq"] <= upto_seq:
+            events.append(Event(row["execution_id"], row["seq"], row["kind"], row["step_id"], row["at"], row["data"]))
+    journal = InMemoryJournal()
+    journal.append(events)
+    return journal
+
+
+def main(argv: list[str]) -> int:
+    """``--write`` rewrites the golden file; otherwise print the lines a fresh recording gives."""
+    text = "\n".join(to_lines(asyncio.run(record()))) + "\n"
+    if "--write" in argv:
+        GOLDEN.parent.mkdir(exist_ok=True)
+        GOLDEN.write_text(text, encoding="utf-8")
+        print(f"wrote {GOLDEN} ({text.count(chr(10))} events)")
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+if __name__ == "__main__":
+    # Launched by path: run through the importable module ``tests.kernel.golden_flows`` (the repository root on
+    # ``sys.path``) so persisted names (the gate schema) read ``tests.kernel.golden_flows:...``, which the test
+    # process resolves too.
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+    from tests.kernel import golden_flows
+
+    sys.exit(golden_flows.main(sys.argv[1:]))
