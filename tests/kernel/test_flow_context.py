@@ -5,10 +5,9 @@ from __future__ import annotations
 import inspect
 from typing import Any
 
-from kernel_helpers import make_runtime
-
 import loom_nb
 from loom_nb.kernel import ExecutionContext, FlowContext, FlowRegistry
+from tests.kernel.support import make_runtime
 
 #: What a flow body may use; nothing engine-facing (``stage``, ``commit``, ``unserved``...).
 BODY_SURFACE = {
