@@ -12,6 +12,7 @@ from typing import Any
 from loom_nb.agent import Agent, AgentResult, ApprovalDecision
 from loom_nb.effects import tool
 from loom_nb.errors import JournalLockedError, LoomError
+from loom_nb.journal import step_ids
 from loom_nb.journal.events import Event, EventKind
 from loom_nb.kernel.engine import ExecutionResult
 from loom_nb.kernel.gates import OpenGate
@@ -19,7 +20,7 @@ from loom_nb.messages import ModelRequest, ModelResponse
 from loom_nb.providers.scripted import ScriptedModel
 from loom_nb.runtime import Runtime
 
-DEMO_FLOW = "agent:demo"
+DEMO_FLOW = step_ids.agent_flow_name("demo")
 STALE = ("old-report.log", "cache.tmp")
 FRESH = ("notes.md",)
 
@@ -93,12 +94,12 @@ class _Printer:
 
     def event(self, e: Event) -> None:
         sid = e.step_id or ""
-        if e.kind == EventKind.STEP_STARTED and ":tool:" in sid:
+        if e.kind == EventKind.STEP_STARTED and step_ids.is_tool_step(sid):
             args = ", ".join(f"{k}={v!r}" for k, v in (e.data.get("input") or {}).items())
-            print(f"\n  -> {e.data['effect'].removeprefix('tools.')}({args})", end="", flush=True)
-        elif e.kind == EventKind.STEP_COMPLETED and ":tool:" in sid:
+            print(f"\n  -> {step_ids.tool_name(e.data['effect'])}({args})", end="", flush=True)
+        elif e.kind == EventKind.STEP_COMPLETED and step_ids.is_tool_step(sid):
             print(f"  [done: {str(e.data.get('output'))[:70]}]", flush=True)
-        elif e.kind == EventKind.STEP_STARTED and sid.startswith("#turn:") and sid.count(":") == 1:
+        elif e.kind == EventKind.STEP_STARTED and step_ids.is_turn_start(sid):
             print(f"\n[{sid.removeprefix('#')}] ", end="", flush=True)
 
 

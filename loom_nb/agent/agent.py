@@ -31,6 +31,7 @@ from loom_nb.effects.retry import RetryPolicy
 from loom_nb.effects.ring import EffectRing
 from loom_nb.effects.tool import Tool
 from loom_nb.errors import UsageError
+from loom_nb.journal import step_ids
 from loom_nb.kernel.async_bridge import in_running_loop
 from loom_nb.kernel.context import IN_DOUBT_GATE, ExecutionContext, InDoubtResolution
 from loom_nb.kernel.engine import ExecutionResult
@@ -99,13 +100,13 @@ class Agent:
             if not isinstance(t, Tool):
                 raise UsageError(f"{t!r} is not a tool: decorate the function with @loom.tool")
         self.name = name
-        self.flow_name = f"agent:{name}"
+        self.flow_name = step_ids.agent_flow_name(name)
         self._providers: dict[str, ModelProvider] = dict(models or {})
         model_id: str | None = None
         if isinstance(model, str):
             model_id = model
         elif model is not None:
-            model_id = f"model.{name}"
+            model_id = step_ids.model_effect_id(name)
             self._providers[model_id] = model
         self._summarizer = summarizer
         self.model_retry = RetryPolicy(attempts=3) if model_retry is _UNSET else model_retry

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from loom_nb.journal import step_ids
 from loom_nb.journal.events import Event, EventKind
 
 
@@ -161,10 +162,10 @@ class History:
         resolved = sum(
             1
             for g in self.gates.values()
-            if g.resolved and not (g.kind == "InDoubt" and self._in_doubt_settled(g.gate_id))
+            if g.resolved and not (g.kind == step_ids.IN_DOUBT_GATE and self._in_doubt_settled(g.gate_id))
         )
         return settled + resolved + len(self.decisions) + len(self.values)
 
     def _in_doubt_settled(self, gate_id: str) -> bool:
-        step = self.steps.get(gate_id.removesuffix(":in_doubt"))
+        step = self.steps.get(step_ids.parse_step_id(gate_id).subject or gate_id)
         return step is not None and step.settled

@@ -23,7 +23,6 @@ from __future__ import annotations
 import asyncio
 import html
 import logging
-import re
 from collections.abc import Callable
 from typing import Any
 
@@ -31,6 +30,7 @@ import ipywidgets as widgets
 
 from loom_nb.agent.agent import Run
 from loom_nb.agent.config import APPROVAL_GATE
+from loom_nb.journal import step_ids
 from loom_nb.journal.events import Event, EventKind
 from loom_nb.kernel.errors_codec import error_summary
 from loom_nb.notebook.cards import GateCard, _call_text, _html, _short, card_for
@@ -38,8 +38,6 @@ from loom_nb.notebook.runs import attach, display, ensure_registered
 from loom_nb.notebook.throttle import Throttle
 
 log = logging.getLogger("loom_nb")
-_TURN = re.compile(r"^#turn:(\d+)$")
-_TOOL = re.compile(r":tool:\d+$")
 
 STYLE = """<style>
 .loom-run { border-left: 3px solid #1976d2; padding-left: 8px; margin: 4px 0; }
@@ -73,13 +71,13 @@ def step_kind(runtime: Any, step_id: str, effect_id: str | None) -> str:
             kind = runtime.effects.spec(effect_id).kind
         except Exception:
             kind = None
-    if kind == "summarizer" or step_id.endswith(":compact"):
+    if kind == "summarizer" or step_ids.is_compaction(step_id):
         return "compaction"
     if kind in ("model", "tool"):
         return str(kind)
-    if _TOOL.search(step_id):
+    if step_ids.is_tool_step(step_id):
         return "tool"
-    if step_id.startswith("#turn:") and ":tool:" not in step_id:
+    if step_ids.is_model_node(step_id):
         return "model"
     return "effect"
 
@@ -246,8 +244,9 @@ class RunView(widgets.VBox):  # type: ignore[misc]
             self._step_ended(kind, sid, data, e.at)
         elif kind == EventKind.GATE_OPENED:
             payload = data.get("payload")
-            if data.get("kind") == APPROVAL_GATE and sid.endswith(":approval") and isinstance(payload, dict):
-                row = self._row(sid[: -len(":approval")], str(payload.get("tool")), payload.get("arguments"))
+            gate = step_ids.parse_step_id(sid)
+            if data.get("kind") == APPROVAL_GATE and gate.kind == step_ids.APPROVAL and isinstance(payload, dict):
+                row = self._row(gate.subject or sid, str(payload.get("tool")), payload.get("arguments"))
                 row.status = "awaiting approval"
                 self._render_row(row)
         elif kind == EventKind.GATE_RESOLVED:
@@ -256,7 +255,8 @@ class RunView(widgets.VBox):  # type: ignore[misc]
             card = self.cards.get(sid)
             if card is not None:
                 card.resolved(payload, e.at)
-            target = self.tool_rows.get(sid[: -len(":approval")]) if sid.endswith(":approval") else None
+            gate = step_ids.parse_step_id(sid)
+            target = self.tool_rows.get(gate.subject or sid) if gate.kind == step_ids.APPROVAL else None
             if target is not None and isinstance(payload, dict) and "approved" in payload:
                 target.status = "approved" if payload["approved"] else "refused"
                 if not payload["approved"] and payload.get("reason"):
@@ -280,7 +280,7 @@ class RunView(widgets.VBox):  # type: ignore[misc]
         kind = step_kind(self.run.runtime, sid, effect)
         attempt = int(data.get("attempt", 1) or 1)
         if kind == "tool":
-            name = effect.removeprefix("tools.")
+            name = step_ids.tool_name(effect)
             row = self._row(sid, name, data.get("input"))
             row.status = "running" if attempt == 1 else "retrying"
             row.attempt = attempt
@@ -288,9 +288,8 @@ class RunView(widgets.VBox):  # type: ignore[misc]
                 row.started = at
             self._render_row(row)
         elif kind == "model":
-            match = _TURN.match(sid)
-            if match:
-                self.turn = max(self.turn, int(match.group(1)) + 1)
+            if step_ids.is_turn_start(sid):
+                self.turn = max(self.turn, (step_ids.parse_step_id(sid).turn or 0) + 1)
                 if not self._loading:
                     self._render_progress()
             start = self._step_text_start.get(sid)
