@@ -119,7 +119,12 @@ def tool_step_id(turn: int, index: int) -> str:
 
 def approval_gate_id(turn: int, index: int) -> str:
     """The approval gate of tool call ``index`` of turn ``turn``: ``#turn:<i>:tool:<j>:approval``."""
-    return tool_step_id(turn, index) + _APPROVAL_SUFFIX
+    return approval_gate_for(tool_step_id(turn, index))
+
+
+def approval_gate_for(tool_step: str) -> str:
+    """The approval gate of the tool step ``tool_step`` (``#turn:<i>:tool:<j>`` -> ``...:approval``)."""
+    return tool_step + _APPROVAL_SUFFIX
 
 
 def compaction_id(turn: int) -> str:

@@ -18,7 +18,7 @@ def test_builders_spell_the_persisted_ids() -> None:
     assert ids.turn_id(4) == "#turn:4"
     assert ids.elevated_id(4, 2) == "#turn:4:elevated:2"
     assert ids.tool_step_id(4, 1) == "#turn:4:tool:1"
-    assert ids.approval_gate_id(4, 1) == "#turn:4:tool:1:approval"
+    assert ids.approval_gate_id(4, 1) == "#turn:4:tool:1:approval" == ids.approval_gate_for("#turn:4:tool:1")
     assert ids.compaction_id(4) == "#turn:4:compact"
     assert ids.turn_decision_id(4, ids.SKILLS) == "#turn:4:skills"
     assert ids.turn_decision_id(4, ids.RECALL) == "#turn:4:recall"
