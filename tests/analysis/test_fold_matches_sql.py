@@ -1,6 +1,6 @@
 """The pure fold (``RunState``) and the analysis SQL ``steps`` view agree on every step and gate.
 
-Journals: the golden kernel journal, and real agent runs (``ScriptedModel``, fake clock) covering an
+Journals: the golden kernel and agent journals, and real agent runs (``ScriptedModel``, fake clock) covering an
 approval approved and one refused, a retried tool, a failed tool, an in-doubt step resolved, a
 compaction and a routed elevation.
 """
@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+import golden_agent_flows
 import golden_flows
 import pandas as pd
 import pytest
@@ -74,6 +75,12 @@ def test_golden_journal() -> None:
     rt = loom.Runtime(golden_flows.load(), clock=FakeClock(tick=1), ids=SequentialIds())
     state = assert_fold_matches_sql(rt, golden_flows.EXECUTION_ID)
     assert {s.status for s in state.steps.values()} == {"completed", "failed"}
+
+
+def test_golden_agent_journal() -> None:
+    rt = loom.Runtime(golden_agent_flows.load(), clock=FakeClock(tick=1), ids=SequentialIds())
+    state = assert_fold_matches_sql(rt, golden_agent_flows.EXECUTION_ID)
+    assert [s.kind for s in state.steps.values()] == ["model", "tool", "model", "tool", "compact", "model"]
 
 
 async def test_approved_and_refused_tools(rt: loom.Runtime) -> None:
