@@ -9,6 +9,8 @@ persisted strings, or to the loop's event shapes, shows up as a diff against the
 Regenerate it (only for a deliberate, migrated change of the journal's shapes) with::
 
     .venv/bin/python tests/golden_agent_flows.py --write
+
+(without ``--write`` it prints the lines a fresh recording gives).
 """
 
 from __future__ import annotations
@@ -97,19 +99,9 @@ def load() -> InMemoryJournal:
     return golden_flows.load(GOLDEN)
 
 
-def main(argv: list[str]) -> int:
-    """``--write`` rewrites the golden file; otherwise print the lines a fresh recording gives."""
+if __name__ == "__main__":
     text = "\n".join(golden_flows.to_lines(asyncio.run(record()))) + "\n"
-    if "--write" in argv:
+    if sys.argv[1:] == ["--write"]:
         GOLDEN.write_text(text, encoding="utf-8")
-        print(f"wrote {GOLDEN} ({text.count(chr(10))} events)")
     else:
         sys.stdout.write(text)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    import golden_agent_flows
-
-    sys.exit(golden_agent_flows.main(sys.argv[1:]))

@@ -14,11 +14,14 @@ import golden_agent_flows
 import golden_flows
 import pandas as pd
 import pytest
-from analysis_helpers import JOURNALS, make_runtime, messy_run, search, tidy_run
+from analysis_helpers import JOURNALS, make_runtime, messy_run, tidy_run
 
 import loom_nb as loom
 from loom_nb.effects.retry import RetryPolicy
+from loom_nb.journal import DuckDBJournal, InMemoryJournal
+from loom_nb.journal.events import EventKind
 from loom_nb.journal.run_state import RunState
+from loom_nb.journal.store import JournalStore
 from loom_nb.messages import ModelRequest
 from loom_nb.testing import FakeClock, SequentialIds
 
@@ -115,53 +118,28 @@ async def test_retried_tool(rt: loom.Runtime) -> None:
     assert state.steps["#turn:0:tool:0"].attempts == 3
 
 
-async def test_in_doubt_step_resolved(rt: loom.Runtime) -> None:
-    class Crash(BaseException):
-        pass
-
-    crash = {"now": True}
-
-    @loom.tool
-    def launch(target: str) -> str:
-        """Launch something (not idempotent).
-
-        Args:
-            target: Where.
-        """
-        if crash["now"]:
-            raise Crash()
-        return "launched"
-
-    script = [loom.ModelResponse.tool_calls([("launch", {"target": "moon"})]), loom.ModelResponse.text("ok")]
-    agent = loom.Agent(model=loom.ScriptedModel(script), tools=[launch], name="crashy")
-    agent.register(rt)
-    with pytest.raises(Crash):
-        await rt.start(agent.flow_name, "go", execution_id="crash-1")
-    crash["now"] = False
-    assert_fold_matches_sql(rt, "crash-1")
-    await rt.recover()
-    assert assert_fold_matches_sql(rt, "crash-1").steps["#turn:0:tool:0"].status == "in_doubt"
-    (gate,) = [g for g in rt.history("crash-1").open_gates()]
-    await rt.resume("crash-1", gate.gate_id, loom.InDoubtResolution(action="happened", output="by hand"))
-    step = assert_fold_matches_sql(rt, "crash-1").steps["#turn:0:tool:0"]
-    assert step.status == "completed" and step.in_doubt
+@pytest.mark.parametrize("store", JOURNALS)
+async def test_in_doubt_step_resolved(store: str) -> None:
+    # The golden agent run cut right after the gated delete's step_started: a crash in flight.
+    events = golden_agent_flows.load().read(golden_agent_flows.EXECUTION_ID)
+    cut = next(e.seq for e in events if e.step_id == "#turn:1:tool:0" and e.kind == EventKind.STEP_STARTED)
+    journal: JournalStore = InMemoryJournal() if store == "memory" else DuckDBJournal(":memory:")
+    journal.append([e for e in events if e.seq <= cut])
+    with golden_agent_flows.make_runtime(journal) as rt:
+        eid = golden_agent_flows.EXECUTION_ID
+        assert assert_fold_matches_sql(rt, eid).steps["#turn:1:tool:0"].status == "running"
+        (result,) = await rt.recover()
+        assert result.gates[0].kind == "InDoubt"
+        assert assert_fold_matches_sql(rt, eid).steps["#turn:1:tool:0"].status == "in_doubt"
+        await rt.resume(eid, result.gates[0].gate_id, loom.InDoubtResolution(action="happened", output="by hand"))
+        step = assert_fold_matches_sql(rt, eid).steps["#turn:1:tool:0"]
+        assert step.status == "completed" and step.in_doubt
 
 
-async def test_compaction(rt: loom.Runtime) -> None:
-    def respond(request: ModelRequest) -> loom.ModelResponse:
-        n = sum(1 for m in request.messages if m.role == "assistant")
-        if n < 3 and not any(m.text.startswith("[Summary") for m in request.messages):
-            return loom.ModelResponse.tool_calls([("search", {"query": f"q{n}"})], text=f"step {n}")
-        return loom.ModelResponse.text("finished")
-
-    agent = loom.Agent(
-        model=loom.ScriptedModel(respond),
-        tools=[search],
-        name="compacting",
-        compaction=loom.Compaction(effect_id="summarize", after_messages=3, keep_recent=1),
-        summarizer=loom.ScriptedModel([loom.ModelResponse.text("summary")] * 5),
-    )
-    run = agent.start("go", runtime=rt)
+async def test_approval_and_compaction_live(rt: loom.Runtime) -> None:
+    run = golden_agent_flows.make_agent().start("Tidy /tmp/x", runtime=rt)
+    await run.wait(until="paused")
+    run.gates[0].approve()
     await run
     state = assert_fold_matches_sql(rt, run.id)
     assert "compact" in {s.kind for s in state.steps.values()}
@@ -169,9 +147,7 @@ async def test_compaction(rt: loom.Runtime) -> None:
 
 async def test_routed_elevation(rt: loom.Runtime) -> None:
     def respond(request: ModelRequest) -> loom.ModelResponse:
-        if sum(1 for m in request.messages if m.role == "assistant") == 0 and not request.messages[-1].text:
-            return loom.ModelResponse.text("")
-        return loom.ModelResponse.text("unsure")
+        return loom.ModelResponse.text("unsure")  # every answer asks for the next stronger model
 
     def policy(models: Sequence[str], request: ModelRequest, turn: int) -> str:
         return models[0]

@@ -36,8 +36,9 @@ def _text(node: ast.JoinedStr) -> str:
     return "".join(str(part.value) if isinstance(part, ast.Constant) else "{}" for part in node.values)
 
 
-def id_literals(path: Path) -> list[str]:
-    """``file:line: text`` for every grammar fragment in the code strings of ``path``."""
+def id_literals(path: Path, root: Path = PACKAGE.parent) -> list[str]:
+    """``file:line: text`` (``file`` relative to ``root``) for every grammar fragment in the code
+    strings of ``path``."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
     docstrings = _docstring_nodes(tree)
     inside_fstrings = {id(v) for n in ast.walk(tree) if isinstance(n, ast.JoinedStr) for v in n.values}
@@ -52,7 +53,7 @@ def id_literals(path: Path) -> list[str]:
         else:
             continue
         if FRAGMENTS.search(text):
-            hits.append(f"{path.relative_to(PACKAGE.parent)}:{node.lineno}: {text!r}")
+            hits.append(f"{path.relative_to(root)}:{node.lineno}: {text!r}")
     return hits
 
 
@@ -62,14 +63,12 @@ def test_only_step_ids_spells_the_grammar() -> None:
 
 
 def test_the_scan_finds_an_id_literal(tmp_path: Path) -> None:
-    sample = PACKAGE / "_sample_for_the_meta_test.py"
-    source = 'def f(i):\n    """Mentions #turn:<i> in prose."""\n    return f"#turn:{i}:tool:0", "tools.x"\n'
-    try:
-        sample.write_text(source, encoding="utf-8")
-        hits = id_literals(sample)
-    finally:
-        sample.unlink()
-    assert [h.split(": ", 1)[0] for h in hits] == ["loom_nb/_sample_for_the_meta_test.py:3"] * 2
+    sample = tmp_path / "sample.py"
+    source = (
+        'def f(i):\n    """Mentions #turn:<i> in prose."""\n    return f"#turn:{i}:tool:0", "tools.x", "model.bot"\n'
+    )
+    sample.write_text(source, encoding="utf-8")
+    assert [h.split(": ", 1)[0] for h in id_literals(sample, tmp_path)] == ["sample.py:3"] * 3
 
 
 def test_the_owner_itself_spells_the_grammar() -> None:
