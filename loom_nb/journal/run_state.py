@@ -182,7 +182,7 @@ class RunState:
         warnings: The warning codes recorded.
         usage: Model usage totals.
         turns: Agent turns started (one more than the highest turn of a started model step).
-        last_seq: The seq of the last event applied.
+        last_seq: The highest seq applied.
     """
 
     execution_id: str = ""
@@ -210,8 +210,12 @@ class RunState:
         return state
 
     def apply(self, e: Event) -> StepState | GateState | None:
-        """Fold one event in; returns the step or gate it touched (None for any other event)."""
-        self.last_seq = e.seq
+        """Fold one event in; returns the step or gate it touched (None for any other event).
+
+        Live observers may deliver an execution's events slightly out of seq order (a stream chunk
+        before the step completion committed with it); the fold does not depend on that order.
+        """
+        self.last_seq = max(self.last_seq, e.seq)
         if e.kind in _STEP_EVENTS:
             return self._apply_step(e)
         d, sid = e.data, e.step_id or ""
