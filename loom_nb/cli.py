@@ -7,19 +7,20 @@ import os
 import select
 import sys
 from pathlib import Path
-from typing import Any
 
 from loom_nb.agent import Agent, AgentResult, ApprovalDecision
 from loom_nb.effects import tool
 from loom_nb.errors import JournalLockedError, LoomError
+from loom_nb.journal import step_ids
 from loom_nb.journal.events import Event, EventKind
+from loom_nb.journal.run_state import GateState, RunState, StepState
 from loom_nb.kernel.engine import ExecutionResult
 from loom_nb.kernel.gates import OpenGate
 from loom_nb.messages import ModelRequest, ModelResponse
 from loom_nb.providers.scripted import ScriptedModel
 from loom_nb.runtime import Runtime
 
-DEMO_FLOW = "agent:demo"
+DEMO_FLOW = step_ids.agent_flow_name("demo")
 STALE = ("old-report.log", "cache.tmp")
 FRESH = ("notes.md",)
 
@@ -85,21 +86,24 @@ class _Printer:
     """Shows a run in the terminal: streamed text, tool calls, gate outcomes."""
 
     def __init__(self) -> None:
-        self.started: dict[str, float] = {}
+        self.states: dict[str, RunState] = {}
 
     def delta(self, execution_id: str, step_id: str, text: str) -> None:
         sys.stdout.write(text)
         sys.stdout.flush()
 
     def event(self, e: Event) -> None:
-        sid = e.step_id or ""
-        if e.kind == EventKind.STEP_STARTED and ":tool:" in sid:
-            args = ", ".join(f"{k}={v!r}" for k, v in (e.data.get("input") or {}).items())
-            print(f"\n  -> {e.data['effect'].removeprefix('tools.')}({args})", end="", flush=True)
-        elif e.kind == EventKind.STEP_COMPLETED and ":tool:" in sid:
-            print(f"  [done: {str(e.data.get('output'))[:70]}]", flush=True)
-        elif e.kind == EventKind.STEP_STARTED and sid.startswith("#turn:") and sid.count(":") == 1:
-            print(f"\n[{sid.removeprefix('#')}] ", end="", flush=True)
+        state = self.states.setdefault(e.execution_id, RunState(execution_id=e.execution_id))
+        step = state.apply(e)
+        if not isinstance(step, StepState):
+            return
+        if e.kind == EventKind.STEP_STARTED and step.kind == step_ids.TOOL_KIND:
+            args = ", ".join(f"{k}={v!r}" for k, v in (step.input or {}).items())
+            print(f"\n  -> {step.tool or step.effect}({args})", end="", flush=True)
+        elif e.kind == EventKind.STEP_COMPLETED and step.kind == step_ids.TOOL_KIND:
+            print(f"  [done: {str(step.output)[:70]}]", flush=True)
+        elif e.kind == EventKind.STEP_STARTED and step_ids.is_turn_start(step.step_id):
+            print(f"\n[{step.step_id.removeprefix('#')}] ", end="", flush=True)
 
 
 def _ask(gate: OpenGate, assume: bool | None) -> ApprovalDecision:
@@ -131,22 +135,24 @@ def _read_answer(prompt: str) -> str:
 
 
 def _steps_table(runtime: Runtime, execution_id: str) -> str:
-    rows: dict[str, dict[str, Any]] = {}
+    state = RunState(execution_id=execution_id)
+    rows: dict[tuple[str, str], StepState | GateState] = {}  # steps once started, gates once resolved
     for e in runtime.journal.read(execution_id):
-        sid = e.step_id or ""
-        if e.kind == EventKind.STEP_STARTED:
-            row = rows.setdefault(sid, {"effect": e.data.get("effect"), "start": e.at, "attempts": 0})
-            row["attempts"] += 1
-        elif e.kind in (EventKind.STEP_COMPLETED, EventKind.STEP_FAILED) and sid in rows:
-            rows[sid]["status"] = "completed" if e.kind == EventKind.STEP_COMPLETED else "failed"
-            rows[sid]["ms"] = (e.at - rows[sid]["start"]) * 1000
-        elif e.kind == EventKind.GATE_RESOLVED:
-            ok = (e.data.get("payload") or {}).get("approved")
-            rows[sid] = {"effect": "approval", "status": "approved" if ok else "refused", "attempts": "", "ms": None}
+        touched = state.apply(e)
+        if isinstance(touched, StepState) and touched.attempts:
+            rows.setdefault(("step", touched.step_id), touched)
+        elif isinstance(touched, GateState) and touched.resolved:
+            rows.setdefault(("gate", touched.gate_id), touched)
     lines = [f"{'step':<28} {'effect':<20} {'status':<10} {'attempts':>8} {'ms':>8}"]
-    for sid, r in rows.items():
-        ms = "" if r.get("ms") is None else f"{r['ms']:.1f}"
-        lines.append(f"{sid:<28} {r['effect']!s:<20} {r.get('status', 'running'):<10} {r['attempts']!s:>8} {ms:>8}")
+    for (_, sid), row in rows.items():
+        if isinstance(row, StepState):
+            effect, status, attempts, ms = row.effect, row.status, str(row.attempts), ""
+            if row.ended_at is not None and row.started_at is not None:
+                ms = f"{(row.ended_at - row.started_at) * 1000:.1f}"
+        else:
+            approved = (row.resolution or {}).get("approved") if isinstance(row.resolution, dict) else None
+            effect, status, attempts, ms = "approval", "approved" if approved else "refused", "", ""
+        lines.append(f"{sid:<28} {effect:<20} {status:<10} {attempts:>8} {ms:>8}")
     return "\n".join(lines)
 
 

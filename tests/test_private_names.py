@@ -22,10 +22,6 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("testing/__init__.py", "os._exit"): (
         "os._exit is the standard library's documented way to end a process at once (the crash switch)"
     ),
-    ("agent/agent.py", "run._drive"): "owned by the api branch (Run/Gate), fixed there",
-    ("agent/agent.py", "self.run._resume"): "owned by the api branch (Run/Gate), fixed there",
-    ("agent/agent.py", "run._set_state"): "owned by the api branch (Run/Gate), fixed there",
-    ("kernel/history.py", "h._apply"): "owned by the ids branch (the event folds in kernel/history.py), fixed there",
 }
 
 

@@ -31,6 +31,7 @@ from loom_nb.effects.retry import RetryPolicy
 from loom_nb.effects.ring import EffectRing
 from loom_nb.effects.tool import Tool
 from loom_nb.errors import LoomError, UsageError
+from loom_nb.journal import step_ids
 from loom_nb.kernel.async_bridge import in_running_loop, run_or_schedule
 from loom_nb.kernel.context import IN_DOUBT_GATE, InDoubtResolution
 from loom_nb.kernel.engine import ExecutionResult
@@ -98,13 +99,13 @@ class Agent:
             if not isinstance(t, Tool):
                 raise UsageError(f"{t!r} is not a tool: decorate the function with @loom.tool")
         self.name = name
-        self.flow_name = f"agent:{name}"
+        self.flow_name = step_ids.agent_flow_name(name)
         self._providers: dict[str, ModelProvider] = dict(models or {})
         model_id: str | None = None
         if isinstance(model, str):
             model_id = model
         elif model is not None:
-            model_id = f"model.{name}"
+            model_id = step_ids.model_effect_id(name)
             self._providers[model_id] = model
         self._summarizer = summarizer
         self.model_retry = RetryPolicy(attempts=3) if model_retry is _UNSET else model_retry
@@ -184,7 +185,7 @@ class Agent:
         run = Run(rt, execution_id or rt.ids.new_id(), agent=self)
         for hook in list(RUN_HOOKS) if view else ():
             hook(run)
-        run._drive(rt.start(self.flow_name, input, execution_id=run.id))
+        run.drive(rt.start(self.flow_name, input, execution_id=run.id))
         return run
 
     async def run(self, input: Any, *, runtime: Runtime | None = None, execution_id: str | None = None) -> AgentResult:
@@ -269,7 +270,7 @@ class Gate:
             raise UsageError(f"gate {self.gate_id!r} was already resolved with {self.resolution!r}")
         self.resolution = payload
         try:
-            outcome = self.run._resume(self.gate_id, payload)
+            outcome = self.run.resume(self.gate_id, payload)
         except BaseException:
             self.resolution = None
             raise
@@ -334,8 +335,12 @@ class Run:
     def attach(cls, runtime: Runtime, execution_id: str, *, agent: Agent | None = None) -> Run:
         """A handle on an existing execution, read from the journal."""
         run = cls(runtime, execution_id, agent=agent)
-        run._set_state(runtime.result(execution_id))
+        run.refresh()
         return run
+
+    def refresh(self) -> None:
+        """Read where the execution stands from the journal (its status, gates, output or error)."""
+        self._set_state(self.runtime.result(self.id))
 
     # -- state ----------------------------------------------------------------------------------
     def _absorb(self) -> None:
@@ -406,7 +411,9 @@ class Run:
         return f"<Run {self.id} {self.status}{extra}>"
 
     # -- driving --------------------------------------------------------------------------------
-    def _drive(self, coro: Coroutine[Any, Any, ExecutionResult]) -> Any:
+    def drive(self, coro: Coroutine[Any, Any, ExecutionResult]) -> Any:
+        """Drive the run with ``coro`` (a runtime call that returns the execution's result): a task on
+        the running loop (returned at once), or run to completion in a script (its result returned)."""
         try:
             outcome = run_or_schedule(coro)
         except BaseException as exc:
@@ -442,11 +449,14 @@ class Run:
         else:
             self._set_state(task.result())
 
-    def _resume(self, gate_id: str, payload: Any) -> Any:
+    def resume(self, gate_id: str, payload: Any) -> Any:
+        """Answer the gate ``gate_id`` with ``payload`` and let the run go on (``Gate.resolve`` calls
+        this). A wrong answer raises here and the run stays suspended; an answer given while the run
+        still moves is queued and checked in its turn."""
         if self.status != "running":
             # The engine checks and records the answer here, so a wrong one raises at the call site
             # and the run stays suspended; only the driving on is scheduled.
-            return self._drive(self.runtime.proceed(self.runtime.answer(self.id, gate_id, payload)))
+            return self.drive(self.runtime.proceed(self.runtime.answer(self.id, gate_id, payload)))
         previous = self._task
         if previous is None or not in_running_loop():
             raise UsageError(f"run {self.id} is still running; wait for it to reach the gate before resuming")
@@ -461,7 +471,7 @@ class Run:
                 raise
             return await self.runtime.proceed(answer)
 
-        return self._drive(in_turn())
+        return self.drive(in_turn())
 
     async def wait(self, *, until: str = "settled") -> Run:
         """Wait until the run is ``settled`` (completed or failed) or ``paused`` (also suspended)."""

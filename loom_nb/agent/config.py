@@ -11,9 +11,10 @@ from pydantic import BaseModel, ConfigDict
 from loom_nb.effects.claimcheck import ClaimCheck
 from loom_nb.effects.tool import Tool
 from loom_nb.errors import UsageError
+from loom_nb.journal import step_ids
 from loom_nb.messages import ModelRequest, ModelResponse, ToolCall, Usage
 
-APPROVAL_GATE = "AgentToolApproval"
+APPROVAL_GATE = step_ids.APPROVAL_GATE
 DEFAULT_WARN_BYTES = 256 * 1024
 
 

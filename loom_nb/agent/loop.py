@@ -32,6 +32,7 @@ from loom_nb.errors import (
     ToolArgumentsError,
     UsageError,
 )
+from loom_nb.journal import step_ids
 from loom_nb.journal.canonical import to_jsonable
 from loom_nb.kernel.decisions import Decision
 from loom_nb.kernel.flow_context import FlowContext
@@ -114,7 +115,7 @@ async def agent_loop(ctx: FlowContext, config: AgentConfig, input: Any) -> Agent
             if kind == "tool":
                 tool = config.tool(call.name)
                 state.transcript.append(tool_message(call, payload, tainted=bool(tool and not tool.trusted)))
-                state.pending.append({"tool": f"#turn:{turn}:tool:{j}"})
+                state.pending.append({"tool": step_ids.tool_step_id(turn, j)})
             else:
                 state.transcript.append(payload)
                 state.pending.append(_msg(payload))
@@ -127,16 +128,16 @@ async def _call_model(
     routes = config.routes
     if routes is None:
         assert config.model is not None
-        node = f"#turn:{turn}"
+        node = step_ids.turn_id(turn)
         return node, await _model_step(ctx, config, config.model, request, record, node)
     policy = _route_policy(routes, request, turn)
-    model_id = await ctx.decide(f"#turn:{turn}:route", list(routes.models), policy)
+    model_id = await ctx.decide(step_ids.turn_decision_id(turn, step_ids.ROUTE), list(routes.models), policy)
     if model_id not in routes.models:
         raise UsageError(
             f"the route policy {routes.name!r} chose {model_id!r} at turn {turn}, which is not one of "
             f"Routes.models {list(routes.models)}: return one of them (or a Decision whose choice is one)"
         )
-    node = f"#turn:{turn}"
+    node = step_ids.turn_id(turn)
     response = await _model_step(ctx, config, str(model_id), request, record, node)
     level = 0
     while routes.elevate is not None and routes.elevate(response, turn):
@@ -144,8 +145,8 @@ async def _call_model(
         if not stronger:
             break
         level += 1
-        model_id = await ctx.decide(f"#turn:{turn}:route:elevate:{level}", stronger, _elevation_policy)
-        node = f"#turn:{turn}:elevated:{level}"
+        model_id = await ctx.decide(step_ids.route_elevate_id(turn, level), stronger, _elevation_policy)
+        node = step_ids.elevated_id(turn, level)
         response = await _model_step(ctx, config, str(model_id), request, record, node)
     return node, response
 
@@ -186,7 +187,7 @@ async def _turn_extras(ctx: FlowContext, config: AgentConfig, state: _Turn, turn
     extras: list[Message] = []
     if config.skills and config.skill_selector is not None:
         names = [s.name for s in config.skills]
-        chosen = await ctx.decide(f"#turn:{turn}:skills", names, config.skill_selector)
+        chosen = await ctx.decide(step_ids.turn_decision_id(turn, step_ids.SKILLS), names, config.skill_selector)
         picked = chosen if isinstance(chosen, list) else [chosen]
         for skill in config.skills:
             if skill.name in picked:
@@ -194,7 +195,7 @@ async def _turn_extras(ctx: FlowContext, config: AgentConfig, state: _Turn, turn
     if config.memory is not None:
         query = " ".join(m.text for m in state.transcript.messages if m.role == "user")[-2000:]
         recalled = await ctx.decide(
-            f"#turn:{turn}:recall",
+            step_ids.turn_decision_id(turn, step_ids.RECALL),
             list(config.memory.items),
             config.memory.policy(query, config.recall_limit),
         )
@@ -244,7 +245,7 @@ async def _maybe_compact(ctx: FlowContext, config: AgentConfig, state: _Turn, tu
         return
     folded = messages[n_sys : len(messages) - keep]
     request = ModelRequest(messages=(Message.system(SUMMARIZE_INSTRUCTION), *folded))
-    node = f"#turn:{turn}:compact"
+    node = step_ids.compaction_id(turn)
     record = {"prev": state.prev, "add": state.pending, "keep": keep}
     output = await ctx.execute(compaction.effect_id, request, step_id=node, record=record)
     if contains_envelope(output):
@@ -325,7 +326,7 @@ async def _run_tools(
         answers = await ctx.gates(
             [
                 GateRequest(
-                    gate_id=f"#turn:{turn}:tool:{j}:approval",
+                    gate_id=step_ids.approval_gate_id(turn, j),
                     kind=APPROVAL_GATE,
                     payload={
                         "tool": calls[j].name,
@@ -349,7 +350,7 @@ async def _run_tools(
         tool = config.tool(call.name)
         assert tool is not None
         try:
-            output = await ctx.execute(tool.effect_id, call.arguments, step_id=f"#turn:{turn}:tool:{j}")
+            output = await ctx.execute(tool.effect_id, call.arguments, step_id=step_ids.tool_step_id(turn, j))
         except FATAL_TOOL_ERRORS:
             raise
         except Exception as exc:

@@ -13,6 +13,7 @@ from typing import Any, cast
 from loom_nb.agent.config import AgentConfig, AgentResult
 from loom_nb.agent.loop import agent_loop
 from loom_nb.errors import UsageError
+from loom_nb.journal import step_ids
 from loom_nb.journal.canonical import to_jsonable
 from loom_nb.kernel.decisions import Decision
 from loom_nb.kernel.effect_registry import EffectCall, EffectContext
@@ -97,7 +98,7 @@ def agent_step(
 
     The step's effect is ``agent_step.<name>`` (registered on first use; a persisted id).
     """
-    effect_id = f"agent_step.{name}"
+    effect_id = step_ids.agent_step_effect_id(name)
 
     async def run(ctx: FlowContext, input: Any) -> AgentResult:
         rt = ctx.runtime

@@ -17,15 +17,14 @@ any turn sent is a pure fold over the journal: ``rebuild_requests(events)``.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from loom_nb.journal import step_ids
 from loom_nb.journal.canonical import canonical_json
 from loom_nb.journal.events import Event, EventKind
 from loom_nb.messages import Message, ModelResponse, ToolCall, ToolSpec
 
-NODE_ID = re.compile(r"^#turn:(\d+)(?::(compact|elevated:\d+))?$")
 SUMMARY_PREFIX = "[Summary of the earlier conversation]\n"
 
 
@@ -95,7 +94,7 @@ def rebuild_requests(events: Iterable[Event]) -> dict[str, RebuiltRequest]:
         sid = e.step_id or ""
         if e.kind == EventKind.STEP_STARTED and sid not in inputs:
             inputs[sid] = e.data.get("input")
-            if NODE_ID.match(sid):
+            if step_ids.is_transcript_node(sid):
                 order.append(sid)
         elif e.kind == EventKind.STEP_COMPLETED:
             outputs[sid] = e.data.get("output")
@@ -118,12 +117,13 @@ def rebuild_requests(events: Iterable[Event]) -> dict[str, RebuiltRequest]:
                 base.append(message)
             elif "tool" in item:
                 tool_sid = item["tool"]
-                model_sid, _, j = tool_sid.rpartition(":tool:")
-                call = _call_for(calls, model_sid, int(j))
+                tool = step_ids.parse_step_id(tool_sid)
+                assert tool.turn is not None and tool.tool_index is not None, tool_sid
+                call = _call_for(calls, tool.turn, tool.tool_index)
                 base.append(tool_message(call, outputs[tool_sid], tainted=tainted.get(tool_sid, False)))
         if "tools" in rec:
             tools = tuple(ToolSpec.model_validate(t) for t in rec["tools"])
-        if sid.endswith(":compact"):
+        if step_ids.is_compaction(sid):
             if sid in outputs:
                 summary = ModelResponse.model_validate(outputs[sid])
                 keep = int(rec["keep"])
@@ -137,9 +137,10 @@ def rebuild_requests(events: Iterable[Event]) -> dict[str, RebuiltRequest]:
     return sent
 
 
-def _call_for(calls: dict[str, tuple[ToolCall, ...]], turn_prefix: str, j: int) -> ToolCall:
-    # The tool step "#turn:<i>:tool:<j>" answers call j of the last model node of turn i.
+def _call_for(calls: dict[str, tuple[ToolCall, ...]], turn: int, j: int) -> ToolCall:
+    # Tool step j of turn i answers call j of the last model node of turn i.
     for sid in reversed(list(calls)):
-        if sid == turn_prefix or sid.startswith(turn_prefix + ":elevated:"):
+        node = step_ids.parse_step_id(sid)
+        if node.kind == step_ids.MODEL and node.turn == turn:
             return calls[sid][j]
-    raise KeyError(f"no model step of {turn_prefix} holds tool call {j}")
+    raise KeyError(f"no model step of {step_ids.turn_id(turn)} holds tool call {j}")

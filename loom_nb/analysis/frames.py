@@ -26,6 +26,7 @@ import pandas as pd
 from loom_nb.agent.transcript import rebuild_requests
 from loom_nb.analysis.sql_views import COLUMNS, DECODED, ORDER, VIEW_ORDER, create_views, events_table
 from loom_nb.errors import FlowNotFoundError, UsageError
+from loom_nb.journal import step_ids
 from loom_nb.journal.canonical import canonical_json
 from loom_nb.journal.duckdb_store import DuckDBJournal
 from loom_nb.journal.migrations import MIGRATIONS
@@ -345,7 +346,7 @@ class Frames:
         if not events:
             raise UsageError(f"no execution {execution_id!r} in the journal {self.runtime.journal.location}")
         requests = rebuild_requests(events)
-        request = requests.get(f"#turn:{turn}")
+        request = requests.get(step_ids.turn_id(turn))
         if request is None:
             known = ", ".join(requests)
             raise UsageError(f"execution {execution_id!r} has no model turn {turn} (its turns: {known or 'none'})")

@@ -16,6 +16,18 @@ from __future__ import annotations
 
 from typing import Any, Final
 
+from loom_nb.journal.step_ids import (
+    ANY_NODE_PATTERN,
+    MODEL_NODE_PATTERN,
+    TOOL_STEP_PATTERN,
+    sql_approval_gate_id,
+    sql_matches,
+    sql_step_kind,
+    sql_tool_index,
+    sql_tool_step_id,
+    sql_turn,
+)
+
 #: The pandas dtype of every column of every view, in order (the frames' contract).
 COLUMNS: Final[dict[str, dict[str, str]]] = {
     "events": {
@@ -185,24 +197,9 @@ ORDER: Final[dict[str, str]] = {
     "log_growth": "execution_id, turn",
 }
 
-# Step-id grammar of the agent loop (persisted contracts, see loom_nb.agent.loop).
-_TURN = r"TRY_CAST(NULLIF(regexp_extract({col}, '^#turn:(\d+)', 1), '') AS BIGINT)"
-_TOOL_INDEX = r"TRY_CAST(NULLIF(regexp_extract({col}, '^#turn:\d+:tool:(\d+)', 1), '') AS BIGINT)"
-_MODEL_NODE = r"'^#turn:\d+(:elevated:\d+)?$'"
-_TOOL_STEP = r"'^#turn:\d+:tool:\d+$'"
-_COMPACT = r"'^#turn:\d+:compact$'"
-_ANY_NODE = r"'^#turn:\d+(:compact|:elevated:\d+)?$'"
 _LIFECYCLE = (
     "('execution_started', 'execution_suspended', 'execution_resumed', 'execution_completed', 'execution_failed')"
 )
-
-
-def _turn(col: str) -> str:
-    return _TURN.format(col=col)
-
-
-def _tool_index(col: str) -> str:
-    return _TOOL_INDEX.format(col=col)
 
 
 def _us_between(a: str, b: str) -> str:
@@ -214,7 +211,7 @@ def view_sql(src: str) -> dict[str, str]:
     return {
         "events": f"""
 SELECT execution_id, seq, kind, step_id, "at",
-       last_value({_turn("step_id")} IGNORE NULLS) OVER (
+       last_value({sql_turn("step_id")} IGNORE NULLS) OVER (
            PARTITION BY execution_id ORDER BY seq ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW
        ) AS turn,
        CAST(strlen(CAST(data AS VARCHAR)) AS BIGINT) AS bytes,
@@ -229,8 +226,8 @@ WITH agg AS (
            arg_max("at", seq) FILTER (WHERE kind IN {_LIFECYCLE}) AS updated_at,
            arg_max(data, seq) FILTER (WHERE kind IN ('execution_completed', 'execution_failed')) AS ending,
            max("at") AS last_at,
-           count(DISTINCT {_turn("step_id")}) FILTER (
-               WHERE kind = 'step_started' AND regexp_matches(step_id, {_MODEL_NODE})) AS turns,
+           count(DISTINCT {sql_turn("step_id")}) FILTER (
+               WHERE kind = 'step_started' AND {sql_matches("step_id", MODEL_NODE_PATTERN)}) AS turns,
            count(*) AS events,
            CAST(sum(strlen(CAST(data AS VARCHAR))) AS BIGINT) AS bytes
     FROM {src}
@@ -261,8 +258,8 @@ FROM agg""",
 SELECT o.execution_id,
        o.step_id AS gate_id,
        o.data ->> '$.kind' AS kind,
-       {_turn("o.step_id")} AS turn,
-       {_tool_index("o.step_id")} AS tool_index,
+       {sql_turn("o.step_id")} AS turn,
+       {sql_tool_index("o.step_id")} AS tool_index,
        CASE WHEN r.seq IS NULL THEN 'open' ELSE 'resolved' END AS status,
        o."at" AS opened_at,
        r."at" AS resolved_at,
@@ -282,7 +279,7 @@ WHERE o.kind = 'gate_opened'""",
 SELECT execution_id,
        step_id AS decision_id,
        seq,
-       {_turn("step_id")} AS turn,
+       {sql_turn("step_id")} AS turn,
        "at",
        data ->> '$.policy' AS policy,
        CAST(data -> '$.options' AS VARCHAR) AS options,
@@ -329,13 +326,10 @@ agg AS (
     GROUP BY execution_id, step_id
 )
 SELECT execution_id, step_id, seq,
-       CASE WHEN regexp_matches(step_id, {_MODEL_NODE}) THEN 'model'
-            WHEN regexp_matches(step_id, {_TOOL_STEP}) THEN 'tool'
-            WHEN regexp_matches(step_id, {_COMPACT}) THEN 'compact'
-            ELSE 'effect' END AS kind,
+       {sql_step_kind("step_id", "effect")} AS kind,
        effect,
-       {_turn("step_id")} AS turn,
-       {_tool_index("step_id")} AS tool_index,
+       {sql_turn("step_id")} AS turn,
+       {sql_tool_index("step_id")} AS tool_index,
        CASE WHEN completed THEN 'completed' WHEN failed THEN 'failed'
             WHEN in_doubt THEN 'in_doubt' ELSE 'running' END AS status,
        attempts, started_at, ended_at,
@@ -357,7 +351,7 @@ FROM gates
 UNION ALL BY NAME
 SELECT execution_id, step_id, seq,
        CASE kind WHEN 'decision_recorded' THEN 'decision' ELSE 'value' END AS kind,
-       NULL AS effect, {_turn("step_id")} AS turn, NULL AS tool_index, 'completed' AS status, 1 AS attempts,
+       NULL AS effect, {sql_turn("step_id")} AS turn, NULL AS tool_index, 'completed' AS status, 1 AS attempts,
        "at" AS started_at, "at" AS ended_at, 0.0 AS duration_ms,
        CASE kind WHEN 'decision_recorded' THEN strlen(CAST(data -> '$.options' AS VARCHAR))
        END AS input_bytes,
@@ -400,7 +394,7 @@ WHERE t.node IS NOT NULL""",
 WITH nodes AS (
     SELECT execution_id, turn, arg_max(step_id, seq) AS node
     FROM steps
-    WHERE kind = 'model' AND status = 'completed'
+    WHERE kind = 'model' AND status = 'completed' AND turn IS NOT NULL
     GROUP BY execution_id, turn
 ),
 calls AS (
@@ -413,13 +407,13 @@ told AS (
     SELECT DISTINCT e.execution_id, e.data ->> '$.input.prev' AS prev,
            m ->> '$.tool_call_id' AS call_id, m ->> '$.text' AS text
     FROM {src} AS e, unnest(json_extract(e.data, '$.input.add[*].msg')) AS u(m)
-    WHERE e.kind = 'step_started' AND regexp_matches(e.step_id, {_ANY_NODE})
+    WHERE e.kind = 'step_started' AND {sql_matches("e.step_id", ANY_NODE_PATTERN)}
       AND (m ->> '$.role') = 'tool' AND (m ->> '$.is_error') = 'true'
 ),
 outputs AS (
     SELECT execution_id, step_id, arg_max(data -> '$.output', seq) AS output
     FROM {src}
-    WHERE kind = 'step_completed' AND regexp_matches(step_id, {_TOOL_STEP})
+    WHERE kind = 'step_completed' AND {sql_matches("step_id", TOOL_STEP_PATTERN)}
     GROUP BY execution_id, step_id
 )
 SELECT c.execution_id, c.turn, c.tool_index, c.node,
@@ -442,10 +436,10 @@ SELECT c.execution_id, c.turn, c.tool_index, c.node,
 FROM calls AS c
 LEFT JOIN steps AS s
   ON s.execution_id = c.execution_id AND s.kind = 'tool'
- AND s.step_id = '#turn:' || c.turn || ':tool:' || c.tool_index
+ AND s.step_id = {sql_tool_step_id("c.turn", "c.tool_index")}
 LEFT JOIN gates AS g
   ON g.execution_id = c.execution_id
- AND g.gate_id = '#turn:' || c.turn || ':tool:' || c.tool_index || ':approval'
+ AND g.gate_id = {sql_approval_gate_id("c.turn", "c.tool_index")}
 LEFT JOIN told AS t
   ON t.execution_id = c.execution_id AND t.prev = c.node AND t.call_id = c.c ->> '$.id'
 LEFT JOIN outputs AS o

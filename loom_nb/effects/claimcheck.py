@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from loom_nb.errors import ClaimCheckError, UsageError
+from loom_nb.journal import step_ids
 from loom_nb.journal.canonical import canonical_json, digest_bytes
 from loom_nb.journal.events import ContentBlob
 from loom_nb.journal.store import JournalStore
@@ -88,7 +89,7 @@ class ClaimCheck:
     def covers(self, effect_id: str) -> bool:
         """True when ``effect_id`` (or its tool name) is listed."""
         ids = set(self.tool_ids)
-        return effect_id in ids or effect_id.removeprefix("tools.") in ids
+        return effect_id in ids or step_ids.tool_name(effect_id) in ids
 
     def envelope(self, effect_id: str, output: Any, *, tainted: bool, store: ContentStore) -> dict[str, Any]:
         """Store ``output`` and build its envelope."""
@@ -99,7 +100,7 @@ class ClaimCheck:
         if tainted:
             env["tainted"] = True
             return env
-        name = effect_id.removeprefix("tools.")
+        name = step_ids.tool_name(effect_id)
         project = self.digests.get(effect_id) or self.digests.get(name)
         if project is not None:
             env["digest"] = project(output)

@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 from pydantic.fields import FieldInfo
 
 from loom_nb.errors import ToolArgumentsError, UsageError
+from loom_nb.journal import step_ids
 from loom_nb.kernel.effect_registry import EffectContext, EffectInvoker, EffectSpec
 from loom_nb.messages import ToolCall, ToolSpec
 
@@ -107,7 +108,7 @@ class Tool:
     @property
     def effect_id(self) -> str:
         """The effect id it is registered under: ``tools.<name>``."""
-        return f"tools.{self.name}"
+        return step_ids.tool_effect_id(self.name)
 
     @property
     def spec(self) -> ToolSpec:

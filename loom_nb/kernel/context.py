@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, TypeAdapter
 
 from loom_nb.errors import InDoubtError, NonDeterminismError, ReplayDivergedError, UsageError
+from loom_nb.journal import step_ids
 from loom_nb.journal.canonical import canonical_json, digest_bytes, digest_value, to_jsonable
 from loom_nb.journal.events import ContentBlob, Event, EventKind
 from loom_nb.kernel.decisions import Decision, Policy, policy_name, propensity_of
@@ -24,7 +25,7 @@ from loom_nb.kernel.history import GateRecord, History, StepRecord
 if TYPE_CHECKING:
     from loom_nb.kernel.engine import Engine
 
-IN_DOUBT_GATE = "InDoubt"
+IN_DOUBT_GATE = step_ids.IN_DOUBT_GATE
 _UNSET: Any = object()
 _STREAM_FLUSH_EVERY = 64
 
@@ -149,7 +150,7 @@ class ExecutionContext:
     # -- steps ----------------------------------------------------------------------------------
     def next_step_id(self) -> str:
         """The deterministic counter id the next ``execute`` without ``step_id`` gets."""
-        return f"#{self._auto + 1}"
+        return step_ids.counter_id(self._auto + 1)
 
     async def execute(
         self,
@@ -180,7 +181,7 @@ class ExecutionContext:
         """
         if step_id is None:
             self._auto += 1
-            step_id = f"#{self._auto}"
+            step_id = step_ids.counter_id(self._auto)
         sid = step_id
         self._claim(sid)
         self.trace.append(("step", sid))
@@ -213,7 +214,7 @@ class ExecutionContext:
         return _convert(output, returns)
 
     def _in_doubt(self, sid: str, rec: StepRecord, journaled: Any) -> Any:
-        gid = f"{sid}:in_doubt"
+        gid = step_ids.in_doubt_gate_id(sid)
         gate = self._h.gates.get(gid)
         if gate is None or not gate.resolved:
             if not rec.in_doubt:
@@ -399,7 +400,7 @@ class ExecutionContext:
     # -- values ---------------------------------------------------------------------------------
     def _value(self, kind: str, make: Callable[[], Any]) -> Any:
         self._values += 1
-        vid = f"#value:{self._values}"
+        vid = step_ids.value_id(self._values)
         self.trace.append(("value", vid))
         if vid in self._h.values:
             self._served()

@@ -21,6 +21,7 @@ from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 from loom_nb.agent.agent import Run
 from loom_nb.agent.config import APPROVAL_GATE
 from loom_nb.errors import FlowNotFoundError, LoomError
+from loom_nb.journal import step_ids
 from loom_nb.kernel.async_bridge import run_blocking, run_or_schedule
 from loom_nb.kernel.context import IN_DOUBT_GATE
 from loom_nb.notebook import extension
@@ -58,7 +59,9 @@ def _loom_parser() -> _Parser:
     rs = sub.add_parser("resume", help="resolve an open gate; the run goes on")
     rs.add_argument("id", metavar="ID", help="the execution id")
     rs.add_argument(
-        "gate", metavar="GATE", help="the gate id (e.g. '#turn:1:tool:0:approval'), or its position (0, 1...)"
+        "gate",
+        metavar="GATE",
+        help=f"the gate id (e.g. {step_ids.approval_gate_id(1, 0)!r}), or its position (0, 1...)",
     )
     act = rs.add_mutually_exclusive_group(required=True)
     act.add_argument("--approve", action="store_true", help="approve a tool call")

@@ -23,7 +23,6 @@ from __future__ import annotations
 import asyncio
 import html
 import logging
-import re
 from collections.abc import Callable
 from typing import Any
 
@@ -31,7 +30,9 @@ import ipywidgets as widgets
 
 from loom_nb.agent.agent import Run
 from loom_nb.agent.config import APPROVAL_GATE
+from loom_nb.journal import step_ids
 from loom_nb.journal.events import Event, EventKind
+from loom_nb.journal.run_state import GateState, RunState, StepState
 from loom_nb.kernel.errors_codec import error_summary
 from loom_nb.notebook.cards import GateCard, card_for
 from loom_nb.notebook.formatting import call_text, html_widget, short_text
@@ -39,8 +40,6 @@ from loom_nb.notebook.runs import attach, display, ensure_registered
 from loom_nb.notebook.throttle import Throttle
 
 log = logging.getLogger("loom_nb")
-_TURN = re.compile(r"^#turn:(\d+)$")
-_TOOL = re.compile(r":tool:\d+$")
 
 STYLE = """<style>
 .loom-run { border-left: 3px solid #1976d2; padding-left: 8px; margin: 4px 0; }
@@ -60,29 +59,6 @@ STYLE = """<style>
 .loom-error { color: #c62828; }
 .loom-usage { color: #666; font-size: 12px; }
 </style>"""
-
-
-def step_kind(runtime: Any, step_id: str, effect_id: str | None) -> str:
-    """What a step is: ``model``, ``tool``, ``compaction`` or ``effect``.
-
-    From the effect's registered kind when this process knows it, else from the agent loop's step
-    ids (``#turn:<i>``, ``#turn:<i>:tool:<j>``, ``#turn:<i>:compact``).
-    """
-    kind = None
-    if effect_id:
-        try:
-            kind = runtime.effects.spec(effect_id).kind
-        except Exception:
-            kind = None
-    if kind == "summarizer" or step_id.endswith(":compact"):
-        return "compaction"
-    if kind in ("model", "tool"):
-        return str(kind)
-    if _TOOL.search(step_id):
-        return "tool"
-    if step_id.startswith("#turn:") and ":tool:" not in step_id:
-        return "model"
-    return "effect"
 
 
 class ToolRow:
@@ -124,6 +100,28 @@ class ToolRow:
             parts.append(f"-> {self.preview}")
         return " ".join(parts)
 
+    def update(self, step: StepState | None, gate: GateState | None) -> None:
+        """Take the row's status, attempt, timings and preview from its tool step and approval gate."""
+        if step is not None and step.attempts:
+            self.attempt, self.started, self.ended = step.attempts, step.started_at, step.ended_at
+            if step.completed:
+                self.status, self.preview = "done", short_text(step.output, 120)
+            elif step.error is not None:
+                self.status = "failed"
+                self.preview = short_text(f"{step.error.get('type', '')}: {step.error.get('message', '')}", 160)
+            elif step.last_event == EventKind.STEP_IN_DOUBT:
+                self.status = "in doubt"
+            else:
+                self.status = "retrying" if step.retry_pending or step.attempts > 1 else "running"
+        elif gate is not None:
+            answer = gate.resolution
+            if gate.resolved and isinstance(answer, dict) and "approved" in answer:
+                self.status = "approved" if answer["approved"] else "refused"
+                if not answer["approved"] and answer.get("reason"):
+                    self.preview = str(answer["reason"])
+            else:
+                self.status = "awaiting approval"
+
     def render(self) -> None:
         """Copy the row's state into its widget."""
         state = self.status.split(" ")[0].replace("awaiting", "approval")
@@ -147,6 +145,7 @@ class RunView(widgets.VBox):  # type: ignore[misc]
 
     Attributes:
         run: The run.
+        state: The run's events folded so far (``RunState``).
         cards: Gate cards by gate id (kept after their gates resolve).
         tool_rows: Tool rows by step id.
         turn: Model turns started so far.
@@ -161,6 +160,7 @@ class RunView(widgets.VBox):  # type: ignore[misc]
 
     def __init__(self, run: Run, *, interval: float = 0.05) -> None:
         self.run = run
+        self.state = RunState(execution_id=run.id)
         self.cards: dict[str, GateCard] = {}
         self.tool_rows: dict[str, ToolRow] = {}
         self.turn = 0
@@ -234,36 +234,32 @@ class RunView(widgets.VBox):  # type: ignore[misc]
         self._apply(event)
 
     def _apply(self, e: Event) -> None:
-        kind, sid, data = e.kind, e.step_id or "", e.data
+        kind, data = e.kind, e.data
+        touched = self.state.apply(e)
         if kind == EventKind.STREAM_CHUNK:
             if not self._seen_delta:
                 if self._prev_kind != EventKind.STREAM_CHUNK and self._parts:
                     self._parts.append("\n")
                 self._parts.append(str(data.get("text", "")))
                 self._throttle.request()
-        elif kind == EventKind.STEP_STARTED:
-            self._step_started(sid, data, e.at)
-        elif kind in (EventKind.STEP_COMPLETED, EventKind.STEP_FAILED, EventKind.STEP_IN_DOUBT):
-            self._step_ended(kind, sid, data, e.at)
-        elif kind == EventKind.GATE_OPENED:
-            payload = data.get("payload")
-            if data.get("kind") == APPROVAL_GATE and sid.endswith(":approval") and isinstance(payload, dict):
-                row = self._row(sid[: -len(":approval")], str(payload.get("tool")), payload.get("arguments"))
-                row.status = "awaiting approval"
-                self._render_row(row)
-        elif kind == EventKind.GATE_RESOLVED:
-            payload = data.get("payload")
-            self._resolutions[sid] = (payload, e.at)
-            card = self.cards.get(sid)
-            if card is not None:
-                card.resolved(payload, e.at)
-            target = self.tool_rows.get(sid[: -len(":approval")]) if sid.endswith(":approval") else None
-            if target is not None and isinstance(payload, dict) and "approved" in payload:
-                target.status = "approved" if payload["approved"] else "refused"
-                if not payload["approved"] and payload.get("reason"):
-                    target.preview = str(payload["reason"])
-                self._render_row(target)
+        elif isinstance(touched, StepState):
+            self._step_changed(kind, touched)
+        elif isinstance(touched, GateState):
+            self._gate_changed(kind, touched)
         self._prev_kind = kind
+
+    def _gate_changed(self, kind: str, gate: GateState) -> None:
+        if kind == EventKind.GATE_RESOLVED:
+            self._resolutions[gate.gate_id] = (gate.resolution, gate.resolved_at or 0.0)
+            card = self.cards.get(gate.gate_id)
+            if card is not None:
+                card.resolved(gate.resolution, gate.resolved_at or 0.0)
+        is_approval = gate.kind == APPROVAL_GATE and step_ids.parse_step_id(gate.gate_id).kind == step_ids.APPROVAL
+        if not is_approval or gate.subject is None:
+            return
+        if kind == EventKind.GATE_OPENED and isinstance(gate.payload, dict):
+            self._row(gate.subject, str(gate.payload.get("tool")), gate.payload.get("arguments"))
+        self._refresh_row(gate.subject)
 
     def _row(self, sid: str, name: str, arguments: Any) -> ToolRow:
         row = self.tool_rows.get(sid)
@@ -272,61 +268,39 @@ class RunView(widgets.VBox):  # type: ignore[misc]
             self.tools.children = (*self.tools.children, row.widget)
         return row
 
-    def _render_row(self, row: ToolRow) -> None:
-        if not self._loading:
-            row.render()
-
-    def _step_started(self, sid: str, data: dict[str, Any], at: float) -> None:
-        effect = str(data.get("effect", ""))
-        kind = step_kind(self.run.runtime, sid, effect)
-        attempt = int(data.get("attempt", 1) or 1)
-        if kind == "tool":
-            name = effect.removeprefix("tools.")
-            row = self._row(sid, name, data.get("input"))
-            row.status = "running" if attempt == 1 else "retrying"
-            row.attempt = attempt
-            if row.started is None:
-                row.started = at
-            self._render_row(row)
-        elif kind == "model":
-            match = _TURN.match(sid)
-            if match:
-                self.turn = max(self.turn, int(match.group(1)) + 1)
-                if not self._loading:
-                    self._render_progress()
-            start = self._step_text_start.get(sid)
-            if attempt > 1 and start is not None:  # a retried model call streams its text again
-                del self._parts[start:]
-                self._step_text_start.pop(sid)
-                self._delta_step = None
-                self._throttle.request()
-
-    def _step_ended(self, kind: str, sid: str, data: dict[str, Any], at: float) -> None:
-        usage = data.get("usage")
-        if kind == EventKind.STEP_COMPLETED and isinstance(usage, dict) and "input_tokens" in usage:
-            self._usage["calls"] += 1
-            self._usage["input_tokens"] += int(usage.get("input_tokens") or 0)
-            self._usage["output_tokens"] += int(usage.get("output_tokens") or 0)
-            if usage.get("cost") is not None:
-                self._usage["cost"] = (self._usage["cost"] or 0.0) + float(usage["cost"])
-            if not self._loading:
-                self._render_usage()
+    def _refresh_row(self, sid: str) -> None:
         row = self.tool_rows.get(sid)
         if row is None:
             return
-        if kind == EventKind.STEP_COMPLETED:
-            row.status, row.ended = "done", at
-            row.preview = short_text(data.get("output"), 120)
-        elif kind == EventKind.STEP_IN_DOUBT:
-            row.status = "in doubt"
-        elif data.get("will_retry"):
-            row.status = "retrying"
-        else:
-            row.status, row.ended = "failed", at
-            error = data.get("error")
-            if isinstance(error, dict):
-                row.preview = short_text(f"{error.get('type', '')}: {error.get('message', '')}", 160)
-        self._render_row(row)
+        row.update(self.state.steps.get(sid), self.state.gates.get(step_ids.approval_gate_for(sid)))
+        if not self._loading:
+            row.render()
+
+    def _step_changed(self, kind: str, step: StepState) -> None:
+        if kind == EventKind.STEP_STARTED and step.kind == step_ids.TOOL_KIND:
+            self._row(step.step_id, step.tool or step.effect, step.input)
+        elif kind == EventKind.STEP_STARTED and step.kind == step_ids.MODEL_KIND:
+            if self.state.turns > self.turn:
+                self.turn = self.state.turns
+                if not self._loading:
+                    self._render_progress()
+            start = self._step_text_start.get(step.step_id)
+            if step.attempts > 1 and start is not None:  # a retried model call streams its text again
+                del self._parts[start:]
+                self._step_text_start.pop(step.step_id)
+                self._delta_step = None
+                self._throttle.request()
+        elif kind == EventKind.STEP_COMPLETED and step.usage is not None and "input_tokens" in step.usage:
+            totals = self.state.usage
+            self._usage.update(
+                calls=totals.calls,
+                input_tokens=totals.input_tokens,
+                output_tokens=totals.output_tokens,
+                cost=totals.cost,
+            )
+            if not self._loading:
+                self._render_usage()
+        self._refresh_row(step.step_id)
 
     def _on_change(self, run: Run) -> None:
         try:

@@ -18,18 +18,14 @@ import anywidget
 import traitlets
 
 from loom_nb.errors import UsageError
+from loom_nb.journal import step_ids
 from loom_nb.journal.events import Event, EventKind
-from loom_nb.notebook.run_view import step_kind
+from loom_nb.journal.run_state import GateState, RunState, StepState
 from loom_nb.notebook.throttle import Throttle
 from loom_nb.runtime import Runtime, default_runtime
 
-_STATUS_OF: dict[str, str] = {
-    EventKind.EXECUTION_STARTED: "running",
-    EventKind.EXECUTION_RESUMED: "running",
-    EventKind.EXECUTION_SUSPENDED: "suspended",
-    EventKind.EXECUTION_COMPLETED: "completed",
-    EventKind.EXECUTION_FAILED: "failed",
-}
+#: A bar's kind for each step kind of the fold (the front end's names).
+BAR_KIND: dict[str, str] = {step_ids.COMPACTION_KIND: "compaction"}
 
 
 def asset_dir() -> Path:
@@ -76,10 +72,10 @@ class TimelineWidget(anywidget.AnyWidget):
     def __init__(self, execution_id: str, runtime: Runtime, *, interval: float = 0.05) -> None:
         super().__init__(execution_id=execution_id)
         self.runtime = runtime
-        self._bars: dict[str, dict[str, Any]] = {}
+        self.state = RunState(execution_id=execution_id)
+        self._bar_ids: dict[str, None] = {}
         self._origin: float | None = None
         self._now = 0.0
-        self._status = "running"
         self._throttle = Throttle(self._sync, interval=interval)
         if runtime.journal.get_execution(execution_id) is not None:
             for event in runtime.journal.read(execution_id):
@@ -96,46 +92,51 @@ class TimelineWidget(anywidget.AnyWidget):
         else:
             self._throttle.request()
 
+    @property
+    def _status(self) -> str:
+        status = self.state.status
+        return "running" if status == "new" else status
+
     def _apply(self, e: Event) -> None:
         if self._origin is None:
             self._origin = e.at
         self._now = max(self._now, e.at)
-        sid, data = e.step_id or "", e.data
-        if e.kind in _STATUS_OF:
-            self._status = _STATUS_OF[e.kind]
-        elif e.kind == EventKind.STEP_STARTED:
-            bar = self._bars.get(sid)
-            if bar is None:
-                effect = str(data.get("effect", ""))
-                kind = step_kind(self.runtime, sid, effect)
-                self._bars[sid] = {
-                    "id": sid,
-                    "kind": kind,
-                    "label": f"{sid} {effect}".strip(),
-                    "start": e.at,
-                    "end": None,
-                    "status": "running",
-                }
-            else:
-                bar.update(end=None, status="retrying")
-        elif e.kind in (EventKind.STEP_COMPLETED, EventKind.STEP_FAILED, EventKind.STEP_IN_DOUBT) and sid in self._bars:
-            bar = self._bars[sid]
-            if e.kind == EventKind.STEP_COMPLETED:
-                bar.update(end=e.at, status="done")
-            elif e.kind == EventKind.STEP_IN_DOUBT:
-                bar.update(end=e.at, status="in_doubt")
-            elif not data.get("will_retry"):
-                bar.update(end=e.at, status="failed")
-        elif e.kind == EventKind.GATE_OPENED:
-            self._bars[sid] = {"id": sid, "kind": "gate", "label": sid, "start": e.at, "end": None, "status": "waiting"}
-        elif e.kind == EventKind.GATE_RESOLVED and sid in self._bars:
-            self._bars[sid].update(end=e.at, status="done")
+        touched = self.state.apply(e)
+        if isinstance(touched, GateState) or (isinstance(touched, StepState) and touched.attempts):
+            self._bar_ids.setdefault(e.step_id or "")
+
+    def _bar(self, bar_id: str) -> dict[str, Any]:
+        step = self.state.steps.get(bar_id)
+        if step is None:
+            gate = self.state.gates[bar_id]
+            status = "done" if gate.resolved else "waiting"
+            return {
+                "id": bar_id,
+                "kind": "gate",
+                "label": bar_id,
+                "start": gate.opened_at,
+                "end": gate.resolved_at,
+                "status": status,
+            }
+        end: float | None = None
+        if step.completed or step.error is not None:
+            status, end = ("done" if step.completed else "failed"), step.ended_at
+        elif step.last_event == EventKind.STEP_IN_DOUBT:
+            status, end = "in_doubt", step.updated_at
+        else:
+            status = "retrying" if step.attempts > 1 else "running"
+        kind = BAR_KIND.get(step.kind, step.kind)
+        label = f"{bar_id} {step.effect}".strip()
+        return {"id": bar_id, "kind": kind, "label": label, "start": step.started_at, "end": end, "status": status}
+
+    def _bars(self) -> list[dict[str, Any]]:
+        return [self._bar(bar_id) for bar_id in self._bar_ids]
 
     def _sync(self) -> None:
         self.origin = self._origin if self._origin is not None else 0.0
         self.now = self._now
         self.status = self._status
-        self.bars = [dict(b) for b in self._bars.values()]
+        self.bars = self._bars()
 
     def stop(self) -> None:
         """Stop following the runtime (done by itself once the execution completes or fails)."""
@@ -145,7 +146,7 @@ class TimelineWidget(anywidget.AnyWidget):
 
     def text(self, width: int = 40) -> str:
         """The timeline as a text chart (one line per bar)."""
-        bars = list(self._bars.values())
+        bars = self._bars()
         origin = self._origin or 0.0
         span = max([self._now - origin, 1e-9] + [(b["end"] or self._now) - origin for b in bars])
         lines = [f"timeline {self.execution_id}: {self._status}, {len(bars)} bar(s) over {span:.3f} s"]

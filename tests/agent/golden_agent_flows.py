@@ -1,0 +1,111 @@
+"""The agent run behind the golden journal ``tests/agent/golden/agent_approval.jsonl``.
+
+A small agent run (fake clock, sequential ids, seeded randomness, in-memory journal) that journals
+every id form the agent loop uses most: model turns ``#turn:<i>``, a tool step ``#turn:<i>:tool:<j>``,
+an approval gate ``#turn:<i>:tool:<j>:approval`` (approved), a compaction ``#turn:<i>:compact``, the
+effect ids ``tools.<name>`` / ``model.<agent>`` and the flow ``agent:<name>``. A change to any of those
+persisted strings, or to the loop's event shapes, shows up as a diff against the file.
+
+Regenerate it (only for a deliberate, migrated change of the journal's shapes) with::
+
+    .venv/bin/python tests/agent/golden_agent_flows.py --write
+
+(without ``--write`` it prints the lines a fresh recording gives).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from pathlib import Path
+
+import loom_nb as loom
+from loom_nb.journal import Event, InMemoryJournal
+from loom_nb.journal.store import JournalStore
+from loom_nb.kernel import FlowRegistry
+from loom_nb.messages import ModelRequest
+from loom_nb.testing import FakeClock, SeededRandom, SequentialIds
+
+GOLDEN = Path(__file__).with_name("golden") / "agent_approval.jsonl"
+EXECUTION_ID = "golden-agent-1"
+AGENT_NAME = "tidy"
+
+
+@loom.tool(idempotent=True)
+def list_files(folder: str) -> list[str]:
+    """List a folder (a fixed answer).
+
+    Args:
+        folder: The folder.
+    """
+    return [f"{folder}/old.log", f"{folder}/notes.md"]
+
+
+@loom.tool(needs_approval=True)
+def delete_file(path: str) -> str:
+    """Delete a file (pretend; asks for approval first).
+
+    Args:
+        path: The file.
+    """
+    return f"deleted {path}"
+
+
+def respond(request: ModelRequest) -> loom.ModelResponse:
+    """List, then delete (gated); answer once the transcript was compacted."""
+    if any(m.text.startswith("[Summary") for m in request.messages):
+        return loom.ModelResponse.text("Done: old.log is gone.")
+    if not any(m.role == "tool" for m in request.messages):
+        return loom.ModelResponse.tool_calls([("list_files", {"folder": "/tmp/x"})], text="Looking.")
+    return loom.ModelResponse.tool_calls([("delete_file", {"path": "/tmp/x/old.log"})], text="Deleting.")
+
+
+def make_agent() -> loom.Agent:
+    """The golden agent: two tools (one gated) and a compaction after a few messages."""
+    return loom.Agent(
+        model=loom.ScriptedModel(respond),
+        tools=[list_files, delete_file],
+        system="You tidy folders.",
+        name=AGENT_NAME,
+        compaction=loom.Compaction(effect_id="summarize", after_messages=4, keep_recent=1),
+        summarizer=loom.ScriptedModel([loom.ModelResponse.text("Listed the folder; deleting old.log.")] * 3),
+    )
+
+
+def make_runtime(journal: JournalStore) -> loom.Runtime:
+    """A deterministic runtime with the golden agent registered."""
+    rt = loom.Runtime(
+        journal, clock=FakeClock(tick=1.0), ids=SequentialIds(), random=SeededRandom(7), flows=FlowRegistry()
+    )
+    make_agent().register(rt)
+    return rt
+
+
+async def record() -> list[Event]:
+    """Run the golden agent to its answer (approving the delete) and return its events."""
+    journal = InMemoryJournal()
+    rt = make_runtime(journal)
+    result = await rt.start(make_agent().flow_name, "Tidy /tmp/x", execution_id=EXECUTION_ID)
+    while result.status == "suspended":
+        result = await rt.resume(EXECUTION_ID, result.gates[0].gate_id, loom.ApprovalDecision(approved=True))
+    assert result.status == "completed", result
+    return journal.read(EXECUTION_ID)
+
+
+def load() -> InMemoryJournal:
+    """An ``InMemoryJournal`` holding the golden agent journal."""
+    from tests.kernel import golden_flows
+
+    return golden_flows.load(GOLDEN)
+
+
+if __name__ == "__main__":
+    # Launched by path: the repository root goes on ``sys.path`` so ``tests.kernel.golden_flows`` imports.
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+    from tests.kernel import golden_flows
+
+    text = "\n".join(golden_flows.to_lines(asyncio.run(record()))) + "\n"
+    if sys.argv[1:] == ["--write"]:
+        GOLDEN.write_text(text, encoding="utf-8")
+    else:
+        sys.stdout.write(text)
