@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import weakref
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Self
+from typing import TYPE_CHECKING, Any, Self, Unpack, cast
 
 from loom_nb.effects.claimcheck import JournalContentStore
 from loom_nb.effects.quota import Quota, UsageTotals
@@ -19,10 +19,19 @@ from loom_nb.errors import UsageError
 from loom_nb.journal.duckdb_store import DuckDBJournal
 from loom_nb.journal.events import EventKind
 from loom_nb.journal.store import JournalStore
-from loom_nb.kernel.engine import Engine
+from loom_nb.kernel.engine import Engine, EngineOptions
 
 if TYPE_CHECKING:
     from loom_nb.agent.agent import Agent, Run
+
+
+class RuntimeOptions(EngineOptions, total=False):
+    """``Runtime``'s options: the protection ring's limits and default retry, and the kernel's
+    (``EngineOptions``)."""
+
+    quota: Quota | None
+    principal_quota: Quota | None
+    default_retry: RetryPolicy | None
 
 
 class Runtime(Engine):
@@ -37,29 +46,24 @@ class Runtime(Engine):
         principal_quota: Limits for each principal.
         default_retry: Retry policy for effects registered without one.
         effects: The effect ring (by default a new one with the quotas and retry policy above).
-        **kwargs: ``clock``, ``ids``, ``random``, ``flows``, ``principal`` (see the kernel).
+        **options: ``clock``, ``ids``, ``random``, ``flows``, ``principal`` (``EngineOptions``).
     """
 
     #: The effect ring (the bare kernel ``Engine`` only knows an ``EffectInvoker``).
     effects: EffectRing
 
     def __init__(
-        self,
-        journal: JournalStore,
-        *,
-        quota: Quota | None = None,
-        principal_quota: Quota | None = None,
-        default_retry: RetryPolicy | None = None,
-        effects: EffectRing | None = None,
-        **kwargs: Any,
+        self, journal: JournalStore, *, effects: EffectRing | None = None, **options: Unpack[RuntimeOptions]
     ) -> None:
+        quota, principal_quota = options.pop("quota", None), options.pop("principal_quota", None)
+        default_retry = options.pop("default_retry", None)
         ring = effects or EffectRing(
             per_execution=quota,
             per_principal=principal_quota,
             default_retry=default_retry,
             load_usage=self.usage_by_effect,
         )
-        super().__init__(journal, effects=ring, **kwargs)
+        super().__init__(journal, effects=ring, **cast(EngineOptions, options))  # the ring options are popped
         #: The agents registered on this runtime (``Agent.register``), by flow name: how a notebook
         #: finds the agent of an execution it did not start in this cell.
         self.agents: dict[str, Agent] = {}

@@ -11,22 +11,20 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Coroutine, Generator, Mapping, Sequence
-from typing import Any
+from typing import Any, Unpack
 
 from loom_nb.agent.config import (
     APPROVAL_GATE,
     DEFAULT_WARN_BYTES,
     AgentConfig,
+    AgentOptions,
     AgentResult,
     ApprovalDecision,
-    Compaction,
-    RefusalText,
     Routes,
     Skill,
 )
 from loom_nb.agent.llm import llm_effect, summarizer_effect
 from loom_nb.agent.loop import agent_loop
-from loom_nb.effects.claimcheck import ClaimCheck
 from loom_nb.effects.retry import RetryPolicy
 from loom_nb.effects.ring import EffectRing
 from loom_nb.effects.tool import Tool
@@ -37,7 +35,6 @@ from loom_nb.kernel.context import IN_DOUBT_GATE, InDoubtResolution
 from loom_nb.kernel.engine import ExecutionResult
 from loom_nb.kernel.flow_context import FlowContext
 from loom_nb.kernel.gates import OpenGate
-from loom_nb.messages import ToolCall
 from loom_nb.providers.base import ModelProvider
 from loom_nb.runtime import Runtime, default_runtime
 
@@ -56,18 +53,18 @@ class Agent:
         model: A ``ModelProvider`` (e.g. ``ScriptedModel``, ``OpenAIChat``) or a registered model
             effect id.
         tools: Tools (``@loom.tool`` functions).
-        system: The system prompt.
         name: The agent's name; its flow is ``agent:<name>`` (a persisted contract).
         routes: Route among model effects instead of ``model``.
         models: Providers to register for ``routes``, by effect id.
-        max_turns: Most model turns.
-        compaction: Fold old messages into summaries (see ``Compaction``).
         summarizer: A provider registered as ``compaction.effect_id`` (when that is not registered).
-        claim_check: Offload the listed tools' results.
         model_retry: Retry policy of the model effect.
-        **options: Any other ``AgentConfig`` field (``needs_approval``, ``refusal_text``, ``skills``,
-            ``skill_selector``, ``memory``, ``recall_limit``, ``warn_transcript_bytes``, ``stream``,
-            ``chunk_min_chars``, ``parallel_tools``).
+        skills: Skills a selector may add to a turn.
+        warn_transcript_bytes: Warn once per run past this many uncompacted transcript bytes (True:
+            the default limit; False: never).
+        **options: The other ``AgentConfig`` fields, documented there (``AgentOptions``): ``system``,
+            ``max_turns``, ``compaction``, ``claim_check``, ``needs_approval``, ``refusal_text``,
+            ``skill_selector``, ``memory``, ``recall_limit``, ``stream``, ``chunk_min_chars``,
+            ``parallel_tools``.
     """
 
     def __init__(
@@ -75,25 +72,14 @@ class Agent:
         model: ModelProvider | str | None = None,
         *,
         tools: Sequence[Tool] = (),
-        system: str | None = None,
         name: str = "agent",
         routes: Routes | None = None,
         models: Mapping[str, ModelProvider] | None = None,
-        max_turns: int = 20,
-        compaction: Compaction | None = None,
         summarizer: ModelProvider | None = None,
-        claim_check: ClaimCheck | None = None,
         model_retry: RetryPolicy | None = _UNSET,
-        needs_approval: Callable[[ToolCall, int], bool] | None = None,
-        refusal_text: RefusalText = AgentConfig.refusal_text,
         skills: Sequence[Skill] = (),
-        skill_selector: Callable[[Sequence[str]], Any] | None = None,
-        memory: Any = None,
-        recall_limit: int = 3,
         warn_transcript_bytes: int | bool = DEFAULT_WARN_BYTES,
-        stream: bool = True,
-        chunk_min_chars: int = 40,
-        parallel_tools: bool = True,
+        **options: Unpack[AgentOptions],
     ) -> None:
         for t in tools:
             if not isinstance(t, Tool):
@@ -115,20 +101,9 @@ class Agent:
             model=model_id,
             routes=routes,
             tools=tuple(tools),
-            system=system,
-            max_turns=max_turns,
-            needs_approval=needs_approval,
-            refusal_text=refusal_text,
-            compaction=compaction,
-            warn_transcript_bytes=warn_transcript_bytes,
             skills=tuple(skills),
-            skill_selector=skill_selector,
-            memory=memory,
-            recall_limit=recall_limit,
-            claim_check=claim_check,
-            stream=stream,
-            chunk_min_chars=chunk_min_chars,
-            parallel_tools=parallel_tools,
+            warn_transcript_bytes=warn_transcript_bytes,
+            **options,
         )
 
     def __repr__(self) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, TypedDict
 
 from pydantic import BaseModel, ConfigDict
 
@@ -121,6 +121,23 @@ class Skill:
 
 ApprovalRule = Callable[[ToolCall, int], bool]
 RefusalText = str | Callable[[ToolCall, ApprovalDecision], str]
+
+
+class AgentOptions(TypedDict, total=False):
+    """The ``AgentConfig`` fields ``Agent(...)`` passes on as they are (documented on ``AgentConfig``)."""
+
+    system: str | None
+    max_turns: int
+    needs_approval: ApprovalRule | None
+    refusal_text: RefusalText
+    compaction: Compaction | None
+    skill_selector: Callable[[Sequence[str]], Any] | None
+    memory: Any
+    recall_limit: int
+    claim_check: ClaimCheck | None
+    stream: bool
+    chunk_min_chars: int
+    parallel_tools: bool
 
 
 @dataclass(frozen=True, kw_only=True)

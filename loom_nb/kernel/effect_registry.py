@@ -209,36 +209,15 @@ class EffectRegistry:
         self._specs: dict[str, EffectSpec] = {}
         self.interceptors: list[Interceptor] = list(interceptors)
 
-    def register(
-        self,
-        effect_id: str,
-        fn: Callable[..., Any],
-        *,
-        idempotent: bool = False,
-        scopes: Iterable[str] = (),
-        retry: Any = None,
-        quota: Any = None,
-        trusted: bool = True,
-        kind: str = "effect",
-        meta: Mapping[str, Any] | None = None,
-    ) -> EffectSpec:
-        """Register (or replace) an effect; returns its spec."""
+    def register(self, effect_id: str, fn: Callable[..., Any], **options: Unpack[EffectOptions]) -> EffectSpec:
+        """Register (or replace) an effect; returns its spec (options as ``EffectSpec`` documents them)."""
         if not effect_id or not isinstance(effect_id, str):
             raise UsageError(f"an effect id must be a non-empty string, got {effect_id!r}")
         if not callable(fn):
             raise UsageError(f"effect {effect_id!r}: {fn!r} is not callable")
-        spec = EffectSpec(
-            effect_id=effect_id,
-            fn=fn,
-            idempotent=idempotent,
-            scopes=frozenset(scopes),
-            retry=retry,
-            quota=quota,
-            trusted=trusted,
-            kind=kind,
-            meta=dict(meta or {}),
-            context_param=_context_param(fn),
-        )
+        given: dict[str, Any] = {**options}
+        given.update(scopes=frozenset(options.get("scopes", ())), meta=dict(options.get("meta") or {}))
+        spec = replace(EffectSpec(effect_id=effect_id, fn=fn, context_param=_context_param(fn)), **given)
         self._specs[effect_id] = spec
         return spec
 

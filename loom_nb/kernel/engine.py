@@ -11,7 +11,7 @@ from collections import Counter
 from collections.abc import Coroutine, Iterable
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Any, Self, TypeVar
+from typing import Any, Self, TypedDict, TypeVar
 
 from loom_nb.errors import (
     EffectNotFoundError,
@@ -138,6 +138,17 @@ def recorded_trace(history: History) -> list[tuple[str, str]]:
         elif e.kind == EventKind.VALUE_RECORDED:
             trace.append(("value", sid))
     return trace
+
+
+class EngineOptions(TypedDict, total=False):
+    """The kernel's injected parts (``Engine``'s keyword arguments besides ``effects``), for layers
+    that pass them through (``loom_nb.Runtime``)."""
+
+    clock: Clock | None
+    ids: IdSource | None
+    random: RandomSource | None
+    flows: FlowRegistry | None
+    principal: Principal | None
 
 
 class Engine:

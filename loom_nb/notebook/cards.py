@@ -21,7 +21,7 @@ from loom_nb.agent.agent import Gate
 from loom_nb.agent.config import APPROVAL_GATE
 from loom_nb.kernel.async_bridge import in_running_loop
 from loom_nb.kernel.context import IN_DOUBT_GATE
-from loom_nb.notebook.formatting import html_widget, parse_json_or_text, short_text
+from loom_nb.notebook.formatting import TextForm, html_widget, parse_json_or_text, short_text
 from loom_nb.notebook.runs import ensure_registered
 
 log = logging.getLogger("loom_nb")
@@ -35,6 +35,12 @@ def _button(description: str, cls: str, style: str, icon: str = "") -> Any:
     b = widgets.Button(description=description, button_style=style, icon=icon, tooltip=description)
     b.add_class(cls)
     return b
+
+
+def _field(kind: Any, placeholder: str, cls: str) -> Any:
+    field = kind(placeholder=placeholder)
+    field.add_class(cls)
+    return field
 
 
 def describe_resolution(kind: str, payload: Any) -> str:
@@ -54,7 +60,12 @@ def describe_resolution(kind: str, payload: Any) -> str:
 
 
 # -- gate cards -----------------------------------------------------------------------------------
-class GateCard(widgets.VBox):  # type: ignore[misc]
+def card_heading(title_html: str, body_class: str, body: str) -> tuple[Any, Any]:
+    """A card's title (HTML) and its body (``body`` escaped in a ``<pre>``, with CSS class ``body_class``)."""
+    return html_widget("loom-card-title", title_html), html_widget(body_class, f"<pre>{html.escape(body)}</pre>")
+
+
+class GateCard(TextForm, widgets.VBox):  # type: ignore[misc]
     """A card for one open gate. Subclasses add the inputs and buttons of their gate kind.
 
     Attributes:
@@ -87,13 +98,12 @@ class GateCard(widgets.VBox):  # type: ignore[misc]
     # -- for subclasses -------------------------------------------------------------------------
     def _build(self) -> list[Any]:
         payload = short_text(self.gate.payload, 2000)
-        title = html_widget(
-            "loom-card-title",
+        title, body = card_heading(
             f"<b>Gate</b> <code>{html.escape(self.gate.gate_id)}</code> ({html.escape(self.gate.kind)})",
+            "loom-card-payload",
+            payload,
         )
-        body = html_widget("loom-card-payload", f"<pre>{html.escape(payload)}</pre>")
-        self.payload_box = widgets.Textarea(placeholder="resume payload (JSON)")
-        self.payload_box.add_class("loom-payload")
+        self.payload_box = _field(widgets.Textarea, "resume payload (JSON)", "loom-payload")
         resume = _button("Resume", "loom-resume", "primary")
         resume.on_click(
             lambda _: self.act("resumed", lambda: self.gate.resolve(parse_json_or_text(self.payload_box.value)))
@@ -180,14 +190,9 @@ class GateCard(widgets.VBox):  # type: ignore[misc]
         line = f"{self.gate!r} -> {self.commands()}"
         return line + (f"  [{self.problem}]" if self.problem else "")
 
-    def __repr__(self) -> str:
+    def plain_text(self) -> str:
+        """The card as text, named by its class (``ApprovalCard(<Gate ...> -> ...)``)."""
         return f"{type(self).__name__}({self.text()})"
-
-    def _repr_mimebundle_(self, **kwargs: Any) -> Any:
-        bundle = super()._repr_mimebundle_(**kwargs)
-        if isinstance(bundle, dict):
-            bundle["text/plain"] = repr(self)
-        return bundle
 
 
 class ApprovalCard(GateCard):
@@ -205,13 +210,12 @@ class ApprovalCard(GateCard):
     def _build(self) -> list[Any]:
         g = self.gate
         pretty = json.dumps(g.arguments, indent=2, ensure_ascii=False, default=str)
-        title = html_widget(
-            "loom-card-title",
+        title, args = card_heading(
             f"<b>Approve</b> <code>{html.escape(str(g.tool))}</code>? <small>{html.escape(g.gate_id)}</small>",
+            "loom-card-arguments",
+            pretty,
         )
-        args = html_widget("loom-card-arguments", f"<pre>{html.escape(pretty)}</pre>")
-        self.reason = widgets.Text(placeholder="reason (optional; the model is told on refusal)")
-        self.reason.add_class("loom-reason")
+        self.reason = _field(widgets.Text, "reason (optional; the model is told on refusal)", "loom-reason")
         self.approve = _button("Approve", "loom-approve", "success", "check")
         self.refuse = _button("Refuse", "loom-refuse", "danger", "times")
         self.approve.on_click(lambda _: self.act("approved", lambda: g.approve(self._reason())))
@@ -254,10 +258,8 @@ class InDoubtCard(GateCard):
         )
         pretty = json.dumps(p.get("input"), indent=2, ensure_ascii=False, default=str)
         body = html_widget("loom-card-arguments", f"<pre>{html.escape(pretty)}</pre>")
-        self.output = widgets.Text(placeholder="its output, if it happened (JSON or text)")
-        self.output.add_class("loom-output")
-        self.reason = widgets.Text(placeholder="reason (optional)")
-        self.reason.add_class("loom-reason")
+        self.output = _field(widgets.Text, "its output, if it happened (JSON or text)", "loom-output")
+        self.reason = _field(widgets.Text, "reason (optional)", "loom-reason")
         self.happened = _button("It happened", "loom-happened", "success", "check")
         self.run_again = _button("Run again", "loom-run-again", "warning", "redo")
         self.fail = _button("Fail it", "loom-fail", "danger", "times")

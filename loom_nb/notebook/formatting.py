@@ -42,3 +42,23 @@ def parse_json_or_text(text: str) -> Any:
         return json.loads(text)
     except ValueError:
         return text
+
+
+class TextForm:
+    """A mixin for widgets whose ``text/plain`` form (front ends without widgets, nbval, GitHub) and
+    ``repr`` are ``plain_text()``: put it before the widget class (``class V(TextForm, widgets.VBox)``)."""
+
+    def plain_text(self) -> str:
+        """The widget as text (``text()`` by default)."""
+        text: str = self.text()  # type: ignore[attr-defined]
+        return text
+
+    def __repr__(self) -> str:
+        return self.plain_text()
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> Any:
+        bundle = super()._repr_mimebundle_(**kwargs)  # type: ignore[misc]
+        data = bundle[0] if isinstance(bundle, tuple) else bundle
+        if isinstance(data, dict):
+            data["text/plain"] = self.plain_text()
+        return bundle

@@ -35,7 +35,7 @@ from loom_nb.journal.events import Event, EventKind
 from loom_nb.journal.run_state import GateState, RunState, StepState
 from loom_nb.kernel.errors_codec import error_summary
 from loom_nb.notebook.cards import GateCard, card_for
-from loom_nb.notebook.formatting import call_text, html_widget, short_text
+from loom_nb.notebook.formatting import TextForm, call_text, html_widget, short_text
 from loom_nb.notebook.runs import attach, display, ensure_registered
 from loom_nb.notebook.throttle import Throttle
 
@@ -136,7 +136,7 @@ class ToolRow:
 
 
 # -- the run view ---------------------------------------------------------------------------------
-class RunView(widgets.VBox):  # type: ignore[misc]
+class RunView(TextForm, widgets.VBox):  # type: ignore[misc]
     """The live view of one run.
 
     Args:
@@ -434,17 +434,8 @@ class RunView(widgets.VBox):  # type: ignore[misc]
             lines.append("  " + usage)
         return "\n".join(lines)
 
-    def __repr__(self) -> str:
-        return self.text()
 
-    def _repr_mimebundle_(self, **kwargs: Any) -> Any:
-        bundle = super()._repr_mimebundle_(**kwargs)
-        if isinstance(bundle, dict):
-            bundle["text/plain"] = self.text()
-        return bundle
-
-
-class RecoveryView(widgets.VBox):  # type: ignore[misc]
+class RecoveryView(TextForm, widgets.VBox):  # type: ignore[misc]
     """What ``%loom recover`` is doing: a line, then the view of every recovered execution.
 
     Attributes:
@@ -502,15 +493,6 @@ class RecoveryView(widgets.VBox):  # type: ignore[misc]
         lines = [v.text() for v in self.views]
         lines += [f"loom_nb: not recovered: {eid}: {why}" for eid, why in self.not_recovered.items()]
         return "\n".join(lines)
-
-    def __repr__(self) -> str:
-        return self.text()
-
-    def _repr_mimebundle_(self, **kwargs: Any) -> Any:
-        bundle = super()._repr_mimebundle_(**kwargs)
-        if isinstance(bundle, dict):
-            bundle["text/plain"] = self.text()
-        return bundle
 
 
 def show(run: Run) -> RunView:

@@ -21,6 +21,7 @@ from loom_nb.errors import UsageError
 from loom_nb.journal import step_ids
 from loom_nb.journal.events import Event, EventKind
 from loom_nb.journal.run_state import GateState, RunState, StepState
+from loom_nb.notebook.formatting import TextForm
 from loom_nb.notebook.throttle import Throttle
 from loom_nb.runtime import Runtime, default_runtime
 
@@ -45,7 +46,7 @@ def asset_dir() -> Path:
 _ASSETS = asset_dir()
 
 
-class TimelineWidget(anywidget.AnyWidget):
+class TimelineWidget(TextForm, anywidget.AnyWidget):
     """The step timeline of one execution, synced live from the runtime.
 
     Args:
@@ -156,16 +157,6 @@ class TimelineWidget(anywidget.AnyWidget):
             length = max(1, round(end / span * width) - start)
             lines.append(f"  {b['label'][:34]:<34} {' ' * start}{'█' * length}  {b['kind']}, {b['status']}")
         return "\n".join(lines)
-
-    def __repr__(self) -> str:
-        return self.text()
-
-    def _repr_mimebundle_(self, **kwargs: Any) -> Any:
-        bundle = super()._repr_mimebundle_(**kwargs)
-        data = bundle[0] if isinstance(bundle, tuple) else bundle
-        if isinstance(data, dict):
-            data["text/plain"] = self.text()
-        return bundle
 
 
 def timeline(execution_id: str, runtime: Runtime | None = None) -> TimelineWidget:
