@@ -195,7 +195,8 @@ BAD_CALLS: list[tuple[str, Any, str]] = [
     (
         "not JSON",
         ModelResponse.tool_calls([raw_call("lookup", '{"city": Par')]),
-        "Error: the arguments for 'lookup' are not a JSON object: '{\"city\": Par'",
+        "Error: the arguments for 'lookup' are not a JSON object: '{\"city\": Par'. Call the tool again with "
+        "its arguments as one JSON object.",
     ),
     (
         "schema",
