@@ -161,6 +161,17 @@ async def test_a_refusal_goes_back_in_the_assistant_messages_refusal_field() -> 
     assert rec.bodies[0]["messages"][1] == {"role": "assistant", "content": None, "refusal": REFUSAL}
 
 
+@pytest.mark.parametrize("stream", [False, True])
+async def test_a_refusal_that_quotes_the_key_is_redacted(stream: bool) -> None:
+    said = f"I won't use {KEY}."
+    if stream:
+        reply = stream_reply([chunk({"refusal": said[:9]}), chunk({"refusal": said[9:]}), chunk({}, "stop")])
+    else:
+        reply = body_reply(completion({"content": None, "refusal": said}))
+    resp = await model(Recorder(reply), stream=stream).complete(ASK)
+    assert resp.message.refusal == "I won't use <redacted>."
+
+
 def test_a_message_without_a_refusal_dumps_as_before() -> None:
     """Journals store full dumps of responses: a new field left unset must not appear in them."""
     plain = ModelResponse.text("hi").model_dump(mode="json")
