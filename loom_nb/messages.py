@@ -16,6 +16,10 @@ from loom_nb.journal.canonical import canonical_json
 Role = Literal["system", "user", "assistant", "tool"]
 
 
+def _is_none(value: object) -> bool:
+    return value is None
+
+
 class ToolCall(BaseModel):
     """A tool call the model asked for.
 
@@ -45,6 +49,8 @@ class Message(BaseModel):
         name: The tool's name (tool messages only).
         is_error: True for a tool result that reports an error to the model.
         tainted: True when the text came from an untrusted source; the guard fences it.
+        refusal: The model's refusal, kept apart from ``text`` (assistant messages only), or None.
+            Left out of dumps when None, so transcripts without refusals serialize as before.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -56,6 +62,7 @@ class Message(BaseModel):
     name: str | None = None
     is_error: bool = False
     tainted: bool = False
+    refusal: str | None = Field(default=None, exclude_if=_is_none)
 
     @classmethod
     def system(cls, text: str) -> Message:
@@ -68,9 +75,9 @@ class Message(BaseModel):
         return cls(role="user", text=text)
 
     @classmethod
-    def assistant(cls, text: str = "", tool_calls: Sequence[ToolCall] = ()) -> Message:
-        """An assistant message."""
-        return cls(role="assistant", text=text, tool_calls=tuple(tool_calls))
+    def assistant(cls, text: str = "", tool_calls: Sequence[ToolCall] = (), *, refusal: str | None = None) -> Message:
+        """An assistant message (``refusal``: the model's refusal, kept apart from ``text``)."""
+        return cls(role="assistant", text=text, tool_calls=tuple(tool_calls), refusal=refusal)
 
     @classmethod
     def tool(cls, call: ToolCall, text: str, *, is_error: bool = False, tainted: bool = False) -> Message:
@@ -150,7 +157,8 @@ class ModelResponse(BaseModel):
     Attributes:
         message: The assistant message (text and tool calls).
         usage: Token usage.
-        finish_reason: Why the model stopped (``stop``, ``tool_calls``, ``length``...), if known.
+        finish_reason: Why the model stopped (``stop``, ``tool_calls``, ``length``, ``refusal``...), if
+            known; ``refusal`` when the model declined (its words are in ``message.refusal``).
         response_id: The provider's id of the response, if any.
     """
 
@@ -165,6 +173,11 @@ class ModelResponse(BaseModel):
     def text(cls, text: str, *, usage: Usage | None = None) -> ModelResponse:
         """A final answer with no tool calls."""
         return cls(message=Message.assistant(text), usage=usage or Usage(), finish_reason="stop")
+
+    @classmethod
+    def refused(cls, refusal: str, *, usage: Usage | None = None) -> ModelResponse:
+        """A refusal: the model declined to answer, saying ``refusal``."""
+        return cls(message=Message.assistant(refusal=refusal), usage=usage or Usage(), finish_reason="refusal")
 
     @classmethod
     def tool_calls(

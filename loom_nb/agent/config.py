@@ -36,8 +36,9 @@ class AgentResult(BaseModel):
     """How an agent run ended.
 
     Attributes:
-        output: The final answer text.
-        stop_reason: ``end_turn`` (the model answered) or ``max_turns``.
+        output: The final answer text (the model's refusal when ``stop_reason`` is ``refusal``).
+        stop_reason: ``end_turn`` (the model answered), ``refusal`` (the model declined) or
+            ``max_turns``.
         turns: Model turns taken.
         usage: Token usage summed over model calls.
     """
@@ -45,7 +46,7 @@ class AgentResult(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     output: str
-    stop_reason: Literal["end_turn", "max_turns"]
+    stop_reason: Literal["end_turn", "refusal", "max_turns"]
     turns: int
     usage: Usage = Usage()
 

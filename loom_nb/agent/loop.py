@@ -109,7 +109,7 @@ async def agent_loop(ctx: FlowContext, config: AgentConfig, input: Any) -> Agent
         state.prev = node
         last_text = message.text
         if not message.tool_calls:
-            return AgentResult(output=message.text, stop_reason="end_turn", turns=turn + 1, usage=state.usage)
+            return _final(response, turns=turn + 1, usage=state.usage)
         outcomes = await _run_tools(ctx, config, message.tool_calls, turn)
         for j, (call, (kind, payload)) in enumerate(zip(message.tool_calls, outcomes, strict=True)):
             if kind == "tool":
@@ -120,6 +120,14 @@ async def agent_loop(ctx: FlowContext, config: AgentConfig, input: Any) -> Agent
                 state.transcript.append(payload)
                 state.pending.append(_msg(payload))
     return AgentResult(output=last_text, stop_reason="max_turns", turns=config.max_turns, usage=state.usage)
+
+
+def _final(response: ModelResponse, *, turns: int, usage: Usage) -> AgentResult:
+    message = response.message
+    if message.refusal is not None or response.finish_reason == "refusal":
+        output = message.text if message.refusal is None else message.refusal
+        return AgentResult(output=output, stop_reason="refusal", turns=turns, usage=usage)
+    return AgentResult(output=message.text, stop_reason="end_turn", turns=turns, usage=usage)
 
 
 async def _call_model(
@@ -303,6 +311,8 @@ async def _run_tools(
             text = f"Error: there is no tool named {call.name!r}. Available tools: {known}."
         elif call.raw_arguments is not None:
             raw = call.raw_arguments[:200]
+            # Journaled inline in the next turn's input: changing this text breaks the replay of
+            # recorded runs (a format change needs a migration and golden journals).
             text = f"Error: the arguments for {call.name!r} are not a JSON object: {raw!r}"
         else:
             try:

@@ -7,7 +7,7 @@ from typing import Any
 
 from loom_nb.errors import ProviderHTTPError, ProviderProtocolError
 from loom_nb.messages import Message, ModelRequest, ModelResponse, ToolCall, Usage
-from loom_nb.providers.http import HTTPProvider, error_detail, excerpt, parse_arguments
+from loom_nb.providers.http import HTTPProvider, error_detail, error_status, excerpt, parse_arguments
 from loom_nb.providers.sse import SSEEvent, loads
 
 API_VERSION = "2023-06-01"
@@ -18,19 +18,6 @@ _STOP = {
     "max_tokens": "length",
     "tool_use": "tool_calls",
     "refusal": "content_filter",
-}
-
-# The HTTP status each in-stream error type stands for, so ``retryable`` means the same thing.
-_ERROR_STATUS = {
-    "invalid_request_error": 400,
-    "authentication_error": 401,
-    "permission_error": 403,
-    "not_found_error": 404,
-    "request_too_large": 413,
-    "rate_limit_error": 429,
-    "api_error": 500,
-    "timeout_error": 504,
-    "overloaded_error": 529,
 }
 
 
@@ -173,11 +160,11 @@ def _stop(reason: Any) -> str | None:
 
 
 def _error(data: dict[str, Any], body: str) -> ProviderHTTPError:
-    err = data.get("error")
-    kind = err.get("type") if isinstance(err, dict) else None
-    status = _ERROR_STATUS.get(kind, 500) if isinstance(kind, str) else 500
+    # The status its error type stands for (one table for both wires: ``http.ERROR_STATUS``).
     return ProviderHTTPError(
-        f"the Anthropic API reported an error: {error_detail(body)}", status_code=status, body=body
+        f"the Anthropic API reported an error: {error_detail(body)}",
+        status_code=error_status(data.get("error")),
+        body=body,
     )
 
 

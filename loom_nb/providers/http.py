@@ -9,6 +9,7 @@ import functools
 import json
 import math
 import os
+import re
 import ssl
 import time
 from collections.abc import AsyncIterator, Mapping
@@ -25,12 +26,20 @@ from loom_nb.providers.redaction import Redactor, credentials_in
 from loom_nb.providers.sse import SSEEvent, aiter_sse_bytes
 
 
-def parse_retry_after(headers: Mapping[str, str], *, now: float | None = None) -> float | None:
+def parse_retry_after(
+    headers: Mapping[str, str], *, now: float | None = None, rate_limited: bool = False
+) -> float | None:
     """Seconds to wait before retrying, from ``retry-after-ms`` or ``retry-after``, or None.
+
+    When neither is usable and ``rate_limited`` (an HTTP 429), OpenAI's ``x-ratelimit-reset-requests``
+    and ``x-ratelimit-reset-tokens`` (Go durations such as ``1s``, ``6m0s``, ``20ms``) are read: the
+    reset of a limit whose ``x-ratelimit-remaining-*`` header is ``0`` (the later one when both are),
+    else the sooner of the two resets.
 
     Args:
         headers: Response headers (an ``httpx.Headers`` or a mapping with lower-case keys).
         now: The current Unix time (for an HTTP-date value); defaults to ``time.time()``.
+        rate_limited: The response is a 429, so the rate-limit reset headers apply.
 
     Returns:
         A non-negative number of seconds, or None when no header holds a usable value.
@@ -41,17 +50,53 @@ def parse_retry_after(headers: Mapping[str, str], *, now: float | None = None) -
         if seconds is not None:
             return seconds / 1000.0
     value = headers.get("retry-after")
-    if value is None:
+    if value is not None:
+        seconds = _non_negative(value)
+        if seconds is not None:
+            return seconds
+        try:
+            when = email.utils.parsedate_to_datetime(value.strip())
+        except (TypeError, ValueError, IndexError, OverflowError):
+            when = None
+        if when is not None:
+            current = time.time() if now is None else now
+            return max(0.0, when.timestamp() - current)
+    return _rate_limit_reset(headers) if rate_limited else None
+
+
+def _rate_limit_reset(headers: Mapping[str, str]) -> float | None:
+    resets: dict[str, float] = {}
+    for limit in ("requests", "tokens"):
+        raw = headers.get(f"x-ratelimit-reset-{limit}")
+        seconds = parse_duration(raw) if raw is not None else None
+        if seconds is not None:
+            resets[limit] = seconds
+    if not resets:
         return None
-    seconds = _non_negative(value)
-    if seconds is not None:
-        return seconds
-    try:
-        when = email.utils.parsedate_to_datetime(value.strip())
-    except (TypeError, ValueError, IndexError, OverflowError):
-        return None
-    current = time.time() if now is None else now
-    return max(0.0, when.timestamp() - current)
+    exhausted = [
+        s for limit, s in resets.items() if (headers.get(f"x-ratelimit-remaining-{limit}") or "").strip() == "0"
+    ]
+    return max(exhausted) if exhausted else min(resets.values())
+
+
+_DURATION_UNITS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9}
+_DURATION_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ms|us|µs|ns|h|m|s)")
+
+
+def parse_duration(text: str) -> float | None:
+    """Seconds in a Go-style duration (``1s``, ``6m0s``, ``20ms``, ``1h2m3.5s``) or a bare number of
+    seconds; None when ``text`` is neither (or negative)."""
+    text = text.strip()
+    plain = _non_negative(text) if text else None
+    if plain is not None or not text:
+        return plain
+    total, pos = 0.0, 0
+    for match in _DURATION_PART.finditer(text):
+        if match.start() != pos:
+            return None
+        total += float(match.group(1)) * _DURATION_UNITS[match.group(2)]
+        pos = match.end()
+    return total if pos == len(text) and pos > 0 and math.isfinite(total) else None
 
 
 def _non_negative(text: str) -> float | None:
@@ -67,17 +112,80 @@ def error_detail(body: str) -> str:
     try:
         data = json.loads(body)
     except ValueError:
-        return excerpt(" ".join(body.split()), 300)
+        return _one_line(body)
     if isinstance(data, dict):
         err = data.get("error", data)
         if isinstance(err, str):
-            return excerpt(err, 300)
+            return _one_line(err)
         if isinstance(err, dict):
             message = err.get("message") or err.get("detail") or data.get("message") or data.get("detail")
             kind = err.get("type") if isinstance(err.get("type"), str) else None
             if isinstance(message, str) and message:
-                return excerpt(f"{kind}: {message}" if kind and kind != "error" else message, 300)
-    return excerpt(" ".join(body.split()), 300)
+                return _one_line(f"{kind}: {message}" if kind and kind != "error" else message)
+    return _one_line(body)
+
+
+def _one_line(text: str) -> str:
+    return excerpt(" ".join(text.split()), 300)
+
+
+#: The HTTP status an error code or type stands for, when an API reports an error inside a 200
+#: body or a stream (OpenAI's ``error.code`` / ``error.type``, Anthropic's ``error.type``), so that
+#: ``ProviderHTTPError.retryable`` means the same thing as for an error status.
+ERROR_STATUS: Mapping[str, int] = {
+    # the request itself is wrong: not retryable
+    "invalid_request_error": 400,
+    "invalid_request": 400,
+    "bad_request": 400,
+    "context_length_exceeded": 400,
+    "string_above_max_length": 400,
+    "invalid_api_key": 401,
+    "authentication_error": 401,
+    "unauthorized": 401,
+    "insufficient_quota": 402,  # billing: waiting does not help
+    "billing_error": 402,
+    "permission_error": 403,
+    "permission_denied": 403,
+    "unsupported_country_region_territory": 403,
+    "not_found_error": 404,
+    "not_found": 404,
+    "model_not_found": 404,
+    "request_too_large": 413,
+    # transient: retryable
+    "rate_limit_error": 429,
+    "rate_limit_exceeded": 429,
+    "requests": 429,
+    "tokens": 429,
+    "api_error": 500,
+    "server_error": 500,
+    "internal_error": 500,
+    "service_unavailable": 503,
+    "overloaded": 503,
+    "engine_overloaded": 503,
+    "timeout_error": 504,
+    "timeout": 504,
+    "overloaded_error": 529,
+}
+
+
+def error_status(error: object) -> int:
+    """The HTTP status an in-body or in-stream ``error`` object stands for (see ``ERROR_STATUS``).
+
+    A numeric ``code`` (an int or digits, 400-599) is taken as is; then a known string ``code``,
+    then a known ``type``; anything else is 500 (retryable: the server failed in a way it did not
+    name).
+    """
+    if not isinstance(error, Mapping):
+        return 500
+    code = error.get("code")
+    if isinstance(code, str) and code.strip().isdigit():
+        code = int(code)
+    if isinstance(code, int) and not isinstance(code, bool) and 400 <= code < 600:
+        return code
+    for key in (code, error.get("type")):
+        if isinstance(key, str) and key.lower() in ERROR_STATUS:
+            return ERROR_STATUS[key.lower()]
+    return 500
 
 
 def excerpt(text: str, limit: int = 160) -> str:
@@ -418,7 +526,7 @@ class HTTPProvider:
     def _http_error(self, response: httpx.Response, raw: bytes) -> ProviderHTTPError:
         body = raw.decode("utf-8", "replace")
         detail = error_detail(body) if body.strip() else (response.reason_phrase or "no error message")
-        retry_after = parse_retry_after(response.headers)
+        retry_after = parse_retry_after(response.headers, rate_limited=response.status_code == 429)
         message = f"POST {self._display_url} returned HTTP {response.status_code}: {detail}"
         if retry_after is not None:
             message += f" (retry after {retry_after:g} s)"

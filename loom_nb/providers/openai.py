@@ -5,33 +5,45 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from loom_nb.errors import ProviderHTTPError, ProviderProtocolError
+from loom_nb.errors import ProviderHTTPError, ProviderProtocolError, UsageError
 from loom_nb.messages import Message, ModelRequest, ModelResponse, ToolCall, Usage
-from loom_nb.providers.http import HTTPProvider, error_detail, excerpt, parse_arguments
+from loom_nb.providers.http import HTTPProvider, error_detail, error_status, excerpt, parse_arguments
 from loom_nb.providers.sse import SSEEvent, loads
 
 _FINISH = {"function_call": "tool_calls"}
+#: The request fields an output cap may be sent as (see ``OpenAIChat``).
+MAX_TOKENS_FIELDS = ("max_completion_tokens", "max_tokens")
+#: Sent as the arguments of a call whose arguments did not parse (the API wants a JSON object).
+EMPTY_ARGUMENTS = "{}"
+#: Put before a tool result that reports an error: the wire has no ``is_error`` flag.
+ERROR_PREFIX = "Error: "
 
 
 class OpenAIChat(HTTPProvider):
     """A model behind ``POST {base_url}/chat/completions``: OpenAI, or a compatible local server.
 
-    Tools are sent as JSON-schema function tools; parallel tool calls come back assembled by index.
-    Streaming asks for ``stream_options.include_usage`` so the last chunk carries the token usage.
-    Local servers (llama.cpp, vLLM, Ollama) take ``base_url="http://127.0.0.1:8000/v1"`` and, when
-    they need no key, ``api_key=""``.
+    Tools are sent as JSON-schema function tools; parallel tool calls come back assembled by index
+    (a legacy ``function_call`` comes back as one tool call). Streaming asks for
+    ``stream_options.include_usage`` so the last chunk carries the token usage. A refusal comes back
+    in ``Message.refusal`` with ``finish_reason="refusal"`` and goes back in the assistant
+    message's ``refusal`` field. Local servers (llama.cpp, vLLM, Ollama) take
+    ``base_url="http://127.0.0.1:8000/v1"`` and, when they need no key, ``api_key=""``.
+
+    What differs from the official SDK on purpose is listed in ``docs/providers.md``.
 
     Args:
         model: The model name, e.g. ``"gpt-4o-mini"``.
-        base_url: The API root, up to and including ``/v1``.
-        api_key: The key; None reads ``OPENAI_API_KEY`` at the first call; ``""`` sends no
-            ``Authorization`` header.
-        transport: An httpx transport (``httpx.MockTransport`` in tests), or None for the network.
-        timeout: Seconds allowed to connect, and between two reads of the response.
-        extra_headers: Headers added to every request (e.g. ``OpenAI-Organization``).
-        stream: Stream the answer as server-sent events (True) or read one JSON body (False).
-        max_tokens: The default output cap, sent as ``max_tokens`` (``ModelRequest.max_tokens``
-            overrides it).
+        max_tokens_field: The request field the output cap is sent as: ``"max_completion_tokens"``
+            (the default; what OpenAI's current models accept, reasoning models included) or
+            ``"max_tokens"`` (the legacy field, for compatible servers that know only that one).
+        **options: The ``HTTPProvider`` options: ``base_url`` (the API root, up to and including
+            ``/v1``), ``api_key`` (None reads ``OPENAI_API_KEY`` at the first call; ``""`` sends no
+            ``Authorization`` header), ``transport``, ``timeout``, ``extra_headers`` (e.g.
+            ``OpenAI-Organization``), ``stream`` and ``max_tokens`` (the default output cap;
+            ``ModelRequest.max_tokens`` overrides it).
+
+    Raises:
+        UsageError: ``max_tokens_field`` is not one of ``MAX_TOKENS_FIELDS``, or an option is wrong.
     """
 
     name = "openai"
@@ -39,6 +51,15 @@ class OpenAIChat(HTTPProvider):
     path = "/chat/completions"
     terminal = "data: [DONE]"
     default_base_url = "https://api.openai.com/v1"
+
+    def __init__(self, model: str, *, max_tokens_field: str = "max_completion_tokens", **options: Any) -> None:
+        if max_tokens_field not in MAX_TOKENS_FIELDS:
+            raise UsageError(
+                f"max_tokens_field must be one of {', '.join(map(repr, MAX_TOKENS_FIELDS))}, got "
+                f"{max_tokens_field!r}: use 'max_tokens' only for a server that rejects max_completion_tokens"
+            )
+        super().__init__(model, **options)
+        self.max_tokens_field = max_tokens_field
 
     def _auth_headers(self, key: str) -> dict[str, str]:
         return {"authorization": f"Bearer {key}"} if key else {}
@@ -63,7 +84,7 @@ class OpenAIChat(HTTPProvider):
             ]
         max_tokens = request.max_tokens if request.max_tokens is not None else self.max_tokens
         if max_tokens is not None:
-            body["max_tokens"] = max_tokens
+            body[self.max_tokens_field] = max_tokens
         if request.temperature is not None:
             body["temperature"] = request.temperature
         if self.stream:
@@ -76,53 +97,85 @@ class OpenAIChat(HTTPProvider):
 
     def _parse_body(self, data: dict[str, Any]) -> ModelResponse:
         if data.get("error") is not None and not data.get("choices"):
-            raise _in_stream_error(data, json.dumps(data))
+            raise _in_body_error(data, json.dumps(data))
         choices = data["choices"]
         if not choices:
             raise ProviderProtocolError(f"the response has no choices: {excerpt(json.dumps(data))!r}")
         choice = choices[0]
         message = choice["message"]
-        text = message.get("content") or message.get("refusal") or ""
         calls: list[ToolCall] = []
         for j, tc in enumerate(message.get("tool_calls") or ()):
-            fn = tc["function"]
-            given = fn.get("arguments")
-            # Some compatible servers send the arguments as an object rather than as JSON text.
-            arguments, raw = (given, None) if isinstance(given, dict) else parse_arguments(given or "")
-            calls.append(
-                ToolCall(id=tc.get("id") or f"call_{j}", name=fn["name"], arguments=arguments, raw_arguments=raw)
-            )
-        reason = choice.get("finish_reason")
-        return ModelResponse(
-            message=Message(role="assistant", text=text, tool_calls=tuple(calls)),
-            usage=_usage(data.get("usage")),
-            finish_reason=_FINISH.get(reason, reason) if isinstance(reason, str) else None,
-            response_id=data.get("id") if isinstance(data.get("id"), str) else None,
+            calls.append(_tool_call(tc.get("id") or f"call_{j}", tc["function"]))
+        legacy = message.get("function_call")
+        if not calls and isinstance(legacy, dict) and legacy.get("name"):
+            calls.append(_tool_call("call_0", legacy))
+        refusal = message.get("refusal")
+        return _response(
+            text=message.get("content") or "",
+            refusal=refusal if isinstance(refusal, str) and refusal else None,
+            calls=calls,
+            usage=data.get("usage"),
+            reason=choice.get("finish_reason"),
+            response_id=data.get("id"),
         )
+
+
+def _tool_call(call_id: str, fn: dict[str, Any]) -> ToolCall:
+    given = fn.get("arguments")
+    # Some compatible servers send the arguments as an object rather than as JSON text.
+    arguments, raw = (given, None) if isinstance(given, dict) else parse_arguments(given or "")
+    return ToolCall(id=call_id, name=fn["name"], arguments=arguments, raw_arguments=raw)
+
+
+def _response(
+    *, text: str, refusal: str | None, calls: list[ToolCall], usage: Any, reason: Any, response_id: Any
+) -> ModelResponse:
+    """The response, with the finish reason in loom's vocabulary: ``function_call`` is ``tool_calls``,
+    and a refusal (which the API ends with ``stop``) is ``refusal``."""
+    finish = _FINISH.get(reason, reason) if isinstance(reason, str) else None
+    if refusal is not None and not calls:
+        finish = "refusal"
+    return ModelResponse(
+        message=Message(role="assistant", text=text, tool_calls=tuple(calls), refusal=refusal),
+        usage=_usage(usage),
+        finish_reason=finish,
+        response_id=response_id if isinstance(response_id, str) else None,
+    )
 
 
 def _message(m: Message) -> dict[str, Any]:
     if m.role == "tool":
-        return {"role": "tool", "tool_call_id": m.tool_call_id or "", "content": m.text}
-    if m.role == "assistant" and m.tool_calls:
-        return {
-            "role": "assistant",
-            "content": m.text or None,
-            "tool_calls": [
+        return {"role": "tool", "tool_call_id": m.tool_call_id or "", "content": _tool_result_text(m)}
+    if m.role == "assistant" and (m.tool_calls or m.refusal is not None):
+        out: dict[str, Any] = {"role": "assistant", "content": m.text or None}
+        if m.refusal is not None:
+            out["refusal"] = m.refusal
+        if m.tool_calls:
+            out["tool_calls"] = [
                 {
                     "id": c.id,
                     "type": "function",
                     "function": {
                         "name": c.name,
-                        "arguments": c.raw_arguments
+                        # Arguments that did not parse are not echoed: the API (and proxies in front of
+                        # other models) refuse a call whose arguments are not a JSON object. The tool
+                        # result tells the model what was wrong.
+                        "arguments": EMPTY_ARGUMENTS
                         if c.raw_arguments is not None
                         else json.dumps(c.arguments, ensure_ascii=False),
                     },
                 }
                 for c in m.tool_calls
-            ],
-        }
+            ]
+        return out
     return {"role": m.role, "content": m.text}
+
+
+def _tool_result_text(m: Message) -> str:
+    """The tool message's content: the wire has no error flag, so an error result says so itself."""
+    if not m.is_error or m.text.lstrip().lower().startswith("error"):
+        return m.text
+    return ERROR_PREFIX + m.text
 
 
 def _usage(data: Any) -> Usage:
@@ -135,13 +188,22 @@ def _int(value: Any) -> int:
     return value if isinstance(value, int) and value >= 0 else 0
 
 
-def _in_stream_error(data: dict[str, Any], body: str) -> ProviderHTTPError:
-    err = data.get("error")
-    code = err.get("code") if isinstance(err, dict) else None
-    status = code if isinstance(code, int) and 400 <= code < 600 else 500
+def _in_body_error(data: dict[str, Any], body: str) -> ProviderHTTPError:
+    """An error reported in a 200 body or a stream chunk, with the status its code or type stands for."""
     return ProviderHTTPError(
-        f"the OpenAI-compatible API reported an error: {error_detail(body)}", status_code=status, body=body
+        f"the OpenAI-compatible API reported an error: {error_detail(body)}",
+        status_code=error_status(data.get("error")),
+        body=body,
     )
+
+
+def _joined(so_far: str, fragment: Any) -> str:
+    """``so_far`` extended by a streamed name or id ``fragment``, as the SDK's accumulator does, except
+    that a fragment equal to the whole value so far is a resend (some servers repeat the full name or
+    id in every chunk), not a continuation."""
+    if not isinstance(fragment, str) or not fragment or fragment == so_far:
+        return so_far
+    return so_far + fragment
 
 
 class _PartialCall:
@@ -152,16 +214,27 @@ class _PartialCall:
         self.name = ""
         self.args: list[str] = []
 
+    def feed(self, call_id: Any, fn: Any) -> None:
+        self.id = _joined(self.id, call_id)
+        if fn:
+            self.name = _joined(self.name, fn.get("name"))
+            args = fn.get("arguments")
+            if args:
+                self.args.append(args)
+
 
 class _OpenAIStream:
-    """Assembles ``chat.completion.chunk`` events: text, tool calls by index, usage, finish reason."""
+    """Assembles ``chat.completion.chunk`` events: text, refusal, tool calls by index (a legacy
+    ``function_call`` as call 0), usage, finish reason."""
 
-    __slots__ = ("calls", "done", "finish", "response_id", "text", "usage")
+    __slots__ = ("calls", "done", "finish", "legacy", "refusal", "response_id", "text", "usage")
 
     def __init__(self) -> None:
         self.done = False
         self.text: list[str] = []
+        self.refusal: list[str] = []
         self.calls: dict[int, _PartialCall] = {}
+        self.legacy: _PartialCall | None = None
         self.usage: Any = None
         self.finish: str | None = None
         self.response_id: str | None = None
@@ -173,7 +246,7 @@ class _OpenAIStream:
             return None
         chunk = loads(data)
         if chunk.get("error") is not None:
-            raise _in_stream_error(chunk, data)
+            raise _in_body_error(chunk, data)
         if self.response_id is None and isinstance(chunk.get("id"), str):
             self.response_id = chunk["id"]
         usage = chunk.get("usage")
@@ -185,14 +258,22 @@ class _OpenAIStream:
                 continue
             reason = choice.get("finish_reason")
             if reason:
-                self.finish = _FINISH.get(reason, reason)
+                self.finish = reason
             delta = choice.get("delta")
             if not delta:
                 continue
             tool_calls = delta.get("tool_calls")
             if tool_calls:
                 self._feed_calls(tool_calls)
-            content = delta.get("content") or delta.get("refusal")
+            legacy = delta.get("function_call")
+            if legacy:
+                if self.legacy is None:
+                    self.legacy = _PartialCall()
+                self.legacy.feed(None, legacy)
+            refusal = delta.get("refusal")
+            if isinstance(refusal, str) and refusal:
+                self.refusal.append(refusal)
+            content = delta.get("content")
             if isinstance(content, str) and content:
                 self.text.append(content)
                 out = content
@@ -204,20 +285,13 @@ class _OpenAIStream:
             call = self.calls.get(index)
             if call is None:
                 call = self.calls[index] = _PartialCall()
-            if tc.get("id") and not call.id:
-                call.id = tc["id"]
-            fn = tc.get("function")
-            if fn:
-                if fn.get("name") and not call.name:
-                    call.name = fn["name"]
-                args = fn.get("arguments")
-                if args:
-                    call.args.append(args)
+            call.feed(tc.get("id"), tc.get("function"))
 
     def result(self) -> ModelResponse:
+        partials = self.calls or ({0: self.legacy} if self.legacy is not None else {})
         calls: list[ToolCall] = []
-        for index in sorted(self.calls):
-            partial = self.calls[index]
+        for index in sorted(partials):
+            partial = partials[index]
             raw = "".join(partial.args)
             if not partial.name:
                 raise ProviderProtocolError(
@@ -232,9 +306,11 @@ class _OpenAIStream:
                     raw_arguments=raw_arguments,
                 )
             )
-        return ModelResponse(
-            message=Message(role="assistant", text="".join(self.text), tool_calls=tuple(calls)),
-            usage=_usage(self.usage),
-            finish_reason=self.finish,
+        return _response(
+            text="".join(self.text),
+            refusal="".join(self.refusal) or None,
+            calls=calls,
+            usage=self.usage,
+            reason=self.finish,
             response_id=self.response_id,
         )

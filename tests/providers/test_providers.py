@@ -302,12 +302,12 @@ async def test_openai_request_body_for_a_tool_transcript() -> None:
                     {
                         "id": "call_b",
                         "type": "function",
-                        "function": {"name": "weather", "arguments": "{oops"},
+                        "function": {"name": "weather", "arguments": "{}"},
                     },
                 ],
             },
             {"role": "tool", "tool_call_id": "call_a", "content": "18 C"},
-            {"role": "tool", "tool_call_id": "call_b", "content": "arguments were not JSON"},
+            {"role": "tool", "tool_call_id": "call_b", "content": "Error: arguments were not JSON"},
             {"role": "user", "content": "And tomorrow?"},
         ],
         "tools": [
@@ -324,7 +324,7 @@ async def test_openai_request_body_for_a_tool_transcript() -> None:
                 "function": {"name": "now", "parameters": {"type": "object", "properties": {}}},
             },
         ],
-        "max_tokens": 100,
+        "max_completion_tokens": 100,
         "temperature": 0.2,
     }
 
@@ -336,7 +336,7 @@ async def test_openai_streaming_body_asks_for_usage_and_assistant_without_text_s
     await model.complete(request)
     body = cap.body
     assert body["stream"] is True and body["stream_options"] == {"include_usage": True}
-    assert body["model"] == "other" and body["max_tokens"] == 50
+    assert body["model"] == "other" and body["max_completion_tokens"] == 50
     assert body["messages"][1]["content"] is None
     assert "tools" not in body and "temperature" not in body
 
