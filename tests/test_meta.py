@@ -169,6 +169,7 @@ EXPECTED_ALL = sorted(
         "ProviderError",
         "ProviderHTTPError",
         "ProviderProtocolError",
+        "ProviderStreamCut",
         "ProviderTimeout",
         "Quota",
         "QuotaExceededError",

@@ -31,7 +31,7 @@ from provider_server import (
     running_server,
 )
 
-from loom_nb.errors import ProviderHTTPError, ProviderProtocolError, ProviderTimeout, UsageError
+from loom_nb.errors import ProviderHTTPError, ProviderProtocolError, ProviderStreamCut, ProviderTimeout, UsageError
 from loom_nb.messages import Message, ModelRequest, ModelResponse, ToolCall, ToolSpec, Usage
 from loom_nb.providers import AnthropicMessages, ModelProvider, OpenAIChat
 from loom_nb.providers.http import HTTPProvider, error_detail, parse_arguments, parse_retry_after
@@ -633,10 +633,11 @@ async def test_openai_stream_ignores_other_choices_and_events_after_done() -> No
     assert (resp.message.text, resp.finish_reason, resp.usage) == ("kept", None, Usage())
 
 
-async def test_an_empty_stream_is_a_protocol_error() -> None:
+async def test_an_empty_stream_is_a_retryable_cut_stream() -> None:
     model = OpenAIChat("m", api_key=KEY, transport=sse_reply(": nothing\n\n").transport)
-    with pytest.raises(ProviderProtocolError, match=r"ended before data: \[DONE\] \(after no complete event\)$"):
+    with pytest.raises(ProviderStreamCut, match=r"ended before data: \[DONE\] \(after no complete event\): ") as info:
         await model.complete(ASK)
+    assert info.value.retryable
 
 
 def test_providers_satisfy_the_protocol_and_validate_arguments() -> None:

@@ -18,7 +18,13 @@ from typing import Any, ClassVar, Protocol, Self
 
 import httpx
 
-from loom_nb.errors import ProviderHTTPError, ProviderProtocolError, ProviderTimeout, UsageError
+from loom_nb.errors import (
+    ProviderHTTPError,
+    ProviderProtocolError,
+    ProviderStreamCut,
+    ProviderTimeout,
+    UsageError,
+)
 from loom_nb.messages import ModelRequest, ModelResponse
 from loom_nb.providers.base import DeltaSink
 from loom_nb.providers.redaction import Redactor, credentials_in
@@ -300,7 +306,8 @@ class HTTPProvider:
             UsageError: No API key is configured.
             ProviderHTTPError: The API answered with an error status (retryable for 429 and 5xx).
             ProviderTimeout: The call timed out or the connection failed (retryable).
-            ProviderProtocolError: The response or stream was malformed or cut short.
+            ProviderStreamCut: The stream ended cleanly before its terminal event (retryable).
+            ProviderProtocolError: The response or stream was malformed.
         """
         key = self._key()
         body = self._build_body(request)
@@ -403,8 +410,9 @@ class HTTPProvider:
                 f"{excerpt(str(exc), 200)}) after {_received(count, last)}"
             ) from None
         if not state.done:
-            raise ProviderProtocolError(
-                f"the stream from {self._display_url} ended before {self.terminal} (after {_received(count, last)})"
+            raise ProviderStreamCut(
+                f"the stream from {self._display_url} ended before {self.terminal} (after {_received(count, last)}): "
+                "the server closed it mid-answer; the call can be retried (the agent's retry ring does so)"
             )
         await _drain(events)
         try:
