@@ -54,7 +54,7 @@ from loom_nb.errors import (
     UsageError,
 )
 from loom_nb.kernel import Decision, ExecutionContext, GateRequest, InDoubtResolution, flow
-from loom_nb.messages import Message, ModelRequest, ModelResponse, ToolCall, Usage
+from loom_nb.messages import Message, ModelRequest, ModelResponse, ReasoningBlock, ToolCall, Usage
 from loom_nb.providers import ModelProvider, ScriptedModel
 from loom_nb.providers.anthropic import AnthropicMessages
 from loom_nb.providers.openai import OpenAIChat
@@ -128,6 +128,7 @@ __all__ = [
     "ProviderTimeout",
     "Quota",
     "QuotaExceededError",
+    "ReasoningBlock",
     "ResumeValidationError",
     "RetriesExhaustedError",
     "RetryPolicy",

@@ -16,6 +16,11 @@ from loom_nb.journal.canonical import canonical_json
 Role = Literal["system", "user", "assistant", "tool"]
 
 
+def _empty(value: Any) -> bool:
+    """True for a field added after the journal format was fixed, left at its empty default (not dumped)."""
+    return not value
+
+
 class ToolCall(BaseModel):
     """A tool call the model asked for.
 
@@ -34,6 +39,28 @@ class ToolCall(BaseModel):
     raw_arguments: str | None = None
 
 
+class ReasoningBlock(BaseModel):
+    """A block of the model's reasoning (Anthropic's extended thinking), kept to be sent back unchanged.
+
+    The provider signs each block; a tool loop with thinking on must send the blocks of the last
+    assistant turn back exactly as received, so they are journaled with the model step's output.
+
+    Attributes:
+        type: ``thinking`` (readable reasoning and its signature) or ``redacted_thinking`` (encrypted
+            reasoning, in ``data``).
+        text: The reasoning text (``thinking`` blocks; empty when the provider omits it).
+        signature: The provider's signature over the block (``thinking`` blocks).
+        data: The encrypted reasoning (``redacted_thinking`` blocks).
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    type: Literal["thinking", "redacted_thinking"] = "thinking"
+    text: str = ""
+    signature: str = ""
+    data: str = ""
+
+
 class Message(BaseModel):
     """One message of a transcript.
 
@@ -45,6 +72,9 @@ class Message(BaseModel):
         name: The tool's name (tool messages only).
         is_error: True for a tool result that reports an error to the model.
         tainted: True when the text came from an untrusted source; the guard fences it.
+        reasoning: The model's reasoning blocks, in the order received (assistant messages only).
+            Left out of every dump while empty, so messages without reasoning serialize (and are
+            journaled, digested and counted) exactly as before the field existed.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -56,6 +86,7 @@ class Message(BaseModel):
     name: str | None = None
     is_error: bool = False
     tainted: bool = False
+    reasoning: tuple[ReasoningBlock, ...] = Field(default=(), exclude_if=_empty)
 
     @classmethod
     def system(cls, text: str) -> Message:
@@ -85,6 +116,8 @@ class Usage(BaseModel):
         input_tokens: Prompt tokens.
         output_tokens: Completion tokens.
         cost: Cost in the provider's currency, if known.
+        reasoning_tokens: The part of ``output_tokens`` spent on reasoning, when the provider reports
+            it (left out of every dump while 0, like ``Message.reasoning``).
     """
 
     model_config = ConfigDict(frozen=True)
@@ -92,6 +125,7 @@ class Usage(BaseModel):
     input_tokens: int = 0
     output_tokens: int = 0
     cost: float | None = None
+    reasoning_tokens: int = Field(default=0, exclude_if=_empty)
 
     def __add__(self, other: Usage) -> Usage:
         cost = None if self.cost is None and other.cost is None else (self.cost or 0.0) + (other.cost or 0.0)
@@ -99,6 +133,7 @@ class Usage(BaseModel):
             input_tokens=self.input_tokens + other.input_tokens,
             output_tokens=self.output_tokens + other.output_tokens,
             cost=cost,
+            reasoning_tokens=self.reasoning_tokens + other.reasoning_tokens,
         )
 
 

@@ -173,6 +173,7 @@ EXPECTED_ALL = sorted(
         "ProviderTimeout",
         "Quota",
         "QuotaExceededError",
+        "ReasoningBlock",
         "ResumeValidationError",
         "RetriesExhaustedError",
         "RetryPolicy",

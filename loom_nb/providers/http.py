@@ -14,7 +14,7 @@ import time
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from types import TracebackType
-from typing import Any, ClassVar, Protocol, Self
+from typing import Any, ClassVar, Protocol, Self, TypedDict
 
 import httpx
 
@@ -124,6 +124,19 @@ class _Secret:
         return "<secret>"
 
     __str__ = __repr__
+
+
+class HTTPOptions(TypedDict, total=False):
+    """The keyword options of ``HTTPProvider`` (described there), for a subclass that adds its own:
+    ``def __init__(self, model, *, extra=..., **options: Unpack[HTTPOptions])``."""
+
+    base_url: str | None
+    api_key: str | None
+    transport: httpx.AsyncBaseTransport | None
+    timeout: float
+    extra_headers: Mapping[str, str] | None
+    stream: bool
+    max_tokens: int | None
 
 
 class StreamState(Protocol):

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Literal, Unpack, get_args
 
-from loom_nb.errors import ProviderHTTPError, ProviderProtocolError
+from loom_nb.errors import ProviderHTTPError, ProviderProtocolError, UsageError
 from loom_nb.messages import Message, ModelRequest, ModelResponse, ToolCall, Usage
-from loom_nb.providers.http import HTTPProvider, error_detail, excerpt, parse_arguments
+from loom_nb.providers.http import HTTPOptions, HTTPProvider, error_detail, excerpt, parse_arguments
 from loom_nb.providers.sse import SSEEvent, loads
 
 _FINISH = {"function_call": "tool_calls"}
+#: The ``reasoning_effort`` values the chat completions API takes (reasoning models).
+ReasoningEffort = Literal["none", "minimal", "low", "medium", "high", "xhigh", "max"]
 
 
 class OpenAIChat(HTTPProvider):
@@ -32,6 +34,8 @@ class OpenAIChat(HTTPProvider):
         stream: Stream the answer as server-sent events (True) or read one JSON body (False).
         max_tokens: The default output cap, sent as ``max_tokens`` (``ModelRequest.max_tokens``
             overrides it).
+        reasoning_effort: Sent as the ``reasoning_effort`` field (``"low"``, ``"medium"``,
+            ``"high"``...) for a reasoning model; None sends none.
     """
 
     name = "openai"
@@ -39,6 +43,17 @@ class OpenAIChat(HTTPProvider):
     path = "/chat/completions"
     terminal = "data: [DONE]"
     default_base_url = "https://api.openai.com/v1"
+
+    def __init__(
+        self, model: str, *, reasoning_effort: ReasoningEffort | None = None, **options: Unpack[HTTPOptions]
+    ) -> None:
+        super().__init__(model, **options)
+        if reasoning_effort is not None and reasoning_effort not in get_args(ReasoningEffort):
+            raise UsageError(
+                f"OpenAIChat(reasoning_effort=...) must be one of {', '.join(get_args(ReasoningEffort))} "
+                f"or None, got {reasoning_effort!r}"
+            )
+        self.reasoning_effort = reasoning_effort
 
     def _auth_headers(self, key: str) -> dict[str, str]:
         return {"authorization": f"Bearer {key}"} if key else {}
@@ -66,6 +81,8 @@ class OpenAIChat(HTTPProvider):
             body["max_tokens"] = max_tokens
         if request.temperature is not None:
             body["temperature"] = request.temperature
+        if self.reasoning_effort is not None:
+            body["reasoning_effort"] = self.reasoning_effort
         if self.stream:
             body["stream"] = True
             body["stream_options"] = {"include_usage": True}

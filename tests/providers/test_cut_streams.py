@@ -13,15 +13,7 @@ import re
 from collections.abc import Iterator
 
 import pytest
-from provider_server import (
-    Cut,
-    Malformed,
-    ProviderServer,
-    Reply,
-    anthropic_events,
-    openai_events,
-    running_server,
-)
+from provider_server import Cut, Malformed, ProviderServer, Reply, anthropic_events, openai_events, running_server
 
 import loom_nb as loom
 from loom_nb.errors import ProviderProtocolError, ProviderStreamCut
