@@ -10,10 +10,9 @@ from __future__ import annotations
 
 import pickle
 import re
-from collections.abc import Iterator
 
 import pytest
-from provider_server import Cut, Malformed, ProviderServer, Reply, anthropic_events, openai_events, running_server
+from provider_server import Cut, Malformed, ProviderServer, Reply, anthropic_events, openai_events
 
 import loom_nb as loom
 from loom_nb.errors import ProviderProtocolError, ProviderStreamCut
@@ -27,18 +26,6 @@ KEY = "sk-test-CUT-5e6f7a8b9c0d"
 ASK = ModelRequest(messages=(Message.user("hi"),))
 WIRES = ["openai", "anthropic"]
 TERMINAL = {"openai": "data: [DONE]", "anthropic": "message_stop"}
-
-
-@pytest.fixture(autouse=True)
-def _no_proxies(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
-        monkeypatch.delenv(name, raising=False)
-
-
-@pytest.fixture
-def server() -> Iterator[ProviderServer]:
-    with running_server() as s:
-        yield s
 
 
 def make(wire: str, url: str) -> HTTPProvider:
