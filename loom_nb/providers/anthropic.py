@@ -86,10 +86,9 @@ class AnthropicMessages(HTTPProvider):
         return headers
 
     def _build_body(self, request: ModelRequest) -> dict[str, Any]:
-        max_tokens = request.max_tokens if request.max_tokens is not None else self.max_tokens
         body: dict[str, Any] = {
             "model": request.model or self.model,
-            "max_tokens": max_tokens,
+            "max_tokens": request.max_tokens if request.max_tokens is not None else self.max_tokens,
             "messages": _messages(request.messages),
         }
         if self.thinking is not None:
@@ -154,8 +153,7 @@ def _thinking_config(thinking: Mapping[str, Any] | None, max_tokens: int | None)
             f'e.g. thinking={{"type": "enabled", "budget_tokens": 2048}}; got {thinking!r}'
         )
     config = dict(thinking)
-    if kind == "enabled":
-        _check_budget(config, max_tokens, "max_tokens")
+    _check_budget(config, max_tokens, "max_tokens")
     return config
 
 
