@@ -46,6 +46,7 @@ from loom_nb.errors import (
     ProviderError,
     ProviderHTTPError,
     ProviderProtocolError,
+    ProviderStreamCut,
     ProviderTimeout,
     QuotaExceededError,
     ResumeValidationError,
@@ -53,7 +54,7 @@ from loom_nb.errors import (
     UsageError,
 )
 from loom_nb.kernel import Decision, ExecutionContext, FlowContext, GateRequest, InDoubtResolution, flow
-from loom_nb.messages import Message, ModelRequest, ModelResponse, ToolCall, Usage
+from loom_nb.messages import Message, ModelRequest, ModelResponse, ReasoningBlock, ToolCall, Usage
 from loom_nb.providers import ModelProvider, ScriptedModel
 from loom_nb.providers.anthropic import AnthropicMessages
 from loom_nb.providers.openai import OpenAIChat
@@ -124,9 +125,11 @@ __all__ = [
     "ProviderError",
     "ProviderHTTPError",
     "ProviderProtocolError",
+    "ProviderStreamCut",
     "ProviderTimeout",
     "Quota",
     "QuotaExceededError",
+    "ReasoningBlock",
     "ResumeValidationError",
     "RetriesExhaustedError",
     "RetryPolicy",

@@ -20,8 +20,9 @@
     │   └── ToolArgumentsError
     ├── ProviderError              a model provider's failure
     │   ├── ProviderHTTPError      status, body, retry_after
-    │   ├── ProviderTimeout
+    │   ├── ProviderTimeout        no answer in time, or the connection failed (retryable)
     │   └── ProviderProtocolError  a malformed response or stream
+    │       └── ProviderStreamCut  a stream that ended cleanly before its last event (retryable)
     └── FlowNotFoundError          a flow name no cell has registered (also a UsageError)
 
 ``Suspend`` derives from ``BaseException`` so a user's ``except Exception`` cannot swallow it.
@@ -149,6 +150,17 @@ class ProviderTimeout(ProviderError):
 
 class ProviderProtocolError(ProviderError):
     """The provider's response or stream was malformed."""
+
+
+class ProviderStreamCut(ProviderProtocolError):
+    """A stream closed cleanly before its terminal event (``message_stop``, ``data: [DONE]``). Retryable.
+
+    A connection reset mid-stream is a ``ProviderTimeout``; an early clean end of the body is the same
+    fault seen from the other side (a proxy or load balancer closing an idle or long stream), so it is
+    retried the same way. The partial answer is discarded: the retry asks for the whole answer again.
+    """
+
+    retryable = True
 
 
 def rebuild_error(cls: type[BaseException], args: tuple[Any, ...], state: dict[str, Any]) -> BaseException:

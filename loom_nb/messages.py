@@ -16,8 +16,9 @@ from loom_nb.journal.canonical import canonical_json
 Role = Literal["system", "user", "assistant", "tool"]
 
 
-def _is_none(value: object) -> bool:
-    return value is None
+def _empty(value: Any) -> bool:
+    """True for a field added after the journal format was fixed, left at its empty default (not dumped)."""
+    return not value
 
 
 class ToolCall(BaseModel):
@@ -38,6 +39,28 @@ class ToolCall(BaseModel):
     raw_arguments: str | None = None
 
 
+class ReasoningBlock(BaseModel):
+    """A block of the model's reasoning (Anthropic's extended thinking), kept to be sent back unchanged.
+
+    The provider signs each block; a tool loop with thinking on must send the blocks of the last
+    assistant turn back exactly as received, so they are journaled with the model step's output.
+
+    Attributes:
+        type: ``thinking`` (readable reasoning and its signature) or ``redacted_thinking`` (encrypted
+            reasoning, in ``data``).
+        text: The reasoning text (``thinking`` blocks; empty when the provider omits it).
+        signature: The provider's signature over the block (``thinking`` blocks).
+        data: The encrypted reasoning (``redacted_thinking`` blocks).
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    type: Literal["thinking", "redacted_thinking"] = "thinking"
+    text: str = ""
+    signature: str = ""
+    data: str = ""
+
+
 class Message(BaseModel):
     """One message of a transcript.
 
@@ -51,6 +74,9 @@ class Message(BaseModel):
         tainted: True when the text came from an untrusted source; the guard fences it.
         refusal: The model's refusal, kept apart from ``text`` (assistant messages only), or None.
             Left out of dumps when None, so transcripts without refusals serialize as before.
+        reasoning: The model's reasoning blocks, in the order received (assistant messages only).
+            Left out of every dump while empty, so messages without reasoning serialize (and are
+            journaled, digested and counted) exactly as before the field existed.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -62,7 +88,8 @@ class Message(BaseModel):
     name: str | None = None
     is_error: bool = False
     tainted: bool = False
-    refusal: str | None = Field(default=None, exclude_if=_is_none)
+    refusal: str | None = Field(default=None, exclude_if=_empty)
+    reasoning: tuple[ReasoningBlock, ...] = Field(default=(), exclude_if=_empty)
 
     @classmethod
     def system(cls, text: str) -> Message:
@@ -92,6 +119,8 @@ class Usage(BaseModel):
         input_tokens: Prompt tokens.
         output_tokens: Completion tokens.
         cost: Cost in the provider's currency, if known.
+        reasoning_tokens: The part of ``output_tokens`` spent on reasoning, when the provider reports
+            it (left out of every dump while 0, like ``Message.reasoning``).
     """
 
     model_config = ConfigDict(frozen=True)
@@ -99,6 +128,7 @@ class Usage(BaseModel):
     input_tokens: int = 0
     output_tokens: int = 0
     cost: float | None = None
+    reasoning_tokens: int = Field(default=0, exclude_if=_empty)
 
     def __add__(self, other: Usage) -> Usage:
         cost = None if self.cost is None and other.cost is None else (self.cost or 0.0) + (other.cost or 0.0)
@@ -106,6 +136,7 @@ class Usage(BaseModel):
             input_tokens=self.input_tokens + other.input_tokens,
             output_tokens=self.output_tokens + other.output_tokens,
             cost=cost,
+            reasoning_tokens=self.reasoning_tokens + other.reasoning_tokens,
         )
 
 

@@ -15,11 +15,17 @@ import time
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from types import TracebackType
-from typing import Any, ClassVar, Protocol, Self
+from typing import Any, ClassVar, Protocol, Self, TypedDict
 
 import httpx
 
-from loom_nb.errors import ProviderHTTPError, ProviderProtocolError, ProviderTimeout, UsageError
+from loom_nb.errors import (
+    ProviderHTTPError,
+    ProviderProtocolError,
+    ProviderStreamCut,
+    ProviderTimeout,
+    UsageError,
+)
 from loom_nb.messages import ModelRequest, ModelResponse
 from loom_nb.providers.base import DeltaSink
 from loom_nb.providers.redaction import Redactor, credentials_in
@@ -228,6 +234,19 @@ class _Secret:
     __str__ = __repr__
 
 
+class HTTPOptions(TypedDict, total=False):
+    """The keyword options of ``HTTPProvider`` (described there), for a subclass that adds its own:
+    ``def __init__(self, model, *, extra=..., **options: Unpack[HTTPOptions])``."""
+
+    base_url: str | None
+    api_key: str | None
+    transport: httpx.AsyncBaseTransport | None
+    timeout: float
+    extra_headers: Mapping[str, str] | None
+    stream: bool
+    max_tokens: int | None
+
+
 class StreamState(Protocol):
     """What a client's stream parser keeps while events arrive."""
 
@@ -408,7 +427,8 @@ class HTTPProvider:
             UsageError: No API key is configured.
             ProviderHTTPError: The API answered with an error status (retryable for 429 and 5xx).
             ProviderTimeout: The call timed out or the connection failed (retryable).
-            ProviderProtocolError: The response or stream was malformed or cut short.
+            ProviderStreamCut: The stream ended cleanly before its terminal event (retryable).
+            ProviderProtocolError: The response or stream was malformed.
         """
         key = self._key()
         body = self._build_body(request)
@@ -511,8 +531,9 @@ class HTTPProvider:
                 f"{excerpt(str(exc), 200)}) after {_received(count, last)}"
             ) from None
         if not state.done:
-            raise ProviderProtocolError(
-                f"the stream from {self._display_url} ended before {self.terminal} (after {_received(count, last)})"
+            raise ProviderStreamCut(
+                f"the stream from {self._display_url} ended before {self.terminal} (after {_received(count, last)}): "
+                "the server closed it mid-answer; the call can be retried (the agent's retry ring does so)"
             )
         await _drain(events)
         try:

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Literal, Unpack, get_args
 
 from loom_nb.errors import ProviderHTTPError, ProviderProtocolError, UsageError
 from loom_nb.messages import Message, ModelRequest, ModelResponse, ToolCall, Usage
-from loom_nb.providers.http import HTTPProvider, error_detail, error_status, excerpt, parse_arguments
+from loom_nb.providers.http import HTTPOptions, HTTPProvider, error_detail, error_status, excerpt, parse_arguments
 from loom_nb.providers.sse import SSEEvent, loads
 
 _FINISH = {"function_call": "tool_calls"}
@@ -17,6 +17,8 @@ MAX_TOKENS_FIELDS = ("max_completion_tokens", "max_tokens")
 EMPTY_ARGUMENTS = "{}"
 #: Put before a tool result that reports an error: the wire has no ``is_error`` flag.
 ERROR_PREFIX = "Error: "
+#: The ``reasoning_effort`` values the chat completions API takes (reasoning models).
+ReasoningEffort = Literal["none", "minimal", "low", "medium", "high", "xhigh", "max"]
 
 
 class OpenAIChat(HTTPProvider):
@@ -42,8 +44,12 @@ class OpenAIChat(HTTPProvider):
             ``OpenAI-Organization``), ``stream`` and ``max_tokens`` (the default output cap;
             ``ModelRequest.max_tokens`` overrides it).
 
+        reasoning_effort: Sent as the ``reasoning_effort`` field (``"low"``, ``"medium"``,
+            ``"high"``...) for a reasoning model; None sends none.
+
     Raises:
-        UsageError: ``max_tokens_field`` is not one of ``MAX_TOKENS_FIELDS``, or an option is wrong.
+        UsageError: ``max_tokens_field`` is not one of ``MAX_TOKENS_FIELDS``, ``reasoning_effort`` is
+            not a known value, or an option is wrong.
     """
 
     name = "openai"
@@ -52,14 +58,27 @@ class OpenAIChat(HTTPProvider):
     terminal = "data: [DONE]"
     default_base_url = "https://api.openai.com/v1"
 
-    def __init__(self, model: str, *, max_tokens_field: str = "max_completion_tokens", **options: Any) -> None:
+    def __init__(
+        self,
+        model: str,
+        *,
+        max_tokens_field: str = "max_completion_tokens",
+        reasoning_effort: ReasoningEffort | None = None,
+        **options: Unpack[HTTPOptions],
+    ) -> None:
         if max_tokens_field not in MAX_TOKENS_FIELDS:
             raise UsageError(
                 f"max_tokens_field must be one of {', '.join(map(repr, MAX_TOKENS_FIELDS))}, got "
                 f"{max_tokens_field!r}: use 'max_tokens' only for a server that rejects max_completion_tokens"
             )
+        if reasoning_effort is not None and reasoning_effort not in get_args(ReasoningEffort):
+            raise UsageError(
+                f"OpenAIChat(reasoning_effort=...) must be one of {', '.join(get_args(ReasoningEffort))} "
+                f"or None, got {reasoning_effort!r}"
+            )
         super().__init__(model, **options)
         self.max_tokens_field = max_tokens_field
+        self.reasoning_effort = reasoning_effort
 
     def _auth_headers(self, key: str) -> dict[str, str]:
         return {"authorization": f"Bearer {key}"} if key else {}
@@ -87,6 +106,8 @@ class OpenAIChat(HTTPProvider):
             body[self.max_tokens_field] = max_tokens
         if request.temperature is not None:
             body["temperature"] = request.temperature
+        if self.reasoning_effort is not None:
+            body["reasoning_effort"] = self.reasoning_effort
         if self.stream:
             body["stream"] = True
             body["stream_options"] = {"include_usage": True}

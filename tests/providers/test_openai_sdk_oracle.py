@@ -1,7 +1,7 @@
 """The official ``openai`` SDK as the oracle for the chat-completions wire (a dev dependency only).
 
 Requests: every body loom sends, over a representative set of transcripts and options, fits the
-SDK's ``CompletionCreateParams`` TypedDicts with no unknown key at any depth (``strict_types``),
+SDK's ``CompletionCreateParams`` TypedDicts with no unknown key at any depth (``typed_dict_check``),
 and the checker is shown to catch an unknown nested key. Responses: the same byte streams, built
 from the SDK's own chunk models, go through loom and through the SDK's accumulator
 (``ChatCompletionStreamState``); the text, refusal, tool calls, finish reason, usage and id must
@@ -36,7 +36,7 @@ from openai.types.chat.chat_completion_chunk import (
 import loom_nb
 from loom_nb.messages import Message, ModelRequest, ModelResponse, ToolCall, ToolSpec
 from loom_nb.providers.openai import OpenAIChat
-from tests.providers.strict_types import violations
+from tests.providers.typed_dict_check import violations
 
 KEY = "sk-test-oracle-0123456789abcdef"
 #: A schema with nesting, an enum and a default: the strict check must not look inside ``parameters``.
@@ -137,18 +137,19 @@ async def test_the_strict_check_rejects_unknown_keys_at_any_depth_and_wrong_type
         b["messages"][5]["tool_calls"][0]["function"]["is_error"] = True
 
     found = broken(nested_key)
-    assert "$.messages[5].tool_calls[0].function: unknown key 'is_error' for Function" in found
+    assert any(v.startswith("$.messages[5].tool_calls[0].function: unknown key 'is_error' for Function") for v in found)
     assert any(
         "unknown key 'strictness'" in v for v in broken(lambda b: b["tools"][0]["function"].update(strictness=1))
     )
     assert any("unknown key 'usage'" in v for v in broken(lambda b: b["stream_options"].update(usage=True)))
-    assert "$: unknown key 'max_output_tokens' for CompletionCreateParamsStreaming" in broken(
-        lambda b: b.update(max_output_tokens=5)
+    assert any(
+        v.startswith("$: unknown key 'max_output_tokens' for CompletionCreateParamsStreaming")
+        for v in broken(lambda b: b.update(max_output_tokens=5))
     )
     assert any(
         "missing required key 'tool_call_id'" in v for v in broken(lambda b: b["messages"][6].pop("tool_call_id"))
     )
-    assert any("expected str, got 7" in v for v in broken(lambda b: b["messages"][6].update(content=7)))
+    assert any("7 is not a str" in v for v in broken(lambda b: b["messages"][6].update(content=7)))
     with pytest.raises(TypeError, match="does not know the annotation"):
         violations(1, complex)
 

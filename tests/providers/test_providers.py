@@ -18,8 +18,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from loom_nb.errors import ProviderHTTPError, ProviderProtocolError, ProviderTimeout, UsageError
-from loom_nb.messages import Message, ModelRequest, ModelResponse, ToolCall, ToolSpec, Usage
+from loom_nb.errors import ProviderHTTPError, ProviderProtocolError, ProviderStreamCut, ProviderTimeout, UsageError
+from loom_nb.messages import Message, ModelRequest, ModelResponse, ReasoningBlock, ToolCall, ToolSpec, Usage
 from loom_nb.providers import AnthropicMessages, ModelProvider, OpenAIChat
 from loom_nb.providers.http import HTTPProvider, error_detail, parse_arguments, parse_retry_after
 from loom_nb.providers.sse import SSEDecoder, SSEEvent, aiter_sse, aiter_sse_bytes, loads
@@ -454,8 +454,11 @@ async def test_non_streaming_parse_and_finish_reason_mapping() -> None:
     resp = await AnthropicMessages("m", api_key=KEY, transport=json_reply(doc).transport, stream=False).complete(
         ASK, on_delta=seen.append
     )
+    call = ToolCall(id="t1", name="weather", arguments={"city": "Oslo"})
     assert resp == ModelResponse(
-        message=Message.assistant("Let me look.", [ToolCall(id="t1", name="weather", arguments={"city": "Oslo"})]),
+        message=Message(
+            role="assistant", text="Let me look.", tool_calls=(call,), reasoning=(ReasoningBlock(text="hmm"),)
+        ),
         usage=Usage(input_tokens=105, output_tokens=9),
         finish_reason="tool_calls",
         response_id="msg_9",
@@ -534,7 +537,7 @@ def _ev(data: dict[str, Any]) -> str:
     return f"event: {data['type']}\ndata: {json.dumps(data)}\n\n"
 
 
-async def test_anthropic_stream_skips_thinking_and_takes_input_from_block_start() -> None:
+async def test_anthropic_stream_keeps_thinking_out_of_the_deltas_and_takes_input_from_block_start() -> None:
     start = {"id": "msg_t", "usage": {"input_tokens": 4, "output_tokens": 1}}
     stream = "".join(
         [
@@ -578,8 +581,9 @@ async def test_anthropic_stream_skips_thinking_and_takes_input_from_block_start(
     resp = await AnthropicMessages("m", api_key=KEY, transport=sse_reply(stream).transport).complete(
         ASK, on_delta=seen.append
     )
+    thinking = (ReasoningBlock(text="hm", signature="s"),)
     assert resp == ModelResponse(
-        message=Message.assistant("", [ToolCall(id="t1", name="now")]),
+        message=Message(role="assistant", tool_calls=(ToolCall(id="t1", name="now"),), reasoning=thinking),
         usage=Usage(input_tokens=4, output_tokens=6),
         finish_reason="tool_calls",
         response_id="msg_t",
@@ -617,10 +621,11 @@ async def test_openai_stream_ignores_other_choices_and_events_after_done() -> No
     assert (resp.message.text, resp.finish_reason, resp.usage) == ("kept", None, Usage())
 
 
-async def test_an_empty_stream_is_a_protocol_error() -> None:
+async def test_an_empty_stream_is_a_retryable_cut_stream() -> None:
     model = OpenAIChat("m", api_key=KEY, transport=sse_reply(": nothing\n\n").transport)
-    with pytest.raises(ProviderProtocolError, match=r"ended before data: \[DONE\] \(after no complete event\)$"):
+    with pytest.raises(ProviderStreamCut, match=r"ended before data: \[DONE\] \(after no complete event\): ") as info:
         await model.complete(ASK)
+    assert info.value.retryable
 
 
 def test_providers_satisfy_the_protocol_and_validate_arguments() -> None:
