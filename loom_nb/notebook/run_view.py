@@ -14,7 +14,8 @@ Every widget has a stable CSS class (``loom-run``, ``loom-run-status``, ``loom-t
 ``loom-stream``, ``loom-tools``, ``loom-tool-row``, ``loom-card``, ``loom-approval``,
 ``loom-in-doubt``, ``loom-approve``, ``loom-refuse``, ``loom-reason``, ``loom-output``,
 ``loom-happened``, ``loom-run-again``, ``loom-fail``, ``loom-card-status``, ``loom-answer``,
-``loom-error``, ``loom-usage``), and every object a useful ``text/plain`` form for front ends
+``loom-error``, ``loom-usage``, ``loom-thinking`` (the model's reasoning, collapsed)), and every
+object a useful ``text/plain`` form for front ends
 without widgets (plain IPython, nbval).
 """
 
@@ -58,7 +59,23 @@ STYLE = """<style>
 .loom-answer { border-top: 1px solid #ddd; }
 .loom-error { color: #c62828; }
 .loom-usage { color: #666; font-size: 12px; }
+.loom-thinking summary { color: #666; cursor: pointer; font-size: 12px; }
+.loom-thinking pre { white-space: pre-wrap; color: #555; font-size: 12px; }
 </style>"""
+
+
+def thinking_text(block: dict[str, Any]) -> str:
+    """What a reasoning block shows: its text, or why there is none (never its signature or data)."""
+    if block.get("type") == "redacted_thinking":
+        return "[redacted by the provider]"
+    return str(block.get("text") or "") or "[thinking not shown by the provider]"
+
+
+def thinking_html(blocks: list[dict[str, Any]], tokens: int) -> str:
+    """The model's reasoning as a collapsed ``<details>`` section (class ``loom-thinking``)."""
+    counts = f"{len(blocks)} block(s)" + (f" · {tokens} reasoning tokens" if tokens else "")
+    body = "\n\n".join(html.escape(thinking_text(b)) for b in blocks)
+    return f"<details class='loom-thinking'><summary>Thinking ({counts})</summary><pre>{body}</pre></details>"
 
 
 class ToolRow:
@@ -163,6 +180,9 @@ class RunView(TextForm, widgets.VBox):  # type: ignore[misc]
         self.state = RunState(execution_id=run.id)
         self.cards: dict[str, GateCard] = {}
         self.tool_rows: dict[str, ToolRow] = {}
+        #: The model's reasoning blocks so far (``{"text", "signature"}`` or redacted ``{"type", "data"}``).
+        self.reasoning: list[dict[str, Any]] = []
+        self.reasoning_tokens = 0
         self.turn = 0
         self.deltas = 0
         self._parts: list[str] = []
@@ -187,13 +207,23 @@ class RunView(TextForm, widgets.VBox):  # type: ignore[misc]
         self.tools.add_class("loom-tools")
         self.cards_box = widgets.VBox()
         self.cards_box.add_class("loom-cards")
+        self.thinking = html_widget("loom-thinking")
         self.answer = html_widget("loom-answer")
         self.error = html_widget("loom-error")
         self.usage = html_widget("loom-usage")
         style = html_widget("loom-style", STYLE)
         header = widgets.HBox([style, self.title, self.status, self.progress, self.turn_label])
         super().__init__(
-            children=[header, self.stream, self.tools, self.cards_box, self.answer, self.error, self.usage]
+            children=[
+                header,
+                self.stream,
+                self.thinking,
+                self.tools,
+                self.cards_box,
+                self.answer,
+                self.error,
+                self.usage,
+            ]
         )
         self.add_class("loom-run")
 
@@ -300,7 +330,21 @@ class RunView(TextForm, widgets.VBox):  # type: ignore[misc]
             )
             if not self._loading:
                 self._render_usage()
+        if kind == EventKind.STEP_COMPLETED and step.kind == step_ids.MODEL_KIND:
+            self._take_reasoning(step)
         self._refresh_row(step.step_id)
+
+    def _take_reasoning(self, step: StepState) -> None:
+        """Keep the model step's reasoning blocks (extended thinking) and show them collapsed."""
+        output = step.output if isinstance(step.output, dict) else {}
+        message = output.get("message") if isinstance(output.get("message"), dict) else {}
+        blocks = [b for b in (message or {}).get("reasoning") or () if isinstance(b, dict)]
+        if not blocks:
+            return
+        self.reasoning.extend(blocks)
+        usage = output.get("usage") if isinstance(output.get("usage"), dict) else {}
+        self.reasoning_tokens += int((usage or {}).get("reasoning_tokens") or 0)
+        self.thinking.value = thinking_html(self.reasoning, self.reasoning_tokens)
 
     def _on_change(self, run: Run) -> None:
         try:
@@ -419,6 +463,8 @@ class RunView(TextForm, widgets.VBox):  # type: ignore[misc]
         streamed = "".join(self._parts).strip()
         if streamed:
             lines += ["  " + line for line in streamed.splitlines()]
+        if self.reasoning:
+            lines.append(f"  thinking: {len(self.reasoning)} block(s) (collapsed in the widget)")
         lines += ["  " + row.text() for row in self.tool_rows.values()]
         lines += ["  " + card.text() for card in self.cards.values()]
         if status == "suspended" and not self.cards:
