@@ -45,6 +45,9 @@ class Message(BaseModel):
         name: The tool's name (tool messages only).
         is_error: True for a tool result that reports an error to the model.
         tainted: True when the text came from an untrusted source; the guard fences it.
+        reasoning_items: Reasoning items a provider wants back verbatim on the next turn (assistant
+            messages only; OpenAI Responses ``reasoning`` items: id, summary, encrypted content).
+            Other providers ignore them.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -56,6 +59,7 @@ class Message(BaseModel):
     name: str | None = None
     is_error: bool = False
     tainted: bool = False
+    reasoning_items: tuple[dict[str, Any], ...] = ()
 
     @classmethod
     def system(cls, text: str) -> Message:

@@ -164,6 +164,7 @@ EXPECTED_ALL = sorted(
         "NonDeterminismError",
         "NotAuthorizedError",
         "OpenAIChat",
+        "OpenAIResponses",
         "Principal",
         "PromptIntegrityError",
         "ProviderError",

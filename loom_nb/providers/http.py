@@ -255,6 +255,10 @@ class HTTPProvider:
 
     # -- the call -------------------------------------------------------------------------------
 
+    def output_cap(self, request: ModelRequest) -> int | None:
+        """The output token cap for ``request``: its own ``max_tokens``, else the provider's."""
+        return request.max_tokens if request.max_tokens is not None else self.max_tokens
+
     def _build_body(self, request: ModelRequest) -> dict[str, Any]:
         raise NotImplementedError
 
