@@ -176,32 +176,16 @@ async def main() -> None:
     parser.add_argument("--deltas", type=int, default=200)
     parser.add_argument("--runs", type=int, default=1000)
     args = parser.parse_args()
-    o_body, a_body, r_body = openai_stream(args.deltas), anthropic_stream(args.deltas), responses_stream(args.deltas)
-    print(
-        f"{args.deltas}-delta stream, median of {args.runs} paired runs "
-        f"(OpenAI {len(o_body)} B, Anthropic {len(a_body)} B, Responses {len(r_body)} B)"
-    )
-    await bench(
-        "openai",
-        lambda t: OpenAIChat("m", api_key=BENCH_KEY, transport=t),
-        o_body,
-        "https://api.openai.com/v1/chat/completions",
-        args.runs,
-    )
-    await bench(
-        "anthropic",
-        lambda t: AnthropicMessages("m", api_key=BENCH_KEY, transport=t),
-        a_body,
-        "https://api.anthropic.com/v1/messages",
-        args.runs,
-    )
-    await bench(
-        "responses",
-        lambda t: OpenAIResponses("m", api_key=BENCH_KEY, transport=t),
-        r_body,
-        "https://api.openai.com/v1/responses",
-        args.runs,
-    )
+    wires: list[tuple[str, type[HTTPProvider], Callable[[int], bytes], str]] = [
+        ("openai", OpenAIChat, openai_stream, "https://api.openai.com/v1/chat/completions"),
+        ("anthropic", AnthropicMessages, anthropic_stream, "https://api.anthropic.com/v1/messages"),
+        ("responses", OpenAIResponses, responses_stream, "https://api.openai.com/v1/responses"),
+    ]
+    bodies = {name: stream(args.deltas) for name, _, stream, _ in wires}
+    sizes = ", ".join(f"{name} {len(body)} B" for name, body in bodies.items())
+    print(f"{args.deltas}-delta stream, median of {args.runs} paired runs ({sizes})")
+    for name, cls, _, url in wires:
+        await bench(name, lambda t, cls=cls: cls("m", api_key=BENCH_KEY, transport=t), bodies[name], url, args.runs)
 
 
 if __name__ == "__main__":

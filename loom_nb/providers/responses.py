@@ -11,11 +11,11 @@ from loom_nb.messages import Message, ModelRequest, ModelResponse, ToolCall, Usa
 from loom_nb.providers.http import HTTPProvider, error_detail, excerpt, parse_arguments
 from loom_nb.providers.sse import SSEEvent, loads
 
-# The HTTP status each error code of a failed response or ``error`` event stands for, so that
-# ``ProviderHTTPError.retryable`` means what it means for an HTTP answer. Codes not listed count as 500.
-ERROR_STATUS: dict[str, int] = {
+#: The HTTP status each error code of a failed response or an ``error`` event stands for, so that
+#: ``ProviderHTTPError.retryable`` means what it means for an HTTP answer (429 and 5xx retry). It holds
+#: every code the SDK's ``ResponseError`` lists, and the general codes the API also sends.
+RESPONSE_ERROR_STATUS: dict[str, int] = {
     "rate_limit_exceeded": 429,
-    "insufficient_quota": 429,
     "server_error": 500,
     "vector_store_timeout": 504,
     "invalid_request_error": 400,
@@ -38,8 +38,9 @@ ERROR_STATUS: dict[str, int] = {
     "empty_image_file": 400,
     "failed_to_download_image": 400,
     "image_file_not_found": 404,
-    "authentication_error": 401,
     "invalid_api_key": 401,
+    "authentication_error": 401,
+    "insufficient_quota": 402,  # billing: waiting does not help
     "permission_denied": 403,
     "model_not_found": 404,
 }
@@ -211,22 +212,34 @@ def assemble(response: dict[str, Any], output: Iterable[dict[str, Any]]) -> Mode
 def api_error(error: Any, body: str) -> ProviderHTTPError:
     """A failed response's ``error`` (or an ``error`` event) as a ``ProviderHTTPError``.
 
-    The status is the one ``ERROR_STATUS`` gives the error's code (500 for a code it does not
-    list), so 429 and 5xx codes are retryable and the rest are not.
+    The status is the error's numeric code, or the one ``RESPONSE_ERROR_STATUS`` gives its code or
+    type (500 for one it does not list), so 429 and 5xx are retryable and the rest are not.
     """
     err = error if isinstance(error, dict) else {}
     nested = err.get("error")
     if isinstance(nested, dict):  # {"type": "error", "error": {...}} from some compatible servers
         err = nested
-    code = next((c for c in (err.get("code"), err.get("type")) if isinstance(c, str) and c != "error"), None)
-    status = ERROR_STATUS.get(code, 500) if code else 500
+    code = next((c for c in (err.get("code"), err.get("type")) if c not in (None, "", "error")), None)
     given = err.get("message")
     message = given if isinstance(given, str) and given else error_detail(body)
     return ProviderHTTPError(
-        f"the OpenAI Responses API reported error {code or '(no code)'}: {excerpt(message, 300)}",
-        status_code=status,
+        f"the OpenAI Responses API reported error {code if code is not None else '(no code)'}: {excerpt(message, 300)}",
+        status_code=_status(err),
         body=body,
     )
+
+
+def _status(err: dict[str, Any]) -> int:
+    """A numeric code (400-599) as is, then a known ``code``, then a known ``type``, else 500."""
+    code = err.get("code")
+    if isinstance(code, str) and code.strip().isdigit():
+        code = int(code)
+    if isinstance(code, int) and not isinstance(code, bool) and 400 <= code < 600:
+        return code
+    for key in (code, err.get("type")):
+        if isinstance(key, str) and key in RESPONSE_ERROR_STATUS:
+            return RESPONSE_ERROR_STATUS[key]
+    return 500
 
 
 def _finish(response: dict[str, Any], calls: list[ToolCall]) -> str:

@@ -1,8 +1,8 @@
 """The official ``openai`` SDK as the test oracle for ``OpenAIResponses``.
 
 ``check_params`` validates a request body strictly against the SDK's ``ResponseCreateParams``
-TypedDicts: every key must be declared (at any depth), every required key present, every value of
-its declared type (unions: some member must accept the whole value). ``sdk_stream`` renders a
+TypedDicts with the shared walker ``strict_types.violations``: every key must be declared (at any
+depth), every required key present, every value of its declared type. ``sdk_stream`` renders a
 scripted answer as the SDK's own event models (``.model_dump_json()`` each) in the order the API
 sends them, and ``sdk_final`` reads bytes with the SDK's own client and stream accumulator.
 """
@@ -11,14 +11,11 @@ from __future__ import annotations
 
 import collections.abc
 import json
-import types
-import typing
 from dataclasses import dataclass, field
-from typing import Any, Literal, Union
+from typing import Any
 
 import httpx
 import openai
-import typing_extensions
 from openai.types.responses import (
     Response,
     ResponseCompletedEvent,
@@ -44,9 +41,10 @@ from openai.types.responses.response_create_params import ResponseCreateParams
 from openai.types.responses.response_reasoning_item import Summary
 from openai.types.responses.response_usage import InputTokensDetails, OutputTokensDetails
 from pydantic import BaseModel
+from strict_types import violations
 
 # --------------------------------------------------------------------------------------------------
-# a strict validator over the SDK's TypedDicts
+# request bodies, checked strictly against the SDK's TypedDicts
 
 
 class ParamsError(AssertionError):
@@ -55,101 +53,9 @@ class ParamsError(AssertionError):
 
 def check_params(body: Any) -> None:
     """Raise ``ParamsError`` unless ``body`` is a ``ResponseCreateParams`` with no undeclared key."""
-    _check(body, ResponseCreateParams, "body")
-
-
-def _is_typeddict(tp: Any) -> bool:
-    return isinstance(tp, type) and typing_extensions.is_typeddict(tp)
-
-
-def _check(value: Any, tp: Any, path: str) -> None:
-    if tp is Any or tp is object:
-        return
-    if tp is type(None) or tp is None:
-        if value is not None:
-            raise ParamsError(f"{path}: expected null, got {value!r}")
-        return
-    origin = typing.get_origin(tp)
-    if origin is Union or origin is types.UnionType:
-        errors = []
-        for member in typing.get_args(tp):
-            try:
-                _check(value, member, path)
-            except ParamsError as exc:
-                errors.append(str(exc))
-            else:
-                return
-        raise ParamsError(f"{path}: no member of {tp} accepts {value!r}: " + " | ".join(errors))
-    if origin is Literal:
-        if value not in typing.get_args(tp) or isinstance(value, bool) != any(
-            isinstance(a, bool) for a in typing.get_args(tp)
-        ):
-            raise ParamsError(f"{path}: {value!r} is not one of {typing.get_args(tp)}")
-        return
-    if _is_typeddict(tp):
-        _check_typeddict(value, tp, path)
-        return
-    if origin in (dict, collections.abc.Mapping):
-        if not isinstance(value, dict):
-            raise ParamsError(f"{path}: expected an object, got {value!r}")
-        key_tp, value_tp = typing.get_args(tp) or (Any, Any)
-        for k, v in value.items():
-            _check(k, key_tp, f"{path}.<key>")
-            _check(v, value_tp, f"{path}.{k}")
-        return
-    if origin in (list, collections.abc.Iterable, collections.abc.Sequence) or (
-        isinstance(tp, type) and tp.__name__ == "SequenceNotStr"
-    ):
-        if not isinstance(value, list):
-            raise ParamsError(f"{path}: expected an array, got {value!r}")
-        (item_tp,) = typing.get_args(tp) or (Any,)
-        for i, v in enumerate(value):
-            _check(v, item_tp, f"{path}[{i}]")
-        return
-    if origin is not None and typing.get_args(tp) and getattr(origin, "__name__", "") == "SequenceNotStr":
-        _check(value, list[typing.get_args(tp)[0]], path)  # type: ignore[misc]
-        return
-    if tp is bool:
-        ok = isinstance(value, bool)
-    elif tp is int:
-        ok = isinstance(value, int) and not isinstance(value, bool)
-    elif tp is float:
-        ok = isinstance(value, int | float) and not isinstance(value, bool)
-    elif tp is str:
-        ok = isinstance(value, str)
-    else:
-        raise ParamsError(f"{path}: the validator does not know the type {tp!r} (value {value!r})")
-    if not ok:
-        raise ParamsError(f"{path}: expected {tp.__name__}, got {value!r}")
-
-
-def _check_typeddict(value: Any, tp: Any, path: str) -> None:
-    if not isinstance(value, dict):
-        raise ParamsError(f"{path}: expected an object ({tp.__name__}), got {value!r}")
-    hints = typing_extensions.get_type_hints(tp)
-    unknown = sorted(set(value) - set(hints))
-    if unknown:
-        raise ParamsError(f"{path}: {tp.__name__} has no key {unknown}")
-    missing = sorted(_required_keys(tp) - set(value))
-    if missing:
-        raise ParamsError(f"{path}: {tp.__name__} requires {missing}")
-    for key, v in value.items():
-        _check(v, hints[key], f"{path}.{key}")
-
-
-def _required_keys(tp: Any) -> set[str]:
-    """The keys ``tp`` requires. ``__required_keys__`` alone is wrong here: the SDK's modules use
-    ``from __future__ import annotations``, so a ``Required[...]`` in a ``total=False`` TypedDict is
-    a string the TypedDict machinery does not look into; the resolved hints show it."""
-    extras = typing_extensions.get_type_hints(tp, include_extras=True)
-    required = set(tp.__required_keys__)
-    for key, hint in extras.items():
-        origin = typing_extensions.get_origin(hint)
-        if origin is typing_extensions.Required:
-            required.add(key)
-        elif origin is typing_extensions.NotRequired:
-            required.discard(key)
-    return required
+    found = violations(body, ResponseCreateParams)
+    if found:
+        raise ParamsError("the body does not fit ResponseCreateParams:\n" + "\n".join(found[:20]))
 
 
 # --------------------------------------------------------------------------------------------------

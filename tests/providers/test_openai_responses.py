@@ -43,7 +43,7 @@ from responses_oracle import (
 import loom_nb as loom
 from loom_nb.errors import ProviderHTTPError, ProviderProtocolError
 from loom_nb.messages import Message, ModelRequest, ModelResponse, ToolCall, ToolSpec
-from loom_nb.providers.responses import ERROR_STATUS, OpenAIResponses
+from loom_nb.providers.responses import RESPONSE_ERROR_STATUS, OpenAIResponses
 from loom_nb.testing import FakeClock, SequentialIds
 
 KEY = "sk-test-responses-0123456789"
@@ -281,7 +281,8 @@ async def test_http_errors_are_typed_with_retry_after(status: int, retryable: bo
 
 
 @pytest.mark.parametrize(
-    ("code", "status"), [("rate_limit_exceeded", 429), ("server_error", 500), ("invalid_prompt", 400), (None, 500)]
+    ("code", "status"),
+    [("rate_limit_exceeded", 429), ("server_error", 500), ("invalid_prompt", 400), ("503", 503), (None, 500)],
 )
 async def test_an_error_event_is_a_typed_error_by_its_code(code: str | None, status: int) -> None:
     events = sdk_events(SdkAnswer(text=["Hel", "lo"]))[:5]
@@ -309,14 +310,14 @@ async def test_a_failed_response_is_a_typed_error_streamed_or_not() -> None:
 
 def test_every_error_code_the_sdk_knows_has_a_status() -> None:
     codes = typing.get_args(ResponseError.model_fields["code"].annotation)
-    assert codes and not set(codes) - set(ERROR_STATUS)
+    assert codes and not set(codes) - set(RESPONSE_ERROR_STATUS)
 
 
 async def test_a_200_error_body_is_a_typed_error() -> None:
     body = json.dumps({"error": {"message": "quota", "type": "insufficient_quota", "code": "insufficient_quota"}})
     with pytest.raises(ProviderHTTPError, match="insufficient_quota: quota") as info:
         await provider(answer(200, body), stream=False).complete(ASK)
-    assert info.value.status_code == 429
+    assert info.value.status_code == 402 and not info.value.retryable  # billing: waiting does not help
 
 
 @pytest.mark.parametrize("keep", [0, 3, 7, -1])
