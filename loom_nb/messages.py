@@ -41,13 +41,14 @@ class Message(BaseModel):
         role: ``system``, ``user``, ``assistant`` or ``tool``.
         text: The text content.
         tool_calls: Tool calls (assistant messages only).
+        reasoning_items: Reasoning items a provider wants back verbatim on the next turn (assistant
+            messages only; OpenAI Responses ``reasoning`` items: id, summary, encrypted content).
+            Other providers ignore them. Left out of dumps when empty, so transcripts without
+            them serialize (and count bytes) as before.
         tool_call_id: The call this message answers (tool messages only).
         name: The tool's name (tool messages only).
         is_error: True for a tool result that reports an error to the model.
         tainted: True when the text came from an untrusted source; the guard fences it.
-        reasoning_items: Reasoning items a provider wants back verbatim on the next turn (assistant
-            messages only; OpenAI Responses ``reasoning`` items: id, summary, encrypted content).
-            Other providers ignore them.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -55,11 +56,11 @@ class Message(BaseModel):
     role: Role
     text: str = ""
     tool_calls: tuple[ToolCall, ...] = ()
+    reasoning_items: tuple[dict[str, Any], ...] = Field(default=(), exclude_if=lambda items: not items)
     tool_call_id: str | None = None
     name: str | None = None
     is_error: bool = False
     tainted: bool = False
-    reasoning_items: tuple[dict[str, Any], ...] = ()
 
     @classmethod
     def system(cls, text: str) -> Message:
