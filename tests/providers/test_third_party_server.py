@@ -29,14 +29,8 @@ pytestmark = pytest.mark.slow
 KEY = "sk-third-party-0123456789"
 
 
-@pytest.fixture(autouse=True)
-def _no_proxies(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
-        monkeypatch.delenv(name, raising=False)
-
-
 @pytest.fixture(scope="module")
-def server() -> Iterator[MockLLM]:
+def llm() -> Iterator[MockLLM]:
     with running_mock_llm() as s:
         yield s
 
@@ -76,8 +70,8 @@ def runtime() -> loom.Runtime:
     return loom.Runtime.open(":memory:", clock=FakeClock(tick=0.01), ids=SequentialIds())
 
 
-def chat(server: MockLLM, *, stream: bool) -> loom.OpenAIChat:
-    return loom.OpenAIChat("gpt-mock", base_url=server.url + "/v1", api_key=KEY, stream=stream)
+def chat(llm: MockLLM, *, stream: bool) -> loom.OpenAIChat:
+    return loom.OpenAIChat("gpt-mock", base_url=llm.url + "/v1", api_key=KEY, stream=stream)
 
 
 # The second request must carry the assistant's two calls and both results, in order.
@@ -88,7 +82,7 @@ RESULTS_CAME_BACK = (
 )
 
 
-async def test_a_tool_loop_with_parallel_calls(server: MockLLM) -> None:
+async def test_a_tool_loop_with_parallel_calls(llm: MockLLM) -> None:
     calls = completion(
         {"content": None, "tool_calls": [call("call_oslo", "Oslo"), call("call_bergen", "Bergen")]},
         "tool_calls",
@@ -99,20 +93,20 @@ async def test_a_tool_loop_with_parallel_calls(server: MockLLM) -> None:
         "stop",
         (41, 9),
     )
-    server.rules(rule(CHAT, calls, sequence=0), rule(CHAT, json.dumps(answer), sequence=1, match=RESULTS_CAME_BACK))
+    llm.rules(rule(CHAT, calls, sequence=0), rule(CHAT, json.dumps(answer), sequence=1, match=RESULTS_CAME_BACK))
     rt = runtime()
-    agent = loom.Agent(model=chat(server, stream=False), tools=[weather], name="mock-llm-tools")
+    agent = loom.Agent(model=chat(llm, stream=False), tools=[weather], name="mock-llm-tools")
     result = await agent.run("Weather in Oslo and Bergen?", runtime=rt)
     assert result.output == "Oslo 12C light rain and Bergen 9C fog"
     assert (result.usage.input_tokens, result.usage.output_tokens) == (61, 16)
     rt.close()
 
 
-async def test_streamed_text_arrives_in_deltas(server: MockLLM) -> None:
+async def test_streamed_text_arrives_in_deltas(llm: MockLLM) -> None:
     text = "It is 12C and raining in Oslo today."
-    server.rules(rule(CHAT, completion({"content": text}, "stop")), chunk_size=4)
+    llm.rules(rule(CHAT, completion({"content": text}, "stop")), chunk_size=4)
     deltas: list[str] = []
-    response = await chat(server, stream=True).complete(
+    response = await chat(llm, stream=True).complete(
         ModelRequest(messages=(Message.user("Weather?"),)), on_delta=deltas.append
     )
     assert "".join(deltas) == response.message.text == text
@@ -122,13 +116,13 @@ async def test_streamed_text_arrives_in_deltas(server: MockLLM) -> None:
 
 @pytest.mark.parametrize("stream", [False, True], ids=["http-status", "in-stream-error"])
 @pytest.mark.parametrize("status", [429, 500])
-async def test_a_failed_answer_is_retried_by_the_ring(server: MockLLM, status: int, stream: bool) -> None:
-    server.rules(
+async def test_a_failed_answer_is_retried_by_the_ring(llm: MockLLM, status: int, stream: bool) -> None:
+    llm.rules(
         rule(CHAT, error(status, f"mock {status}"), status=status, sequence=0),
         rule(CHAT, completion({"content": "Recovered."}, "stop", (5, 2)), sequence=1),
     )
     rt = runtime()
-    agent = loom.Agent(model=chat(server, stream=stream), name=f"mock-llm-{status}-{stream}")
+    agent = loom.Agent(model=chat(llm, stream=stream), name=f"mock-llm-{status}-{stream}")
     run = agent.start("hi", runtime=rt)
     result = await run
     assert result.output == "Recovered."
@@ -139,17 +133,17 @@ async def test_a_failed_answer_is_retried_by_the_ring(server: MockLLM, status: i
     rt.close()
 
 
-async def test_a_non_retryable_answer_fails_the_run(server: MockLLM) -> None:
-    server.rules(rule(CHAT, error(401, "Incorrect API key provided."), status=401))
+async def test_a_non_retryable_answer_fails_the_run(llm: MockLLM) -> None:
+    llm.rules(rule(CHAT, error(401, "Incorrect API key provided."), status=401))
     rt = runtime()
-    run = loom.Agent(model=chat(server, stream=False), name="mock-llm-401").start("hi", runtime=rt)
+    run = loom.Agent(model=chat(llm, stream=False), name="mock-llm-401").start("hi", runtime=rt)
     with pytest.raises(loom.ProviderHTTPError, match="Incorrect API key") as info:
         await run
     assert info.value.status_code == 401 and KEY not in str(info.value)
     rt.close()
 
 
-async def test_the_responses_wire_runs_a_tool_loop_through_the_server(server: MockLLM) -> None:
+async def test_the_responses_wire_runs_a_tool_loop_through_the_server(llm: MockLLM) -> None:
     first = SdkAnswer(
         calls=[
             SdkCall("call_oslo", "weather", ['{"city": "Oslo"}']),
@@ -164,12 +158,12 @@ async def test_the_responses_wire_runs_a_tool_loop_through_the_server(server: Mo
         " && body.input[4].type == 'function_call_output' && body.input[4].call_id == 'call_oslo'"
         " && body.input[5].output == 'Bergen 9C fog' && body.instructions == 'Be brief.'"
     )
-    server.rules(
+    llm.rules(
         rule(RESPONSES, answer_body(first).decode(), sequence=0),
         rule(RESPONSES, answer_body(second).decode(), sequence=1, match=results_came_back),
     )
     rt = runtime()
-    model = loom.OpenAIResponses("gpt-mock", base_url=server.url + "/v1", api_key=KEY, stream=False)
+    model = loom.OpenAIResponses("gpt-mock", base_url=llm.url + "/v1", api_key=KEY, stream=False)
     agent = loom.Agent(model=model, tools=[weather], system="Be brief.", name="mock-llm-responses")
     result = await agent.run("Weather in Oslo and Bergen?", runtime=rt)
     assert result.output == "Oslo is wetter."
