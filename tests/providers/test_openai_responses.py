@@ -43,6 +43,7 @@ from responses_oracle import (
 import loom_nb as loom
 from loom_nb.errors import ProviderHTTPError, ProviderProtocolError
 from loom_nb.messages import Message, ModelRequest, ModelResponse, ToolCall, ToolSpec
+from loom_nb.providers.redaction import MASK
 from loom_nb.providers.responses import RESPONSE_ERROR_STATUS, OpenAIResponses
 from loom_nb.testing import FakeClock, SequentialIds
 
@@ -359,6 +360,27 @@ async def test_the_key_in_an_error_event_is_redacted() -> None:
     with pytest.raises(ProviderHTTPError) as info:
         await provider(sse_transport(sse_bytes([error]))).complete(ASK)
     assert KEY not in str(info.value) and KEY not in info.value.body
+
+
+async def test_the_key_in_text_arguments_reasoning_and_a_failed_response_is_redacted() -> None:
+    half = len(KEY) // 2
+    planted = SdkAnswer(
+        text=["The key is ", KEY[:5], KEY[5:half], KEY[half:] + "."],
+        calls=[SdkCall("call_k", "weather", ['{"city": "', KEY[:half], KEY[half:] + '"}'])],
+        reasoning=[f"I saw {KEY}"],
+    )
+    deltas: list[str] = []
+    response = await provider(sse_transport(answer_bytes(planted))).complete(ASK, on_delta=deltas.append)
+    assert KEY not in response.model_dump_json() and KEY not in "".join(deltas)
+    assert response.message.tool_calls[0].arguments == {"city": MASK}
+    events = sdk_events(SdkAnswer(text=["x"]))
+    failed = events[-1].response.model_copy(  # type: ignore[attr-defined]
+        update={"status": "failed", "error": ResponseError(code="server_error", message=f"key {KEY} broke")}
+    )
+    event = ResponseFailedEvent(response=failed, sequence_number=9, type="response.failed")
+    with pytest.raises(ProviderHTTPError) as info:
+        await provider(sse_transport(sse_bytes([*events[:-1], event]))).complete(ASK)
+    assert KEY not in str(info.value) and KEY not in info.value.body and MASK in str(info.value)
 
 
 # --------------------------------------------------------------------------------------------------
