@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: venv demo test check fmt lint pytest lab bench browser clean notebooks binder-check
+.PHONY: venv servers demo test check fmt lint pytest lab bench browser clean notebooks binder-check
 
 $(STAMP): pyproject.toml constraints.txt
 	python3 -m venv $(VENV)
@@ -13,6 +13,14 @@ $(STAMP): pyproject.toml constraints.txt
 	touch $(STAMP)
 
 venv: $(STAMP)
+
+# Third-party OpenAI-compatible servers the tests start on 127.0.0.1 (npm, pinned by the lockfile).
+SERVERS_STAMP := tests/servers/node_modules/.installed
+$(SERVERS_STAMP): tests/servers/package.json tests/servers/package-lock.json
+	npm ci --prefix tests/servers --no-audit --no-fund
+	touch $(SERVERS_STAMP)
+
+servers: $(SERVERS_STAMP)
 
 demo: venv
 	$(VENV)/bin/loom-nb demo $$([ -t 0 ] || echo --yes)
@@ -34,10 +42,10 @@ check: lint
 browser:
 	@command -v chromium >/dev/null || (apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium)
 
-pytest: venv
+pytest: venv servers
 	$(VENV)/bin/pytest
 
-test: lint browser pytest binder-check
+test: lint browser servers pytest binder-check
 
 lab: venv
 	$(VENV)/bin/jupyter lab notebooks
@@ -57,4 +65,4 @@ bench: venv
 	for b in bench/*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache tests/servers/node_modules

@@ -21,7 +21,7 @@ from collections.abc import Awaitable, Callable
 import httpx
 
 from loom_nb.messages import Message, ModelRequest
-from loom_nb.providers import AnthropicMessages, OpenAIChat
+from loom_nb.providers import AnthropicMessages, OpenAIChat, OpenAIResponses
 from loom_nb.providers.http import HTTPProvider
 
 #: A key as long as real ones, so the per-delta redaction of secrets is measured.
@@ -83,6 +83,40 @@ def anthropic_stream(deltas: int) -> bytes:
     return "".join(parts).encode()
 
 
+def responses_stream(deltas: int) -> bytes:
+    """A Responses-API stream: one message item of ``deltas`` text deltas, then ``response.completed``."""
+    response: dict[str, object] = {"id": "resp_bench", "object": "response", "status": "in_progress", "output": []}
+    message: dict[str, object] = {"id": "msg_bench", "type": "message", "role": "assistant", "content": []}
+    seq = iter(range(deltas + 10))
+
+    def event(kind: str, **fields: object) -> str:
+        return _sse({"type": kind, "sequence_number": next(seq), **fields}, kind)
+
+    parts = [event("response.created", response=response), event("response.in_progress", response=response)]
+    parts.append(event("response.output_item.added", output_index=0, item=message))
+    part = {"type": "output_text", "text": "", "annotations": []}
+    parts.append(event("response.content_part.added", output_index=0, content_index=0, item_id="msg_bench", part=part))
+    for i in range(deltas):
+        parts.append(
+            event(
+                "response.output_text.delta",
+                output_index=0,
+                content_index=0,
+                item_id="msg_bench",
+                delta=f"token{i} ",
+                logprobs=[],
+            )
+        )
+    text = "".join(f"token{i} " for i in range(deltas))
+    done = {**message, "status": "completed", "content": [{**part, "text": text}]}
+    parts.append(event("response.output_text.done", output_index=0, content_index=0, item_id="msg_bench", text=text))
+    parts.append(event("response.output_item.done", output_index=0, item=done))
+    usage = {"input_tokens": 12, "output_tokens": deltas, "total_tokens": 12 + deltas}
+    final = {**response, "status": "completed", "output": [done], "usage": usage}
+    parts.append(event("response.completed", response=final))
+    return "".join(parts).encode()
+
+
 def transport_for(body: bytes) -> httpx.MockTransport:
     """A transport that answers every request with ``body`` as an event stream."""
     headers = {"content-type": "text/event-stream"}
@@ -137,30 +171,21 @@ async def bench(
 
 
 async def main() -> None:
-    """Run both providers."""
+    """Run every provider."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--deltas", type=int, default=200)
     parser.add_argument("--runs", type=int, default=1000)
     args = parser.parse_args()
-    o_body, a_body = openai_stream(args.deltas), anthropic_stream(args.deltas)
-    print(
-        f"{args.deltas}-delta stream, median of {args.runs} paired runs "
-        f"(OpenAI {len(o_body)} B, Anthropic {len(a_body)} B)"
-    )
-    await bench(
-        "openai",
-        lambda t: OpenAIChat("m", api_key=BENCH_KEY, transport=t),
-        o_body,
-        "https://api.openai.com/v1/chat/completions",
-        args.runs,
-    )
-    await bench(
-        "anthropic",
-        lambda t: AnthropicMessages("m", api_key=BENCH_KEY, transport=t),
-        a_body,
-        "https://api.anthropic.com/v1/messages",
-        args.runs,
-    )
+    wires: list[tuple[str, type[HTTPProvider], Callable[[int], bytes], str]] = [
+        ("openai", OpenAIChat, openai_stream, "https://api.openai.com/v1/chat/completions"),
+        ("anthropic", AnthropicMessages, anthropic_stream, "https://api.anthropic.com/v1/messages"),
+        ("responses", OpenAIResponses, responses_stream, "https://api.openai.com/v1/responses"),
+    ]
+    bodies = {name: stream(args.deltas) for name, _, stream, _ in wires}
+    sizes = ", ".join(f"{name} {len(body)} B" for name, body in bodies.items())
+    print(f"{args.deltas}-delta stream, median of {args.runs} paired runs ({sizes})")
+    for name, cls, _, url in wires:
+        await bench(name, lambda t, cls=cls: cls("m", api_key=BENCH_KEY, transport=t), bodies[name], url, args.runs)
 
 
 if __name__ == "__main__":

@@ -58,6 +58,7 @@ from loom_nb.messages import Message, ModelRequest, ModelResponse, ReasoningBloc
 from loom_nb.providers import ModelProvider, ScriptedModel
 from loom_nb.providers.anthropic import AnthropicMessages
 from loom_nb.providers.openai import OpenAIChat
+from loom_nb.providers.responses import OpenAIResponses
 from loom_nb.runtime import Runtime, default_runtime, set_default_runtime
 
 __version__ = "0.1.0"
@@ -120,6 +121,7 @@ __all__ = [
     "NonDeterminismError",
     "NotAuthorizedError",
     "OpenAIChat",
+    "OpenAIResponses",
     "Principal",
     "PromptIntegrityError",
     "ProviderError",

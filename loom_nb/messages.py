@@ -40,25 +40,30 @@ class ToolCall(BaseModel):
 
 
 class ReasoningBlock(BaseModel):
-    """A block of the model's reasoning (Anthropic's extended thinking), kept to be sent back unchanged.
+    """A block of the model's reasoning, kept to be sent back unchanged on the next turn.
 
-    The provider signs each block; a tool loop with thinking on must send the blocks of the last
-    assistant turn back exactly as received, so they are journaled with the model step's output.
+    Anthropic's extended thinking signs each block, and OpenAI's Responses API returns reasoning
+    items: a tool loop with reasoning on must send the last assistant turn's reasoning back exactly as
+    received, so it is journaled with the model step's output. Each wire sends back only its own kind.
 
     Attributes:
-        type: ``thinking`` (readable reasoning and its signature) or ``redacted_thinking`` (encrypted
-            reasoning, in ``data``).
-        text: The reasoning text (``thinking`` blocks; empty when the provider omits it).
+        type: ``thinking`` (Anthropic: readable reasoning and its signature), ``redacted_thinking``
+            (Anthropic: encrypted reasoning, in ``data``) or ``reasoning_item`` (OpenAI Responses: the
+            item, in ``item``).
+        text: The readable reasoning (a thinking block's text, a reasoning item's summary); empty when
+            the provider shows none.
         signature: The provider's signature over the block (``thinking`` blocks).
         data: The encrypted reasoning (``redacted_thinking`` blocks).
+        item: The reasoning item as the API accepts it back (``reasoning_item`` blocks).
     """
 
     model_config = ConfigDict(frozen=True)
 
-    type: Literal["thinking", "redacted_thinking"] = "thinking"
+    type: Literal["thinking", "redacted_thinking", "reasoning_item"] = "thinking"
     text: str = ""
     signature: str = ""
     data: str = ""
+    item: dict[str, Any] | None = Field(default=None, exclude_if=_empty)
 
 
 class Message(BaseModel):
@@ -68,12 +73,6 @@ class Message(BaseModel):
         role: ``system``, ``user``, ``assistant`` or ``tool``.
         text: The text content.
         tool_calls: Tool calls (assistant messages only).
-        tool_call_id: The call this message answers (tool messages only).
-        name: The tool's name (tool messages only).
-        is_error: True for a tool result that reports an error to the model.
-        tainted: True when the text came from an untrusted source; the guard fences it.
-        refusal: The model's refusal, kept apart from ``text`` (assistant messages only), or None.
-            Left out of dumps when None, so transcripts without refusals serialize as before.
         reasoning: The model's reasoning blocks, in the order received (assistant messages only).
             Left out of every dump while empty, so messages without reasoning serialize (and are
             journaled, digested and counted) exactly as before the field existed.

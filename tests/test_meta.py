@@ -165,6 +165,7 @@ EXPECTED_ALL = sorted(
         "NonDeterminismError",
         "NotAuthorizedError",
         "OpenAIChat",
+        "OpenAIResponses",
         "Principal",
         "PromptIntegrityError",
         "ProviderError",

@@ -68,7 +68,7 @@ def thinking_text(block: dict[str, Any]) -> str:
     """What a reasoning block shows: its text, or why there is none (never its signature or data)."""
     if block.get("type") == "redacted_thinking":
         return "[redacted by the provider]"
-    return str(block.get("text") or "") or "[thinking not shown by the provider]"
+    return str(block.get("text") or "") or "[reasoning not shown by the provider]"
 
 
 def thinking_html(blocks: list[dict[str, Any]], tokens: int) -> str:

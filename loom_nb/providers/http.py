@@ -171,6 +171,26 @@ ERROR_STATUS: Mapping[str, int] = {
     "timeout_error": 504,
     "timeout": 504,
     "overloaded_error": 529,
+    # the Responses API's own codes (its response.failed / error events)
+    "vector_store_timeout": 504,
+    "invalid_prompt": 400,
+    "data_residency_mismatch": 400,
+    "bio_policy": 400,
+    "misalignment_policy_violation": 400,
+    "invalid_image": 400,
+    "invalid_image_format": 400,
+    "invalid_base64_image": 400,
+    "invalid_image_url": 400,
+    "image_too_large": 400,
+    "image_too_small": 400,
+    "image_parse_error": 400,
+    "image_content_policy_violation": 400,
+    "invalid_image_mode": 400,
+    "image_file_too_large": 400,
+    "unsupported_image_media_type": 400,
+    "empty_image_file": 400,
+    "failed_to_download_image": 400,
+    "image_file_not_found": 404,
 }
 
 
@@ -381,6 +401,10 @@ class HTTPProvider:
         return key
 
     # -- the call -------------------------------------------------------------------------------
+
+    def output_cap(self, request: ModelRequest) -> int | None:
+        """The output token cap for ``request``: its own ``max_tokens``, else the provider's."""
+        return request.max_tokens if request.max_tokens is not None else self.max_tokens
 
     def _build_body(self, request: ModelRequest) -> dict[str, Any]:
         raise NotImplementedError

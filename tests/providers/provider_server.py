@@ -1,9 +1,10 @@
-"""A local HTTP server that speaks the OpenAI chat-completions and Anthropic messages wire formats.
+"""A local HTTP server that speaks the OpenAI chat-completions, OpenAI Responses and Anthropic
+messages wire formats.
 
 Each test pushes a script of scenarios (``Reply``, ``Fail``, ``Cut``...); every request the server
 receives takes the next one and is recorded (path, headers, JSON body) for the test to inspect.
 The server renders one wire-agnostic ``Reply`` in the format the request asked for: by path
-(``/v1/chat/completions`` or ``/v1/messages``) and by ``"stream"`` in the body (SSE, sent as
+(``/v1/chat/completions``, ``/v1/responses`` or ``/v1/messages``) and by ``"stream"`` in the body (SSE, sent as
 HTTP/1.1 chunks, or one JSON body).
 """
 
@@ -20,6 +21,7 @@ from typing import Any
 
 OPENAI_PATH = "/v1/chat/completions"
 ANTHROPIC_PATH = "/v1/messages"
+RESPONSES_PATH = "/v1/responses"
 _TO_ANTHROPIC_STOP = {"stop": "end_turn", "tool_calls": "tool_use", "length": "max_tokens"}
 
 
@@ -237,6 +239,52 @@ def anthropic_body(reply: Reply) -> dict[str, Any]:
     }
 
 
+def _responses_items(reply: Reply) -> list[tuple[dict[str, Any], dict[str, Any], list[str]]]:
+    """Each output item of ``reply`` in the Responses format: as added, as done, and its deltas."""
+    items: list[tuple[dict[str, Any], dict[str, Any], list[str]]] = []
+    if reply.text:
+        head = {"id": "msg_1", "type": "message", "role": "assistant", "status": "in_progress", "content": []}
+        part = {"type": "output_text", "text": "".join(reply.text), "annotations": []}
+        items.append((head, {**head, "status": "completed", "content": [part]}, reply.text))
+    for j, c in enumerate(reply.calls):
+        head = {"id": f"fc_{j}", "type": "function_call", "call_id": c.id, "name": c.name, "arguments": ""}
+        items.append((head, {**head, "status": "completed", "arguments": "".join(c.fragments)}, c.fragments))
+    return items
+
+
+def responses_body(reply: Reply) -> dict[str, Any]:
+    """``reply`` as a Responses-API response object (``incomplete`` when it stopped at the length cap)."""
+    pin, pout = reply.usage
+    length = reply.finish_reason == "length"
+    return {
+        "id": reply.id,
+        "object": "response",
+        "model": "m",
+        "status": "incomplete" if length else "completed",
+        "incomplete_details": {"reason": "max_output_tokens"} if length else None,
+        "output": [done for _, done, _ in _responses_items(reply)],
+        "usage": {"input_tokens": pin, "output_tokens": pout, "total_tokens": pin + pout},
+    }
+
+
+def responses_events(reply: Reply) -> list[str]:
+    """The SSE events of ``reply`` in the Responses-API stream format."""
+    seq = iter(range(1_000_000))
+
+    def event(kind: str, **fields: Any) -> str:
+        return _sse({"type": kind, "sequence_number": next(seq), **fields}, kind)
+
+    final = responses_body(reply)
+    events = [event("response.created", response={**final, "status": "in_progress", "output": []}), ": keep-alive\n\n"]
+    for index, (head, done, deltas) in enumerate(_responses_items(reply)):
+        events.append(event("response.output_item.added", output_index=index, item=head))
+        kind = "response.output_text.delta" if head["type"] == "message" else "response.function_call_arguments.delta"
+        events += [event(kind, output_index=index, item_id=head["id"], delta=d) for d in deltas]
+        events.append(event("response.output_item.done", output_index=index, item=done))
+    events.append(event(f"response.{final['status']}", response=final))
+    return events
+
+
 def error_body(wire: str, fail: Fail) -> str:
     """The provider's JSON error body for ``fail``."""
     if fail.raw_body is not None:
@@ -248,6 +296,8 @@ def error_body(wire: str, fail: Fail) -> str:
 
 def stream_error_event(wire: str, err: StreamError) -> str:
     """The provider's in-stream error event."""
+    if wire == "responses":
+        return _sse({"type": "error", "code": err.error_type, "message": err.message, "sequence_number": 0}, "error")
     if wire == "anthropic":
         return _sse({"type": "error", "error": {"type": err.error_type, "message": err.message}}, "error")
     return _sse({"error": {"message": err.message, "type": err.error_type, "code": err.code}})
@@ -282,7 +332,7 @@ class _Handler(BaseHTTPRequestHandler):
             body = raw.decode("utf-8", "replace")
         headers = {k.lower(): v for k, v in self.headers.items()}
         self.server.requests.append(Recorded("POST", self.path, headers, body, self.client_address[1]))
-        wire = {OPENAI_PATH: "openai", ANTHROPIC_PATH: "anthropic"}.get(self.path)
+        wire = {OPENAI_PATH: "openai", ANTHROPIC_PATH: "anthropic", RESPONSES_PATH: "responses"}.get(self.path)
         if wire is None:
             self._send(404, "application/json", json.dumps({"error": {"message": f"no route {self.path}"}}))
             return
@@ -306,10 +356,12 @@ class _Handler(BaseHTTPRequestHandler):
             return
         reply = s if isinstance(s, Reply) else s.reply
         if not streaming:
-            doc = openai_body(reply) if wire == "openai" else anthropic_body(reply)
+            doc = {"openai": openai_body, "anthropic": anthropic_body, "responses": responses_body}[wire](reply)
             self._send(200, "application/json", json.dumps(doc))
             return
-        if wire == "openai":
+        if wire == "responses":
+            events = responses_events(reply)
+        elif wire == "openai":
             include_usage = (body.get("stream_options") or {}).get("include_usage") is True
             events = openai_events(reply, include_usage=include_usage)
         else:
