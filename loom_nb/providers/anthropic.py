@@ -21,7 +21,7 @@ _STOP = {
     "stop_sequence": "stop",
     "max_tokens": "length",
     "tool_use": "tool_calls",
-    "refusal": "content_filter",
+    "refusal": "refusal",
 }
 
 
@@ -199,10 +199,11 @@ def _assistant_content(m: Message) -> str | list[dict[str, Any]]:
     """The content of an assistant turn: its reasoning blocks first, unchanged and in order, then its
     text, then its tool calls; plain text when it has only text."""
     content = [_reasoning_param(r) for r in m.reasoning if r.signature or r.data]
+    text = m.text or m.refusal or ""  # a refusal from another wire goes back as what was said
     if not content and not m.tool_calls:
-        return m.text
-    if m.text:
-        content.append({"type": "text", "text": m.text})
+        return text
+    if text:
+        content.append({"type": "text", "text": text})
     content += [{"type": "tool_use", "id": c.id, "name": c.name, "input": c.arguments} for c in m.tool_calls]
     return content
 

@@ -202,7 +202,12 @@ def _tool_result_text(m: Message) -> str:
 def _usage(data: Any) -> Usage:
     if not isinstance(data, dict):
         return Usage()
-    return Usage(input_tokens=_int(data.get("prompt_tokens")), output_tokens=_int(data.get("completion_tokens")))
+    details = data.get("completion_tokens_details")
+    return Usage(
+        input_tokens=_int(data.get("prompt_tokens")),
+        output_tokens=_int(data.get("completion_tokens")),
+        reasoning_tokens=_int(details.get("reasoning_tokens")) if isinstance(details, dict) else 0,
+    )
 
 
 def _int(value: Any) -> int:

@@ -178,7 +178,11 @@ def assemble(response: dict[str, Any], output: Iterable[dict[str, Any]]) -> Mode
             refusal="".join(refusals) if refusals else None,
             reasoning=tuple(reasoning),
         ),
-        usage=Usage(input_tokens=_count(usage.get("input_tokens")), output_tokens=_count(usage.get("output_tokens"))),
+        usage=Usage(
+            input_tokens=_count(usage.get("input_tokens")),
+            output_tokens=_count(usage.get("output_tokens")),
+            reasoning_tokens=_count((usage.get("output_tokens_details") or {}).get("reasoning_tokens")),
+        ),
         finish_reason="refusal" if refusals and not texts and not calls else _finish(response, calls),
         response_id=response.get("id") if isinstance(response.get("id"), str) else None,
     )

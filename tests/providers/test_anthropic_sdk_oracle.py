@@ -55,7 +55,7 @@ from tests.providers.typed_dict_check import violations
 KEY = "sk-ant-oracle-0a1b2c3d4e5f"
 #: loom's stop-reason vocabulary (the OpenAI one); reasons not listed pass through unchanged.
 STOP = {"end_turn": "stop", "stop_sequence": "stop", "max_tokens": "length", "tool_use": "tool_calls"}
-STOP["refusal"] = "content_filter"
+STOP["refusal"] = "refusal"  # kept: a refusal is not an answer (the same on every wire)
 #: Top-level keys loom sends that the SDK's types (API version 2026-10-21) do not have; loom pins
 #: ``anthropic-version: 2023-06-01``, which takes them. Documented in docs/providers.md.
 OLDER_VERSION_KEYS = {"temperature"}
