@@ -67,6 +67,40 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
     ),
     "agent": ("loom_nb.analysis", "loom_nb.notebook", "httpx", "IPython", "ipywidgets", "anywidget", "pandas"),
     "analysis": ("loom_nb.notebook", "IPython", "ipywidgets", "anywidget"),
+    # The root modules: errors and the real clock/ids import nothing of the package; the composition
+    # root assembles journal, kernel and effects (the agent only as a type), never the layers above.
+    "errors.py": (
+        "loom_nb.journal",
+        "loom_nb.kernel",
+        "loom_nb.effects",
+        "loom_nb.agent",
+        "loom_nb.providers",
+        "loom_nb.analysis",
+        "loom_nb.notebook",
+        "loom_nb.runtime",
+        "httpx",
+        "pandas",
+    ),
+    "system_sources.py": (
+        "loom_nb.journal",
+        "loom_nb.kernel",
+        "loom_nb.effects",
+        "loom_nb.agent",
+        "loom_nb.providers",
+        "loom_nb.analysis",
+        "loom_nb.notebook",
+        "loom_nb.runtime",
+    ),
+    "runtime.py": (
+        "loom_nb.providers",
+        "loom_nb.analysis",
+        "loom_nb.notebook",
+        "httpx",
+        "IPython",
+        "ipywidgets",
+        "anywidget",
+        "pandas",
+    ),
     "messages.py": ("loom_nb.kernel", "loom_nb.effects", "loom_nb.agent", "loom_nb.providers", "httpx", "pandas"),
 }
 
