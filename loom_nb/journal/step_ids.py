@@ -6,7 +6,8 @@ construction. The grammar (``docs/design.md``, "Step ids")::
 
     #<n>                              counter id of ``ctx.execute`` without ``step_id``
     #value:<n>                        a recorded value (``ctx.now()``, ``ctx.uuid()``...)
-    <step>:in_doubt                   the gate of a step left in doubt (kind ``InDoubt``)
+    <step>:in_doubt                   the gate of a step left in doubt (kind ``InDoubt``), attempt 1
+    <step>:in_doubt:<n>               the same for attempt n > 1 (run again, then cut again)
     #turn:<i>                         the agent loop's model call of turn i
     #turn:<i>:elevated:<k>            the same turn's model call after the k-th routed elevation
     #turn:<i>:tool:<j>                tool call j of turn i
@@ -55,6 +56,7 @@ _MODEL_EFFECT_PREFIX: Final = "model."
 _AGENT_STEP_EFFECT_PREFIX: Final = "agent_step."
 _AGENT_FLOW_PREFIX: Final = "agent:"
 _IN_DOUBT_SUFFIX: Final = ":in_doubt"
+_IN_DOUBT_AGAIN: Final = re.compile(r"(.+):in_doubt:(\d+)")
 _APPROVAL_SUFFIX: Final = ":approval"
 
 # Unanchored patterns, written in the regex subset Python's ``re`` and DuckDB's RE2 share.
@@ -97,9 +99,11 @@ def value_id(n: int) -> str:
     return f"#value:{n}"
 
 
-def in_doubt_gate_id(step_id: str) -> str:
-    """The gate a step left in doubt opens: ``<step>:in_doubt``."""
-    return step_id + _IN_DOUBT_SUFFIX
+def in_doubt_gate_id(step_id: str, attempt: int = 1) -> str:
+    """The gate a step left in doubt opens for one attempt: ``<step>:in_doubt`` for the first,
+    ``<step>:in_doubt:<n>`` for attempt ``n`` > 1 (each attempt cut mid-call asks a person again)."""
+    gate = step_id + _IN_DOUBT_SUFFIX
+    return gate if attempt <= 1 else f"{gate}:{attempt}"
 
 
 def turn_id(turn: int) -> str:
@@ -180,7 +184,7 @@ class StepId:
         tool_index: The tool call it belongs to (any id starting ``#turn:<i>:tool:<j>``), else None.
         level: The elevation level (``elevated:<k>`` / ``route:elevate:<k>``); 0 for a turn's first
             model call; None otherwise.
-        number: The counter of a ``#<n>`` or ``#value:<n>`` id, else None.
+        number: The counter of a ``#<n>`` or ``#value:<n>`` id, or the attempt an in-doubt gate is for; else None.
         subject: For an in-doubt gate, the step it belongs to; for an approval, its tool step.
     """
 
@@ -198,7 +202,9 @@ def parse_step_id(step_id: str) -> StepId:
     turn = _int_group(_TURN_PREFIX.match(step_id))
     tool_index = _int_group(_TOOL_INDEX_PREFIX.match(step_id))
     if step_id.endswith(_IN_DOUBT_SUFFIX):
-        return StepId(step_id, IN_DOUBT, turn, tool_index, subject=step_id.removesuffix(_IN_DOUBT_SUFFIX))
+        return StepId(step_id, IN_DOUBT, turn, tool_index, number=1, subject=step_id.removesuffix(_IN_DOUBT_SUFFIX))
+    if m := _IN_DOUBT_AGAIN.fullmatch(step_id):
+        return StepId(step_id, IN_DOUBT, turn, tool_index, number=int(m.group(2)), subject=m.group(1))
     if m := _COUNTER.fullmatch(step_id):
         return StepId(step_id, COUNTER, number=int(m.group(1)))
     if m := _VALUE.fullmatch(step_id):

@@ -214,12 +214,13 @@ class ExecutionContext:
         return _convert(output, returns)
 
     def _in_doubt(self, sid: str, rec: StepRecord, journaled: Any) -> Any:
-        gid = step_ids.in_doubt_gate_id(sid)
+        # One gate per attempt cut mid-call: an answer ("run it again") covers only the attempt it
+        # was given for, so a second cut asks a person again instead of running a third time.
+        gid = step_ids.in_doubt_gate_id(sid, rec.attempts)
         gate = self._h.gates.get(gid)
         if gate is None or not gate.resolved:
-            if not rec.in_doubt:
+            if gate is None:  # step_in_doubt and its gate are committed together
                 self.stage(EventKind.STEP_IN_DOUBT, sid, {"effect": rec.effect, "attempt": rec.attempts})
-            if gate is None:
                 payload = {"effect": rec.effect, "step_id": sid, "input": journaled, "attempt": rec.attempts}
                 name = schema_name(InDoubtResolution)
                 ev = self.stage(EventKind.GATE_OPENED, gid, {"kind": IN_DOUBT_GATE, "payload": payload, "schema": name})
