@@ -32,8 +32,9 @@ from loom_nb.errors import LoomError, UsageError
 from loom_nb.journal import step_ids
 from loom_nb.kernel.async_bridge import in_running_loop, run_or_schedule
 from loom_nb.kernel.context import IN_DOUBT_GATE, InDoubtResolution
-from loom_nb.kernel.engine import ExecutionResult
+from loom_nb.kernel.engine import ExecutionResult, require_execution_id
 from loom_nb.kernel.flow_context import FlowContext
+from loom_nb.kernel.flows import FLOWS
 from loom_nb.kernel.gates import OpenGate
 from loom_nb.providers.base import ModelProvider
 from loom_nb.runtime import Runtime, default_runtime
@@ -105,6 +106,10 @@ class Agent:
             warn_transcript_bytes=warn_transcript_bytes,
             **options,
         )
+        self._body = self._run_body
+        # The process-wide registry: any runtime's ``recover()`` finds the latest agent built under
+        # this flow name (a re-run cell replaces it), as a restarted kernel or script expects.
+        FLOWS.register(self._body, self.flow_name)
 
     def __repr__(self) -> str:
         tools = ", ".join(t.name for t in self.config.tools)
@@ -135,14 +140,16 @@ class Agent:
             if not isinstance(effects, EffectRing):
                 raise UsageError("claim_check needs loom.Runtime (the effect ring), not the bare kernel runtime")
             effects.add_claim_check(self.config.claim_check)
-        config = self.config
-
-        async def body(ctx: FlowContext, input: Any) -> AgentResult:
-            return await agent_loop(ctx, config, input)
-
-        body.__qualname__ = self.flow_name
-        runtime.flows.register(body, self.flow_name)
+        runtime.flows.register(self._body, self.flow_name)
         runtime.agents[self.flow_name] = self
+
+    async def _run_body(self, ctx: FlowContext, input: Any) -> AgentResult:
+        # Found by flow name in the process-wide registry (a script's ``rt.recover()`` after a crash,
+        # before anything called ``start``): the runtime gets this agent's effects on first use.
+        runtime = ctx.runtime
+        if isinstance(runtime, Runtime) and runtime.agents.get(self.flow_name) is not self:
+            self.register(runtime)
+        return await agent_loop(ctx, self.config, input)
 
     def start(
         self, input: Any, *, runtime: Runtime | None = None, execution_id: str | None = None, view: bool = True
@@ -157,7 +164,8 @@ class Agent:
         """
         rt = runtime or default_runtime()
         self.register(rt)
-        run = Run(rt, execution_id or rt.ids.new_id(), agent=self)
+        eid = rt.ids.new_id() if execution_id is None else require_execution_id(execution_id, "execution_id")
+        run = Run(rt, eid, agent=self)
         for hook in list(RUN_HOOKS) if view else ():
             hook(run)
         run.drive(rt.start(self.flow_name, input, execution_id=run.id))

@@ -166,6 +166,11 @@ def agent_step_effect_id(name: str) -> str:
     return _AGENT_STEP_EFFECT_PREFIX + name
 
 
+def agent_name_of_flow(flow_name: str) -> str | None:
+    """The agent an ``agent:<name>`` flow runs, or None for any other flow."""
+    return flow_name.removeprefix(_AGENT_FLOW_PREFIX) if flow_name.startswith(_AGENT_FLOW_PREFIX) else None
+
+
 def agent_flow_name(agent_name: str) -> str:
     """The flow an agent registers: ``agent:<name>``."""
     return _AGENT_FLOW_PREFIX + agent_name

@@ -20,7 +20,7 @@ from loom_nb.kernel.decisions import Decision, Policy, policy_name, propensity_o
 from loom_nb.kernel.effect_registry import EffectCall, EffectContext, EffectSpec, Principal
 from loom_nb.kernel.errors_codec import error_from_data, error_to_data
 from loom_nb.kernel.gates import GateRequest, Suspend, resolve_schema, schema_name
-from loom_nb.kernel.history import GateRecord, History, StepRecord
+from loom_nb.kernel.history import GateRecord, History, StepRecord, in_doubt_attempt
 
 if TYPE_CHECKING:
     from loom_nb.kernel.engine import Engine
@@ -216,8 +216,7 @@ class ExecutionContext:
     def _in_doubt(self, sid: str, rec: StepRecord, journaled: Any) -> Any:
         # One gate per attempt cut mid-call: an answer ("run it again") covers only the attempt it
         # was given for, so a second cut asks a person again instead of running a third time.
-        gid = step_ids.in_doubt_gate_id(sid, rec.attempts)
-        gate = self._h.gates.get(gid)
+        gid, gate = self._in_doubt_gate(sid, rec.attempts)
         if gate is None or not gate.resolved:
             if gate is None:  # step_in_doubt and its gate are committed together
                 self.stage(EventKind.STEP_IN_DOUBT, sid, {"effect": rec.effect, "attempt": rec.attempts})
@@ -249,6 +248,17 @@ class ExecutionContext:
             )
             raise error
         return _UNSET  # run again
+
+    def _in_doubt_gate(self, sid: str, attempt: int) -> tuple[str, GateRecord | None]:
+        """The in-doubt gate for ``attempt`` of step ``sid``, and its record if it was opened: the
+        step's first in-doubt gate is ``<step>:in_doubt`` (whatever attempt it was for, as journals
+        before per-attempt gates have it); a later attempt's is ``<step>:in_doubt:<attempt>``."""
+        first = step_ids.in_doubt_gate_id(sid)
+        gate = self._h.gates.get(first)
+        if gate is None or in_doubt_attempt(gate) == attempt:
+            return first, gate
+        later = step_ids.in_doubt_gate_id(sid, attempt)
+        return later, self._h.gates.get(later)
 
     async def _run_live(
         self,

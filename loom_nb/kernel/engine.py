@@ -140,6 +140,21 @@ def recorded_trace(history: History) -> list[tuple[str, str]]:
     return trace
 
 
+def require_execution_id(value: Any, argument: str) -> str:
+    """``value`` when it is a usable execution id (a non-empty string without surrounding spaces).
+
+    Raises:
+        UsageError: it is empty, blank, padded or not a string (an id the user typed must not turn
+            into a random one silently).
+    """
+    if not isinstance(value, str) or not value.strip() or value != value.strip():
+        raise UsageError(
+            f"{argument} must be a non-empty string without surrounding spaces, got {value!r}: "
+            f"pass an id such as 'order-42', or leave {argument} out for a fresh random id"
+        )
+    return value
+
+
 class EngineOptions(TypedDict, total=False):
     """The kernel's injected parts (``Engine``'s keyword arguments besides ``effects``), for layers
     that pass them through (``loom_nb.Runtime``)."""
@@ -313,7 +328,7 @@ class Engine:
         Starting with an id that exists returns that execution's current result (idempotent start).
         """
         name = self.flows.name_of(flow)
-        eid = execution_id or self.ids.new_id()
+        eid = self.ids.new_id() if execution_id is None else require_execution_id(execution_id, "execution_id")
         async with self._lock(eid):
             existing = self.journal.get_execution(eid)
             if existing is not None:
@@ -453,7 +468,11 @@ class Engine:
             EventKind.EXECUTION_COMPLETED,
             EventKind.EXECUTION_FAILED,
         }
-        eid = new_execution_id or self.ids.new_id()
+        eid = (
+            self.ids.new_id()
+            if new_execution_id is None
+            else require_execution_id(new_execution_id, "new_execution_id")
+        )
         async with self._lock(eid):
             if self.journal.get_execution(eid) is not None:
                 raise UsageError(f"execution {eid!r} already exists: pick another new_execution_id")

@@ -6,7 +6,7 @@ from typing import Any
 
 from loom_nb.errors import RecordedError, rebuild_error
 from loom_nb.journal.canonical import to_jsonable
-from loom_nb.kernel.qualified_names import import_qualified
+from loom_nb.kernel.qualified_names import find_loaded
 
 
 def _type_name(exc: BaseException) -> str:
@@ -37,14 +37,15 @@ def error_to_data(exc: BaseException) -> dict[str, Any]:
 
 def _find_type(name: str) -> type[BaseException] | None:
     try:
-        obj = import_qualified(name)
+        obj = find_loaded(name)
     except LookupError:
         return None
     return obj if isinstance(obj, type) and issubclass(obj, BaseException) else None
 
 
 def error_from_data(data: dict[str, Any]) -> BaseException:
-    """Rebuild a journaled exception (its type when importable, else ``RecordedError``)."""
+    """Rebuild a journaled exception: its type when this process has loaded it (a recorded name never
+    imports a module), else a ``RecordedError`` that keeps the name and the message."""
     cls = _find_type(str(data.get("type", "")))
     exc: BaseException
     if cls is None:

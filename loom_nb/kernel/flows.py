@@ -6,6 +6,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar, overload
 
 from loom_nb.errors import FlowNotFoundError, UsageError, registered
+from loom_nb.journal import step_ids
 from loom_nb.kernel.flow_context import FlowContext
 
 #: A flow body: ``async def body(ctx: FlowContext, input) -> output``.
@@ -39,7 +40,13 @@ class FlowRegistry:
 
     def get(self, name: str) -> FlowFn:
         """The flow registered as ``name``."""
-        return registered(self._flows, name, FlowNotFoundError, f"flow named {name!r}", "defines it")
+        agent = step_ids.agent_name_of_flow(name)
+        fix = (
+            "defines it"
+            if agent is None
+            else f"builds loom.Agent(name={agent!r}, ...) (or call agent.register(runtime))"
+        )
+        return registered(self._flows, name, FlowNotFoundError, f"flow named {name!r}", fix)
 
     def names(self) -> list[str]:
         """Registered names, sorted."""

@@ -9,7 +9,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from loom_nb.errors import ResumeValidationError, UsageError
 from loom_nb.journal.canonical import to_jsonable
-from loom_nb.kernel.qualified_names import import_qualified
+from loom_nb.kernel.qualified_names import find_loaded
 
 
 class Suspend(BaseException):
@@ -81,17 +81,21 @@ def schema_name(schema: Any) -> str | None:
 
 
 def resolve_schema(name: str) -> Any:
-    """The type behind a persisted schema name, importing its module if needed."""
+    """The type behind a persisted schema name: one the running code declared (``schema_name``), or a
+    class of a module this process already loaded. The recorded name never imports anything."""
     if name in _SCHEMAS:
         return _SCHEMAS[name]
     module_name, _, qualname = name.partition(":")
     try:
-        obj = import_qualified(name)
+        obj = find_loaded(name)
     except LookupError:
+        obj = None
+    if not isinstance(obj, type):
         raise UsageError(
-            f"the resume payload type {qualname!r} (module {module_name}) is not defined in this process: "
-            "run the cell or import the module that defines it, then resume again"
-        ) from None
+            f"the resume payload type {qualname!r} (module {module_name}) is not defined in this process "
+            "(a journal's recorded name never imports a module): run the cell or import the module that "
+            "defines it, then resume again"
+        )
     _SCHEMAS[name] = obj
     return obj
 

@@ -49,13 +49,19 @@ class History(RunState):
         resolved = sum(
             1
             for g in self.gates.values()
-            if g.resolved and not (g.kind == step_ids.IN_DOUBT_GATE and not self._in_doubt_consulted(g.gate_id))
+            if g.resolved and not (g.kind == step_ids.IN_DOUBT_GATE and not self._in_doubt_consulted(g))
         )
         return settled + resolved + len(self.decisions) + len(self.values)
 
-    def _in_doubt_consulted(self, gate_id: str) -> bool:
+    def _in_doubt_consulted(self, gate: GateRecord) -> bool:
         """True when a re-run will be served this in-doubt gate's answer: its step is unsettled and the
         gate is for the step's latest attempt (a settled step, or an earlier attempt's gate, is not read)."""
-        parsed = step_ids.parse_step_id(gate_id)
-        step = self.steps.get(parsed.subject or gate_id)
-        return step is not None and not step.settled and (parsed.number or 1) == step.attempts
+        step = self.steps.get(step_ids.parse_step_id(gate.gate_id).subject or gate.gate_id)
+        return step is not None and not step.settled and in_doubt_attempt(gate) == step.attempts
+
+
+def in_doubt_attempt(gate: GateRecord) -> int:
+    """The attempt an in-doubt gate was opened for (its payload's ``attempt``; else its id's number)."""
+    payload = gate.payload if isinstance(gate.payload, dict) else {}
+    attempt = payload.get("attempt")
+    return attempt if isinstance(attempt, int) else step_ids.parse_step_id(gate.gate_id).number or 1
