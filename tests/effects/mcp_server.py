@@ -8,14 +8,17 @@ restart of the server). ``STATE_DIR/changed`` present changes ``read_note``'s de
 that changed). Tools carry each annotation: ``read_note`` read-only, ``put_note`` additive and
 idempotent, ``delete_note`` none (MCP's defaults: destructive), ``snapshot`` returns an image,
 ``stats`` structured JSON, ``fail`` an error, ``flaky`` (idempotent) and
-``crash`` (not) kill their own process on their first call. Each process writes its pid to
-``STATE_DIR/pids``.
+``crash`` (not) kill their own process on their first call. ``kill_client`` (not
+idempotent) and ``kill_client_read_only`` kill loom's own process (the server's parent) on their
+first call. Each process writes its pid to ``STATE_DIR/pids``.
 """
 
 from __future__ import annotations
 
 import os
+import signal
 import sys
+import time
 from pathlib import Path
 from typing import TypedDict
 
@@ -98,6 +101,28 @@ def crash(key: str) -> str:
         marker.write_text(str(os.getpid()))
         os._exit(17)
     return f"survived {key}"
+
+
+def _kill_client(key: str) -> str:
+    marker = STATE / f"client-{key}"
+    if not marker.exists():
+        marker.write_text(str(os.getppid()))
+        os.kill(os.getppid(), signal.SIGKILL)  # loom's process dies mid-call
+        time.sleep(1)  # long enough for the kill to land before this server is seen to go
+        os._exit(0)
+    return f"called again {key}"
+
+
+@app.tool()
+def kill_client(key: str) -> str:
+    """Kill loom's process (this server's parent) on the first call for ``key`` (not idempotent)."""
+    return _kill_client(key)
+
+
+@app.tool(annotations=ToolAnnotations(read_only_hint=True))
+def kill_client_read_only(key: str) -> str:
+    """The same, read-only (so idempotent)."""
+    return _kill_client(key)
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -23,8 +24,10 @@ from loom_nb.errors import ToolArgumentsError
 from loom_nb.journal.events import EventKind
 from loom_nb.kernel import FlowRegistry
 from loom_nb.messages import ModelResponse
+from tests.effects import mcp_crash_flow as crash_flow
 
 SERVER = Path(__file__).with_name("mcp_server.py")
+CRASH_FLOW = Path(crash_flow.__file__)
 TIME_SERVER = Path(sys.executable).with_name("mcp-server-time")
 #: What ``mcp_server.py``'s ``snapshot`` returns.
 PNG = b"\x89PNG\r\n\x1a\nloom-test-image"
@@ -102,7 +105,18 @@ def test_annotations_set_the_defaults_with_mcps_own_defaults_for_absent_hints() 
 
 def test_the_model_sees_the_servers_name_description_and_schema(notes: list[loom.Tool]) -> None:
     tools = by_name(notes)
-    assert sorted(tools) == ["crash", "delete_note", "fail", "flaky", "put_note", "read_note", "snapshot", "stats"]
+    assert sorted(tools) == [
+        "crash",
+        "delete_note",
+        "fail",
+        "flaky",
+        "kill_client",
+        "kill_client_read_only",
+        "put_note",
+        "read_note",
+        "snapshot",
+        "stats",
+    ]
     spec = tools["read_note"].spec
     assert spec.description == "Read a note."
     # Exactly the server's schema (loom's own @tool drops pydantic's titles; this keeps them).
@@ -310,4 +324,44 @@ def test_a_streamable_http_server(http_server: str) -> None:
     assert outputs["#turn:0:tool:0"] == {"result": "saved h"}
     assert outputs["#turn:1:tool:0"] == {"result": "over http"}
     assert "#turn:1:tool:1" not in outputs  # refused: never called
+    rt.close()
+
+
+def crash_then_recover(tmp_path: Path, tool: str) -> tuple[loom.Runtime, loom.Agent, int]:
+    """Run ``mcp_crash_flow.py`` until its MCP call kills it; open its journal and re-register the agent."""
+    journal = tmp_path / "journal.duckdb"
+    done = subprocess.run(
+        [sys.executable, str(CRASH_FLOW), str(journal), str(tmp_path), tool], capture_output=True, timeout=120
+    )
+    assert done.returncode == -signal.SIGKILL, done.stderr
+    rt = loom.Runtime.open(journal, flows=FlowRegistry())
+    bot = crash_flow.agent(tmp_path, tool)
+    bot.register(rt)
+    in_flight = [e for e in rt.journal.read(crash_flow.EXECUTION_ID) if e.step_id == "#turn:0:tool:0"]
+    assert [e.kind for e in in_flight] == [EventKind.STEP_STARTED]  # cut mid-call
+    return rt, bot, int((tmp_path / "client-k").read_text())
+
+
+@pytest.mark.slow
+def test_loom_killed_during_a_non_idempotent_mcp_call_parks_it_in_doubt(tmp_path: Path) -> None:
+    rt, bot, killed = crash_then_recover(tmp_path, "kill_client")
+    (result,) = rt.recover_sync()
+    assert result.status == "suspended"
+    run = loom.Run.attach(rt, crash_flow.EXECUTION_ID, agent=bot)
+    (gate,) = run.gates
+    assert gate.gate_id == "#turn:0:tool:0:in_doubt"
+    run.gates[0].run_again()
+    assert run.status == "completed"
+    assert completed(rt, run)["#turn:0:tool:0"] == {"result": "called again k"}
+    rt.close()
+    assert not alive(killed)
+
+
+@pytest.mark.slow
+def test_loom_killed_during_a_read_only_mcp_call_re_invokes_it_on_recovery(tmp_path: Path) -> None:
+    rt, bot, _ = crash_then_recover(tmp_path, "kill_client_read_only")
+    (result,) = rt.recover_sync()
+    assert result.status == "completed"
+    run = loom.Run.attach(rt, crash_flow.EXECUTION_ID, agent=bot)
+    assert completed(rt, run)["#turn:0:tool:0"] == {"result": "called again k"}
     rt.close()
