@@ -153,7 +153,8 @@ class McpSession:
         """Call the server's tool ``name`` (starting the server if needed).
 
         Raises:
-            McpServerGone: the server could not be started, or died during the call.
+            McpServerGone: the server could not be started, died during the call, or did not answer
+                within ``read_timeout`` (the session is closed: a stdio server is stopped).
             McpToolsChangedError: the tool is gone or changed since ``mcp_tools`` listed it.
             McpError: the server refused the call.
             UsageError: the runtime was closed.
@@ -168,19 +169,20 @@ class McpSession:
         """``call``'s body, on the session's own loop."""
         client = await self.connected(name)
         mcp_error = _sdk("mcp.shared.exceptions").MCPError
-        closed_code = _sdk("mcp_types.jsonrpc").CONNECTION_CLOSED
+        codes = _sdk("mcp_types.jsonrpc")
         try:
             return await client.call_tool(name, arguments)
         except mcp_error as exc:
-            if exc.error.code != closed_code:
+            if exc.error.code not in (codes.CONNECTION_CLOSED, codes.REQUEST_TIMEOUT):
                 raise McpError(f"the MCP server {self.server.label} refused the call of {name!r}: {exc}") from None
             failure: Exception = exc
         except (OSError, EOFError) as exc:
             failure = exc
         await self.drop()
         raise McpServerGone(
-            f"the MCP server {self.server.label} died or closed the connection during a call of {name!r} "
-            f"({type(failure).__name__}: {failure}); the next attempt starts it again"
+            f"the MCP server {self.server.label} died, closed the connection or did not answer in time "
+            f"(read_timeout={self.server.read_timeout}) during a call of {name!r} ({type(failure).__name__}: "
+            f"{failure}); the session was closed and the next attempt starts it again"
         ) from None
 
     async def connected(self, name: str) -> Client:

@@ -103,6 +103,13 @@ def crash(key: str) -> str:
     return f"survived {key}"
 
 
+@app.tool(annotations=ToolAnnotations(read_only_hint=True))
+def nap(seconds: float) -> str:
+    """Sleep, then answer."""
+    time.sleep(seconds)
+    return "awake"
+
+
 def _kill_client(key: str) -> str:
     marker = STATE / f"client-{key}"
     if not marker.exists():

@@ -112,6 +112,7 @@ def test_the_model_sees_the_servers_name_description_and_schema(notes: list[loom
         "flaky",
         "kill_client",
         "kill_client_read_only",
+        "nap",
         "put_note",
         "read_note",
         "snapshot",
@@ -217,6 +218,23 @@ def test_a_non_idempotent_call_cut_by_a_dying_server_is_not_retried(notes: list[
         crash.needs_approval = True
     assert run.status == "completed"
     assert "McpServerGone" in tool_texts(model)[0] and "'crash'" in tool_texts(model)[0]
+    rt.close()
+
+
+@pytest.mark.slow
+def test_a_server_that_does_not_answer_within_read_timeout_is_stopped_and_the_call_fails(tmp_path: Path) -> None:
+    tools = loom.mcp_tools(
+        stdio(tmp_path), include=["nap"], read_timeout=0.5, overrides={"nap": {"retry": loom.RetryPolicy(attempts=2)}}
+    )
+    rt = runtime()
+    bot, model = agent(tools, calls(("nap", {"seconds": 30})))
+    run = bot.start("go", runtime=rt)
+    assert run.status == "completed"
+    (text,) = tool_texts(model)
+    assert "RetriesExhaustedError" in text and "did not answer in time (read_timeout=0.5)" in text
+    assert by_name(tools)["nap"].server.sessions[rt.effects].starts == 2  # type: ignore[attr-defined]
+    pids = server_pids(tmp_path)
+    assert len(pids) == 3 and not any(alive(pid) for pid in pids)  # listing + two attempts, each stopped
     rt.close()
 
 
