@@ -187,6 +187,10 @@ def test_results_text_json_image_and_an_error_the_model_reads(notes: list[loom.T
     texts = tool_texts(model)
     assert "Error: the tool 'fail' failed: McpToolError:" in texts[2] and "cannot: no disk" in texts[2]
     assert all(t.startswith("<<<untrusted-content>>>") for t in texts)  # untrusted by default: fenced
+    again, _ = agent(notes, calls(("stats", {})))
+    assert again.start("again", runtime=rt).status == "completed"
+    session = by_name(notes)["stats"].server.sessions[rt.effects]  # type: ignore[attr-defined]
+    assert session.starts == 1  # one session for both runs on this runtime
     rt.close()
 
 
@@ -296,6 +300,8 @@ def test_the_published_time_server_over_stdio() -> None:
     assert run.status == "completed"
     output = completed(rt, run)["#turn:0:tool:0"]
     assert output["timezone"] == "UTC" and output["datetime"].endswith("+00:00")
+    direct = time_tool(timezone="UTC")  # calling the tool object calls the server, outside any run
+    assert direct.structured_content["timezone"] == "UTC"
     rt.close()
 
 
