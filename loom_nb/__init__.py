@@ -32,6 +32,7 @@ from loom_nb.agent import (
 )
 from loom_nb.agent.step import agent_step
 from loom_nb.effects import ClaimCheck, EffectContext, Principal, Quota, RetryPolicy, Tool, tool
+from loom_nb.effects.mcp import mcp_tools
 from loom_nb.errors import (
     ClaimCheckError,
     EffectError,
@@ -40,6 +41,10 @@ from loom_nb.errors import (
     JournalError,
     JournalLockedError,
     LoomError,
+    McpError,
+    McpServerGone,
+    McpToolError,
+    McpToolsChangedError,
     NonDeterminismError,
     NotAuthorizedError,
     PromptIntegrityError,
@@ -114,6 +119,10 @@ __all__ = [
     "JournalError",
     "JournalLockedError",
     "LoomError",
+    "McpError",
+    "McpServerGone",
+    "McpToolError",
+    "McpToolsChangedError",
     "Message",
     "ModelProvider",
     "ModelRequest",
@@ -155,6 +164,7 @@ __all__ = [
     "frames",
     "llm_effect",
     "load_ipython_extension",
+    "mcp_tools",
     "rebuild_requests",
     "set_default_runtime",
     "summarizer_effect",

@@ -17,7 +17,11 @@
     │   ├── InDoubtError
     │   ├── PromptIntegrityError
     │   ├── ClaimCheckError
-    │   └── ToolArgumentsError
+    │   ├── ToolArgumentsError
+    │   └── McpError               an MCP server or one of its tools failed
+    │       ├── McpToolError       the tool answered with isError (the model reads it)
+    │       ├── McpServerGone      the server's process or connection died mid-call (retryable)
+    │       └── McpToolsChangedError  the server's tool list changed since ``mcp_tools`` read it
     ├── ProviderError              a model provider's failure
     │   ├── ProviderHTTPError      status, body, retry_after
     │   ├── ProviderTimeout        no answer in time, or the connection failed (retryable)
@@ -112,6 +116,26 @@ class ClaimCheckError(EffectError):
 
 class ToolArgumentsError(EffectError):
     """A tool call's arguments are not JSON or fail the tool's schema (sent back to the model)."""
+
+
+class McpError(EffectError):
+    """An MCP server or one of its tools failed; the message names the server and the tool."""
+
+
+class McpToolError(McpError):
+    """An MCP tool answered with ``isError``: a tool failure whose text the model reads."""
+
+
+class McpServerGone(McpError):
+    """An MCP server's process or connection died during a call (or could not be reached). Retryable:
+    the next attempt starts the server again."""
+
+    retryable = True
+
+
+class McpToolsChangedError(McpError):
+    """An MCP server's tool list changed since ``mcp_tools`` read it: the tool the run was given is
+    gone or no longer what the model was told."""
 
 
 class ProviderError(LoomError):

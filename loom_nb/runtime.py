@@ -86,6 +86,11 @@ class Runtime(Engine):
             raise UsageError("PostgreSQL journals are not available yet: open a DuckDB file path or ':memory:'")
         return cls(DuckDBJournal(text, read_only=read_only), **kwargs)
 
+    def close(self) -> None:
+        """Close the effect ring's resources (MCP server sessions...), then the journal (idempotent)."""
+        self.effects.close()
+        super().close()
+
     def usage_by_effect(self, execution_id: str) -> dict[str, UsageTotals]:
         """An execution's recorded usage per effect id, from one read of its events."""
         by_effect: dict[str, UsageTotals] = {}

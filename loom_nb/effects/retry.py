@@ -6,13 +6,14 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from loom_nb.errors import ProviderError, RetriesExhaustedError
+from loom_nb.errors import McpServerGone, ProviderError, RetriesExhaustedError
 from loom_nb.kernel.effect_registry import EffectCall, EffectResult, Next
 
 
 def default_retryable(error: BaseException) -> bool:
-    """Provider errors marked retryable (429, 5xx, timeouts), and timeouts / connection errors."""
-    if isinstance(error, ProviderError):
+    """Provider errors marked retryable (429, 5xx, timeouts), an MCP server that died mid-call, and
+    timeouts / connection errors."""
+    if isinstance(error, (ProviderError, McpServerGone)):
         return bool(error.retryable)
     return isinstance(error, (TimeoutError, ConnectionError))
 

@@ -8,6 +8,7 @@ claim-check (one link per ``ClaimCheck`` configuration) -> the effect. The idemp
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Mapping
 
 from loom_nb.effects.authz import Authorization
@@ -16,6 +17,8 @@ from loom_nb.effects.guard import PromptGuard
 from loom_nb.effects.quota import Metering, Quota, UsageTotals
 from loom_nb.effects.retry import Retry, RetryPolicy
 from loom_nb.kernel.effect_registry import EffectRegistry
+
+log = logging.getLogger(__name__)
 
 
 class EffectRing(EffectRegistry):
@@ -48,6 +51,21 @@ class EffectRing(EffectRegistry):
         super().__init__([self.authorization, self.metering, self.retry, self.guard])
         self._claim_checks: list[ClaimCheck] = []
         self.content_store: ContentStore | None = None
+        self._on_close: list[Callable[[], None]] = []
+
+    def on_close(self, callback: Callable[[], None]) -> None:
+        """Call ``callback()`` when the ring closes (``Runtime.close()``): how a resource its effects
+        hold (an MCP server session) ends with the runtime. Callbacks run once, newest first."""
+        self._on_close.append(callback)
+
+    def close(self) -> None:
+        """Run the close callbacks (once each); one that raises is logged and the rest still run."""
+        while self._on_close:
+            callback = self._on_close.pop()
+            try:
+                callback()
+            except Exception:
+                log.exception("a close callback of the effect ring failed: %r", callback)
 
     def add_claim_check(self, config: ClaimCheck, store: ContentStore | None = None) -> None:
         """Install a claim-check link (once per configuration)."""

@@ -152,16 +152,21 @@ class Tool:
 
     def register(self, effects: EffectInvoker) -> EffectSpec:
         """Register as the effect ``tools.<name>``."""
+        return self.register_effect(effects, self.invoke)
+
+    def register_effect(self, effects: EffectInvoker, fn: Callable[..., Any], **meta: Any) -> EffectSpec:
+        """Register ``fn`` as this tool's effect ``tools.<name>`` with the tool's options (and ``meta``
+        added to the spec's): how a subclass (``McpTool``) registers a body of its own."""
         return effects.register(
             self.effect_id,
-            self.invoke,
+            fn,
             idempotent=self.idempotent,
             scopes=self.scopes,
             retry=self.retry,
             quota=self.quota,
             trusted=self.trusted,
             kind="tool",
-            meta={"tool": self.name},
+            meta={"tool": self.name, **meta},
         )
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:

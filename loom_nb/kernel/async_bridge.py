@@ -13,12 +13,17 @@ thread to run a coroutine:
   coroutine to completion and returns its result; inside a running loop it runs it on its own loop
   in a worker thread while the caller waits (so the coroutine must not touch objects bound to the
   caller's loop).
+* ``LoopThread``: a long-lived resource bound to one event loop (an MCP client session, whose
+  transport tasks must live on the loop that opened it) gets its own loop on a daemon thread;
+  coroutines are submitted to it from any loop (``await thread.run(coro)``) or from synchronous
+  code (``thread.call(coro)``), so the resource outlives the ``asyncio.run`` of one script call.
 """
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import threading
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
@@ -70,3 +75,33 @@ def run_blocking(coro: Coroutine[Any, Any, T]) -> T:
         return asyncio.run(coro)
     with concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="loom-bridge") as pool:
         return pool.submit(asyncio.run, coro).result()
+
+
+class LoopThread:
+    """An event loop of its own on a daemon thread, for a resource that must stay on one loop.
+
+    Args:
+        name: The thread's name (shown in stack dumps).
+    """
+
+    def __init__(self, name: str) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, name=name, daemon=True)
+        self.thread.start()
+
+    async def run(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Run ``coro`` on this thread's loop and await its result from the caller's loop
+        (cancelling the caller cancels it there too)."""
+        return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coro, self.loop))
+
+    def call(self, coro: Coroutine[Any, Any, T], *, timeout: float | None = None) -> T:
+        """Run ``coro`` on this thread's loop and wait for its result from synchronous code."""
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
+
+    def stop(self) -> None:
+        """Stop the loop and join the thread (idempotent); the caller finishes its work first."""
+        if self.loop.is_closed():
+            return
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join()
+        self.loop.close()

@@ -105,3 +105,22 @@ def test_the_assembled_runtime_installs_the_ring_and_a_journal_content_store(rt:
     names = [type(i).__name__ for i in rt.effects.interceptors]
     assert names == ["Authorization", "Metering", "Retry", "PromptGuard"]
     assert isinstance(rt.effects.content_store, JournalContentStore)
+
+
+def test_the_ring_runs_its_close_callbacks_once_newest_first_when_the_runtime_closes(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    rt = make()
+    closed: list[str] = []
+
+    def broken() -> None:
+        closed.append("broken")
+        raise RuntimeError("cannot close")
+
+    rt.effects.on_close(lambda: closed.append("first"))
+    rt.effects.on_close(broken)
+    rt.effects.on_close(lambda: closed.append("last"))
+    rt.close()
+    rt.close()
+    assert closed == ["last", "broken", "first"]  # one that raises does not stop the rest
+    assert "a close callback of the effect ring failed" in caplog.text

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from loom_nb.errors import UsageError
-from loom_nb.kernel.async_bridge import run_blocking, run_or_schedule, run_sync
+from loom_nb.kernel.async_bridge import LoopThread, run_blocking, run_or_schedule, run_sync
 
 PACKAGE = Path(__file__).resolve().parents[2] / "loom_nb"
 BRIDGE = PACKAGE / "kernel" / "async_bridge.py"
@@ -66,3 +66,14 @@ def test_no_module_but_the_bridge_runs_coroutines_itself() -> None:
     ]
     assert offenders == [], "use loom_nb.kernel.async_bridge (run_sync, run_or_schedule, run_blocking)"
     assert _runs_coroutines_itself(BRIDGE)  # the check sees what it looks for
+
+
+async def test_a_loop_thread_runs_coroutines_on_its_own_thread_from_any_loop_or_from_sync_code() -> None:
+    thread = LoopThread("loom-test-loop")
+    try:
+        assert await thread.run(where()) == "loom-test-loop"
+        assert await asyncio.to_thread(thread.call, where()) == "loom-test-loop"
+    finally:
+        thread.stop()
+    thread.stop()  # idempotent
+    assert not thread.thread.is_alive() and thread.loop.is_closed()
