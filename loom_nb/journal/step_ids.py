@@ -259,6 +259,11 @@ def tool_name(effect_id: str) -> str:
     return effect_id.removeprefix(_TOOL_EFFECT_PREFIX)
 
 
+def agent_name(flow: str) -> str | None:
+    """The agent name of an agent's flow (``agent:<name>`` -> ``<name>``); None for any other flow."""
+    return flow.removeprefix(_AGENT_FLOW_PREFIX) if flow.startswith(_AGENT_FLOW_PREFIX) else None
+
+
 def step_kind(step_id: str, effect_id: str | None = None) -> str:
     """What a step is: ``model``, ``tool``, ``compact`` or ``effect``.
 
