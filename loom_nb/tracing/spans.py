@@ -318,12 +318,13 @@ def _model_attributes(step: StepState) -> Attributes:
         {
             gen_ai.GEN_AI_USAGE_INPUT_TOKENS: usage.get("input_tokens"),
             gen_ai.GEN_AI_USAGE_OUTPUT_TOKENS: usage.get("output_tokens"),
-            gen_ai.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS: usage.get("reasoning_tokens"),
             LOOM_COST: usage.get("cost"),
         }
     )
     response = _response(step)
     if response is not None:
+        if response.usage.reasoning_tokens:  # in the model's output only (the metered usage has none)
+            attributes[gen_ai.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS] = response.usage.reasoning_tokens
         if response.finish_reason:
             attributes[gen_ai.GEN_AI_RESPONSE_FINISH_REASONS] = (response.finish_reason,)
         if response.response_id:

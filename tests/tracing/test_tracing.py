@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 
 import pytest
@@ -19,9 +19,10 @@ from opentelemetry.trace import SpanKind, StatusCode
 import loom_nb as loom
 from loom_nb.errors import UsageError
 from loom_nb.journal.events import EventKind
+from loom_nb.messages import ModelRequest, ToolCall
 from loom_nb.testing import FakeClock, SequentialIds
 from tests.agent import golden_agent_flows
-from tests.analysis.support import messy_run, tidy_agent, tidy_run
+from tests.analysis.support import messy_run, search, tidy_agent, tidy_run
 from tests.tracing.support import (
     Recorder,
     after_a_crash,
@@ -407,3 +408,56 @@ def test_without_opentelemetry_or_a_provider_the_error_says_the_fix() -> None:
         "missing: OpenTelemetry tracing needs the otel extra: pip install 'loom_nb[otel]'",
         "subscribed: False",
     ]
+
+
+async def test_decisions_warnings_elevations_and_reasoning_tokens(rt: loom.Runtime, recorder: Recorder) -> None:
+    def respond(request: ModelRequest) -> loom.ModelResponse:
+        if not any(m.role == "tool" for m in request.messages):
+            calls = [ToolCall(id="call_x", name="search", arguments={"query": "q"})]
+            reply = loom.ModelResponse.tool_calls(calls, usage=loom.Usage(input_tokens=5, output_tokens=7))
+            return reply if request.model == "large" else loom.ModelResponse.text("unsure")
+        return loom.ModelResponse.text("done", usage=loom.Usage(input_tokens=9, output_tokens=4, reasoning_tokens=3))
+
+    def policy(models: Sequence[str], request: ModelRequest, turn: int) -> loom.Decision:
+        return loom.Decision(choice=models[0], probabilities=[0.9, 0.1])
+
+    small, large = (
+        loom.ScriptedModel(respond),
+        loom.ScriptedModel(lambda r: respond(r.model_copy(update={"model": "large"}))),
+    )
+    agent = loom.Agent(
+        name="routed",
+        tools=[search],
+        routes=loom.Routes(
+            models=["model.small", "model.large"], policy=policy, elevate=lambda r, t: r.message.text == "unsure"
+        ),
+        models={"model.small": small, "model.large": large},
+        warn_transcript_bytes=10,
+    )
+    with loom.tracing.export(rt, recorder.provider), pytest.warns(loom.TranscriptGrowthWarning):
+        run = agent.start("go", runtime=rt)
+        await run
+    spans = recorder.spans()
+    s = by_key(spans)
+    assert tree(spans)[("chat model.large", "#turn:0:elevated:1")] == ("turn 0", 0)
+    assert dict(s[("execute_tool search", "#turn:0:tool:0")].attributes or {})["gen_ai.tool.call.id"] == "call_x"
+    turn0 = s[("turn 0", 0)]
+    assert [(e.name, dict(e.attributes or {})) for e in turn0.events] == [
+        (
+            "loom.decision",
+            {"loom.step_id": "#turn:0:route", "loom.decision.choice": "model.small", "loom.decision.policy": "routes"},
+        ),
+        (
+            "loom.decision",
+            {
+                "loom.step_id": "#turn:0:route:elevate:1",
+                "loom.decision.choice": "model.large",
+                "loom.decision.policy": "_elevation_policy",
+            },
+        ),
+    ]
+    answer = dict(s[("chat model.small", "#turn:1")].attributes or {})
+    assert (answer["gen_ai.usage.output_tokens"], answer["gen_ai.usage.reasoning.output_tokens"]) == (4, 3)
+    root = s[("invoke_agent routed", run.id)]
+    warnings = [dict(e.attributes or {}) for e in root.events if e.name == "loom.warning"]
+    assert [w["loom.warning.code"] for w in warnings] == ["transcript_bytes"]
