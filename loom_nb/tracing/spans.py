@@ -34,10 +34,10 @@ from loom_nb.journal.run_state import FAILED, GateState, RunState, StepState
 from loom_nb.messages import ModelResponse
 
 #: ``gen_ai.operation.name`` values (the GenAI semantic conventions' own words).
-INVOKE_AGENT: Final = "invoke_agent"
-INVOKE_WORKFLOW: Final = "invoke_workflow"
-CHAT: Final = "chat"
-EXECUTE_TOOL: Final = "execute_tool"
+INVOKE_AGENT: Final[str] = gen_ai.GenAiOperationNameValues.INVOKE_AGENT.value
+INVOKE_WORKFLOW: Final[str] = gen_ai.GenAiOperationNameValues.INVOKE_WORKFLOW.value
+CHAT: Final[str] = gen_ai.GenAiOperationNameValues.CHAT.value
+EXECUTE_TOOL: Final[str] = gen_ai.GenAiOperationNameValues.EXECUTE_TOOL.value
 
 #: loom_nb's own attributes (no semantic convention covers them).
 LOOM_EXECUTION_ID: Final = "loom.execution_id"
@@ -156,6 +156,8 @@ def emit(tracer: Tracer, specs: Sequence[SpanSpec]) -> str:
     Returns:
         The trace id (32 hex digits).
     """
+    if not specs:
+        raise ValueError("no spans to emit: span_specs gives at least the execution's span for any event")
     spans: dict[SpanKey, Span] = {}
     for spec in specs:
         parent = Context() if spec.parent is None else trace.set_span_in_context(spans[spec.parent])

@@ -461,3 +461,11 @@ async def test_decisions_warnings_elevations_and_reasoning_tokens(rt: loom.Runti
     root = s[("invoke_agent routed", run.id)]
     warnings = [dict(e.attributes or {}) for e in root.events if e.name == "loom.warning"]
     assert [w["loom.warning.code"] for w in warnings] == ["transcript_bytes"]
+
+
+def test_no_events_give_no_spans_and_emitting_none_is_refused(recorder: Recorder) -> None:
+    from loom_nb.tracing.spans import emit, span_specs
+
+    assert span_specs([]) == []
+    with pytest.raises(ValueError, match="no spans to emit"):
+        emit(recorder.provider.get_tracer("test"), [])
