@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import socket
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -17,7 +18,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
 from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
 import loom_nb as loom
@@ -135,3 +136,37 @@ async def test_an_agent_run_reaches_an_otlp_http_receiver(rt: loom.Runtime, rece
     assert {s.trace_id for _, s in received} == {root.trace_id}
     events = rt.journal.read(eid)
     assert root.start_time_unix_nano / 1e9 == events[0].at and root.end_time_unix_nano / 1e9 == events[-1].at
+
+
+async def test_an_unreachable_backend_never_breaks_a_run(rt: loom.Runtime, caplog: pytest.LogCaptureFixture) -> None:
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    provider = TracerProvider()
+    exporter = OTLPSpanExporter(endpoint=f"http://127.0.0.1:{port}/v1/traces", timeout=0.5)
+    provider.add_span_processor(BatchSpanProcessor(exporter))
+    try:
+        export = loom.tracing.export(rt, provider)
+        eid = await tidy_run(rt)
+        assert rt.journal.read(eid)[-1].kind == "execution_completed"
+        assert [e for e, _ in export.traces] == [eid]
+        provider.force_flush(5_000)
+        assert "Failed to export spans batch" in caplog.text  # the exporter's own log: dropped, not raised
+    finally:
+        provider.shutdown()
+
+
+class _Exploding(SpanProcessor):
+    def on_end(self, span: ReadableSpan) -> None:
+        raise RuntimeError("the span pipeline broke")
+
+
+async def test_a_failing_span_pipeline_is_logged_and_the_run_goes_on(
+    rt: loom.Runtime, caplog: pytest.LogCaptureFixture
+) -> None:
+    provider = TracerProvider()
+    provider.add_span_processor(_Exploding())
+    loom.tracing.export(rt, provider)
+    eid = await tidy_run(rt)
+    assert rt.journal.read(eid)[-1].kind == "execution_completed"
+    assert "a loom_nb event observer failed" in caplog.text
