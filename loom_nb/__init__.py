@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from loom_nb import tracing  # OpenTelemetry itself is imported only when an export starts
 from loom_nb.agent import (
     Agent,
     AgentConfig,
@@ -170,5 +171,6 @@ __all__ = [
     "summarizer_effect",
     "timeline",
     "tool",
+    "tracing",
     "unload_ipython_extension",
 ]

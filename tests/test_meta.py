@@ -101,6 +101,7 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
         "anywidget",
         "pandas",
     ),
+    "tracing": ("loom_nb.notebook", "loom_nb.analysis", "IPython", "ipywidgets", "anywidget", "pandas"),
     "messages.py": ("loom_nb.kernel", "loom_nb.effects", "loom_nb.agent", "loom_nb.providers", "httpx", "pandas"),
 }
 
@@ -162,7 +163,8 @@ def test_no_wall_clock_or_global_randomness(part: str) -> None:
 def test_import_needs_no_kernel_or_widgets() -> None:
     code = (
         "import sys, loom_nb\n"
-        "bad = [m for m in ('IPython', 'ipywidgets', 'anywidget', 'pandas', 'matplotlib') if m in sys.modules]\n"
+        "heavy = ('IPython', 'ipywidgets', 'anywidget', 'pandas', 'matplotlib', 'opentelemetry')\n"
+        "bad = [m for m in heavy if m in sys.modules]\n"
         "print(','.join(bad))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
@@ -243,6 +245,7 @@ EXPECTED_ALL = sorted(
         "summarizer_effect",
         "timeline",
         "tool",
+        "tracing",
         "unload_ipython_extension",
     ]
 )

@@ -166,11 +166,6 @@ def agent_step_effect_id(name: str) -> str:
     return _AGENT_STEP_EFFECT_PREFIX + name
 
 
-def agent_name_of_flow(flow_name: str) -> str | None:
-    """The agent an ``agent:<name>`` flow runs, or None for any other flow."""
-    return flow_name.removeprefix(_AGENT_FLOW_PREFIX) if flow_name.startswith(_AGENT_FLOW_PREFIX) else None
-
-
 def agent_flow_name(agent_name: str) -> str:
     """The flow an agent registers: ``agent:<name>``."""
     return _AGENT_FLOW_PREFIX + agent_name
@@ -268,6 +263,11 @@ def is_tool_effect(effect_id: str) -> bool:
 def tool_name(effect_id: str) -> str:
     """The tool name of ``tools.<name>`` (any other effect id unchanged)."""
     return effect_id.removeprefix(_TOOL_EFFECT_PREFIX)
+
+
+def agent_name(flow: str) -> str | None:
+    """The agent name of an agent's flow (``agent:<name>`` -> ``<name>``); None for any other flow."""
+    return flow.removeprefix(_AGENT_FLOW_PREFIX) if flow.startswith(_AGENT_FLOW_PREFIX) else None
 
 
 def step_kind(step_id: str, effect_id: str | None = None) -> str:

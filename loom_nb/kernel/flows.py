@@ -40,7 +40,7 @@ class FlowRegistry:
 
     def get(self, name: str) -> FlowFn:
         """The flow registered as ``name``."""
-        agent = step_ids.agent_name_of_flow(name)
+        agent = step_ids.agent_name(name)
         fix = (
             "defines it"
             if agent is None

@@ -1,7 +1,7 @@
 """The ``%loom`` line magic and the ``%%loom_sql`` cell magic.
 
 ``%loom open PATH | runs | pending | show ID | resume ID GATE --approve/--refuse [--reason R] |
-recover | replay ID | status | timeline ID``; ``%loom --help`` and ``%loom SUBCOMMAND --help``
+recover | replay ID | status | timeline ID | trace on|off``; ``%loom --help`` and ``%loom SUBCOMMAND --help``
 explain each. ``%%loom_sql`` runs its cell as SQL over the journal's views and returns a DataFrame.
 Mistakes (an unknown execution or gate, a journal held by another process) are one-line errors.
 """
@@ -13,7 +13,7 @@ import asyncio
 import shlex
 import sys
 from collections.abc import Callable
-from typing import Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 from IPython.core.error import UsageError as IPythonUsageError
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
@@ -27,6 +27,9 @@ from loom_nb.kernel.context import IN_DOUBT_GATE
 from loom_nb.notebook import extension
 from loom_nb.notebook.runs import display, ensure_registered, find_agent, flow_of, run_for
 from loom_nb.runtime import Runtime
+
+if TYPE_CHECKING:
+    from loom_nb.tracing import TraceExport
 
 T = TypeVar("T")
 
@@ -76,6 +79,9 @@ def _loom_parser() -> _Parser:
     sub.add_parser("status", help="which journal is open, and what it holds")
     t = sub.add_parser("timeline", help="show the live step timeline of an execution")
     t.add_argument("id", metavar="ID", help="the execution id")
+    tr = sub.add_parser("trace", help="export each run as an OpenTelemetry trace when it settles (on / off)")
+    tr.add_argument("state", choices=["on", "off"], help="start or stop exporting")
+    tr.add_argument("--suspended", action="store_true", help="also export a run each time it waits at a gate")
     return p
 
 
@@ -102,12 +108,16 @@ def _guard(fn: Callable[..., T], *args: Any) -> T | None:
 @magics_class
 class LoomMagics(Magics):
     """``%loom`` (subcommands: open, runs, pending, show, resume, recover, replay, status,
-    timeline) and ``%%loom_sql``. Run ``%loom --help`` for the list."""
+    timeline, trace) and ``%%loom_sql``. Run ``%loom --help`` for the list."""
+
+    #: The live OpenTelemetry export ``%loom trace on`` started, until ``%loom trace off``.
+    _trace: TraceExport | None = None
 
     @line_magic("loom")  # type: ignore[arg-type]
     def loom(self, line: str) -> Any:
         """Look at and drive durable runs: ``%loom open PATH | runs | pending | show ID |
-        resume ID GATE --approve/--refuse [--reason R] | recover | replay ID | status | timeline ID``.
+        resume ID GATE --approve/--refuse [--reason R] | recover | replay ID | status | timeline ID |
+        trace on|off``.
 
         ``%loom --help`` lists them; ``%loom COMMAND --help`` explains one.
         """
@@ -310,3 +320,17 @@ class LoomMagics(Magics):
         for line in extension.crash_report(runtime):
             if "left running" in line:
                 print(line)
+
+    def _cmd_trace(self, args: argparse.Namespace) -> None:
+        from loom_nb import tracing
+
+        if self._trace is not None:
+            self._trace.stop()
+            self._trace = None
+        if args.state == "off":
+            print("loom_nb: OpenTelemetry export off")
+            return
+        runtime = self._runtime()
+        self._trace = tracing.export(runtime, on_suspend=args.suspended)
+        when = "completes, fails or suspends" if args.suspended else "completes or fails"
+        print(f"loom_nb: OpenTelemetry export on: each run in {runtime.journal.location} is exported when it {when}")

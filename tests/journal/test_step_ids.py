@@ -31,6 +31,12 @@ def test_builders_spell_the_persisted_ids() -> None:
     assert (ids.APPROVAL_GATE, ids.IN_DOUBT_GATE) == ("AgentToolApproval", "InDoubt")
 
 
+def test_an_agent_flow_gives_its_agent_name_back() -> None:
+    assert ids.agent_name(ids.agent_flow_name("demo")) == "demo"
+    assert ids.agent_name(ids.agent_flow_name("a:b")) == "a:b"
+    assert ids.agent_name("tidy_flow") is None
+
+
 @given(turn=TURNS, j=TURNS, k=st.integers(min_value=1, max_value=50), n=st.integers(min_value=1, max_value=10**6))
 def test_every_built_id_parses_back(turn: int, j: int, k: int, n: int) -> None:
     P = ids.StepId
