@@ -29,11 +29,13 @@ from __future__ import annotations
 import base64
 import importlib
 import logging
+import os
+import sys
 import weakref
 from collections.abc import Iterable, Mapping
 from contextlib import suppress
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Unpack
+from typing import TYPE_CHECKING, Any, TextIO, Unpack
 
 from loom_nb.effects.claimcheck import ContentStore
 from loom_nb.effects.retry import RetryPolicy
@@ -64,6 +66,19 @@ def _sdk(module: str = "mcp") -> Any:
         return importlib.import_module(module)
     except ImportError as exc:
         raise UsageError(f"MCP tools need the official MCP Python SDK: {INSTALL_HINT} ({exc})") from None
+
+
+def server_errlog() -> TextIO:
+    """Where a stdio server's stderr goes: this process's stderr when it has a file descriptor
+    (a terminal, a kernel's captured stream), else the interpreter's original one, else nowhere."""
+    for stream in (sys.stderr, sys.__stderr__):
+        try:
+            if stream is not None:
+                stream.fileno()
+                return stream
+        except (AttributeError, OSError, ValueError):
+            continue
+    return open(os.devnull, "w")
 
 
 def _definition(tool: McpDefinition) -> dict[str, Any]:
@@ -97,7 +112,12 @@ class McpServer:
     def client(self, **options: Any) -> Client:
         """A new SDK ``Client`` for this server (not yet entered)."""
         sdk = _sdk()
-        return sdk.Client(self.target, read_timeout_seconds=self.read_timeout, **options)  # type: ignore[no-any-return]
+        server: Any = self.target
+        if not isinstance(server, str):
+            # The server's stderr must go to a real file: inside a kernel (nbval, some front ends)
+            # ``sys.stderr`` has no file descriptor, and the SDK's default would fail to start it.
+            server = _sdk("mcp.client.stdio").stdio_client(server, errlog=server_errlog())
+        return sdk.Client(server, read_timeout_seconds=self.read_timeout, **options)  # type: ignore[no-any-return]
 
     async def list_tools(self, client: Client) -> list[McpDefinition]:
         """Every tool the server lists, page by page."""
