@@ -157,6 +157,7 @@ EXPECTED_ALL = sorted(
         "InDoubtResolution",
         "JournalError",
         "JournalLockedError",
+        "JournalWriteError",
         "LoomError",
         "Message",
         "ModelProvider",

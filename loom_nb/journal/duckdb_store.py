@@ -21,7 +21,7 @@ from loom_nb.errors import JournalError, JournalLockedError
 from loom_nb.journal.canonical import canonical_json
 from loom_nb.journal.events import ContentBlob, Event, ExecutionRecord
 from loom_nb.journal.migrations import CREATE_MIGRATIONS_TABLE, MIGRATIONS
-from loom_nb.journal.store import projection_changes
+from loom_nb.journal.store import projection_changes, write_error
 
 _NO_NETWORK = {"autoinstall_known_extensions": False, "autoload_known_extensions": False}
 # Commits run on one thread: a small commit is 15-25% cheaper than with DuckDB's worker pool
@@ -89,8 +89,8 @@ class DuckDBJournal:
                     con.execute(sql)
                 con.execute("INSERT INTO schema_migrations VALUES (?, make_timestamp(?))", [name, 0])
                 con.execute("COMMIT")
-            except BaseException:
-                con.execute("ROLLBACK")
+            except BaseException as exc:
+                self._rollback(exc)
                 raise
 
     def applied_migrations(self) -> list[str]:
@@ -107,17 +107,32 @@ class DuckDBJournal:
         return sql
 
     def append(self, events: Sequence[Event], contents: Sequence[ContentBlob] = ()) -> None:
-        """Atomically append events and content, updating the executions projection."""
+        """Atomically append events and content, updating the executions projection.
+
+        Raises:
+            JournalWriteError: the commit failed (nothing of it was written); DuckDB's error is its
+                cause, never masked by the rollback.
+            UsageError: a payload cannot be journaled (nothing was written).
+        """
         if self.read_only:
             raise JournalError(f"the journal {self.location} is open read-only; open it read-write to write")
         params: list[Any] = []
         for e in events:
             params += [e.execution_id, e.seq, str(e.kind), e.step_id, _us(e.at), canonical_json(e.data)]
+        try:
+            self._write(events, contents, params)
+        except duckdb.ConstraintException as exc:
+            why = "A duplicate seq or execution: is another runtime writing this execution?"
+            raise write_error(self.location, events, exc, why=why) from exc
+        except duckdb.Error as exc:
+            raise write_error(self.location, events, exc) from exc
+
+    def _write(self, events: Sequence[Event], contents: Sequence[ContentBlob], params: list[Any]) -> None:
         changes = projection_changes(events)
         con = self.connection
         if not contents and not changes:
             if events:
-                self._execute(self._sql_for(len(events)), params)
+                con.execute(self._sql_for(len(events)), params)
             return
         at = _us(events[0].at) if events else 0
         con.execute("BEGIN")
@@ -141,18 +156,17 @@ class DuckDBJournal:
                         [status, _us(when), execution_id],
                     )
             con.execute("COMMIT")
-        except duckdb.ConstraintException as exc:
-            con.execute("ROLLBACK")
-            raise JournalError(f"the journal refused an append (a duplicate seq or execution?): {exc}") from exc
-        except BaseException:
-            con.execute("ROLLBACK")
+        except BaseException as exc:
+            self._rollback(exc)
             raise
 
-    def _execute(self, sql: str, params: list[Any]) -> None:
+    def _rollback(self, cause: BaseException) -> None:
+        """Roll back the transaction ``cause`` broke, if one is still open; a failing rollback is
+        a note on ``cause``, never a replacement for it."""
         try:
-            self.connection.execute(sql, params)
-        except duckdb.ConstraintException as exc:
-            raise JournalError(f"the journal refused an append (a duplicate seq?): {exc}") from exc
+            self.connection.execute("ROLLBACK")
+        except duckdb.Error as exc:  # no transaction is active (a failed COMMIT ends it), or the file is gone
+            cause.add_note(f"(the rollback after it did not run either: {exc})")
 
     @contextmanager
     def parallel_reads(self) -> Iterator[None]:

@@ -6,10 +6,9 @@ import json
 from collections.abc import Sequence
 from dataclasses import replace
 
-from loom_nb.errors import JournalError
 from loom_nb.journal.canonical import canonical_json
 from loom_nb.journal.events import ContentBlob, Event, ExecutionRecord
-from loom_nb.journal.store import projection_changes
+from loom_nb.journal.store import projection_changes, write_error
 
 
 class InMemoryJournal:
@@ -28,13 +27,15 @@ class InMemoryJournal:
         for event in events:
             log = staged.setdefault(event.execution_id, list(self._events.get(event.execution_id, ())))
             if log and log[-1].seq >= event.seq:
-                raise JournalError(f"duplicate or out-of-order seq {event.seq} for execution {event.execution_id!r}")
+                cause = ValueError(f"duplicate or out-of-order seq {event.seq} for execution {event.execution_id!r}")
+                raise write_error(self.location, events, cause, why="another runtime writes this execution")
             log.append(replace(event, data=json.loads(canonical_json(event.data))))
         changes = projection_changes(events)
         started = [c[0] for c in changes if c[2] is not None]
         for execution_id in started:
             if execution_id in self._executions or started.count(execution_id) > 1:
-                raise JournalError(f"duplicate execution {execution_id!r}: it was already started")
+                cause = ValueError(f"duplicate execution {execution_id!r}: it was already started")
+                raise write_error(self.location, events, cause, why="pick another execution id")
         self._events.update(staged)
         for blob in contents:
             self._content.setdefault(blob.digest, (blob.data, blob.media_type, blob.tainted))
