@@ -8,6 +8,8 @@
     ├── JournalError               the event log
     │   ├── JournalLockedError     another process holds the DuckDB file
     │   ├── JournalWriteError      a commit failed (full disk, I/O error, bad text); the run stops
+    │   ├── JournalReadError       the file cannot be opened or read (closed, I/O error)
+    │   │   └── JournalCorruptError  the file is damaged: truncated, overwritten, not a journal
     │   ├── NonDeterminismError    a replayed step differs from the record
     │   └── ReplayDivergedError    a pure replay would have to run an effect
     ├── EffectError                raised around an effect call
@@ -93,6 +95,15 @@ class JournalWriteError(JournalError):
 
     def __reduce__(self) -> Any:
         return (rebuild_error, (type(self), self.args, self.__dict__))
+
+
+class JournalReadError(JournalError):
+    """The journal file cannot be opened or read; the message names the file and what to do."""
+
+
+class JournalCorruptError(JournalReadError):
+    """The journal file is damaged (truncated, overwritten, a checksum that does not match, not a
+    DuckDB file): move it aside and open a new journal, or restore it from a copy."""
 
 
 class NonDeterminismError(JournalError):

@@ -17,7 +17,7 @@ from typing import Any
 
 import duckdb
 
-from loom_nb.errors import JournalError, JournalLockedError
+from loom_nb.errors import JournalCorruptError, JournalError, JournalLockedError, JournalReadError
 from loom_nb.journal.canonical import canonical_json
 from loom_nb.journal.events import ContentBlob, Event, ExecutionRecord
 from loom_nb.journal.migrations import CREATE_MIGRATIONS_TABLE, MIGRATIONS
@@ -45,6 +45,29 @@ def _lock_error(path: str, exc: BaseException) -> JournalLockedError:
     )
 
 
+_DAMAGE = ("not a valid duckdb database file", "could not read enough bytes", "checksum", "corrupt")
+
+
+def read_error(location: str, exc: BaseException, doing: str) -> JournalReadError:
+    """The ``JournalError`` for a DuckDB error raised while opening or reading the journal file
+    (every read goes through ``DuckDBJournal.reading``): what went wrong, the file, and the fix."""
+    text = str(exc)
+    if any(marker in text.lower() for marker in _DAMAGE):
+        return JournalCorruptError(
+            f"the journal {location} is damaged (truncated, overwritten or not a DuckDB file) and could "
+            f"not {doing}: {text}. Move the file aside and open a new journal there, or restore it from a "
+            "copy; a run in it cannot be recovered until then."
+        )
+    if "closed" in text.lower():
+        return JournalReadError(
+            f"the journal {location} is closed and could not {doing}: open it again (loom.Runtime.open)."
+        )
+    return JournalReadError(
+        f"the journal {location} could not {doing}: {type(exc).__name__}: {text}. If another thread "
+        "uses this runtime, let it finish; if it persists, close the runtime and open the file again."
+    )
+
+
 class DuckDBJournal:
     """A ``JournalStore`` in a DuckDB file.
 
@@ -63,17 +86,37 @@ class DuckDBJournal:
         except duckdb.IOException as exc:
             if "lock" in str(exc).lower():
                 raise _lock_error(self.location, exc) from None
-            raise JournalError(f"cannot open the journal {self.location}: {exc}") from exc
+            raise read_error(self.location, exc, "be opened") from exc
         except duckdb.ConnectionException as exc:
             raise JournalError(
                 f"cannot open the journal {self.location} "
                 f"{'read-only' if read_only else 'read-write'}: this process already has it open "
                 f"the other way ({exc}). Use the runtime that is already open."
             ) from exc
+        except duckdb.Error as exc:
+            raise read_error(self.location, exc, "be opened") from exc
         self._insert_sql: dict[int, str] = {}
         self._closed = False
         if not read_only:
-            self._migrate()
+            try:
+                with self.reading("be opened"):
+                    self._migrate()
+            except BaseException:
+                self.connection.close()
+                raise
+
+    @contextmanager
+    def reading(self, doing: str) -> Iterator[None]:
+        """The one boundary of every read: a DuckDB error inside the block becomes the
+        ``JournalReadError`` (or ``JournalCorruptError``) ``read_error`` builds, its cause kept.
+
+        Args:
+            doing: What was being done, for the message ("read execution 'x'").
+        """
+        try:
+            yield
+        except duckdb.Error as exc:
+            raise read_error(self.location, exc, doing) from exc
 
     # -- schema ---------------------------------------------------------------------------------
     def _migrate(self) -> None:
@@ -95,7 +138,8 @@ class DuckDBJournal:
 
     def applied_migrations(self) -> list[str]:
         """Names of the applied migrations, in order."""
-        rows = self.connection.execute("SELECT name FROM schema_migrations ORDER BY name").fetchall()
+        with self.reading("list its migrations"):
+            rows = self.connection.execute("SELECT name FROM schema_migrations ORDER BY name").fetchall()
         return [r[0] for r in rows]
 
     # -- writes ---------------------------------------------------------------------------------
@@ -171,7 +215,8 @@ class DuckDBJournal:
     @contextmanager
     def parallel_reads(self) -> Iterator[None]:
         """Let DuckDB use every core for the (analysis) queries run inside the block."""
-        self.connection.execute(f"SET threads TO {os.cpu_count() or 1}")
+        with self.reading("set up a parallel read"):
+            self.connection.execute(f"SET threads TO {os.cpu_count() or 1}")
         try:
             yield
         finally:
@@ -181,10 +226,11 @@ class DuckDBJournal:
     # -- reads ----------------------------------------------------------------------------------
     def read(self, execution_id: str) -> list[Event]:
         """Return an execution's events in order."""
-        rows = self.connection.execute(
-            'SELECT seq, kind, step_id, epoch_us("at"), data FROM events WHERE execution_id = ? ORDER BY seq',
-            [execution_id],
-        ).fetchall()
+        with self.reading(f"read execution {execution_id!r}"):
+            rows = self.connection.execute(
+                'SELECT seq, kind, step_id, epoch_us("at"), data FROM events WHERE execution_id = ? ORDER BY seq',
+                [execution_id],
+            ).fetchall()
         return [Event(execution_id, seq, kind, step, us / 1e6, json.loads(data)) for seq, kind, step, us, data in rows]
 
     def _record(self, row: tuple[Any, ...]) -> ExecutionRecord:
@@ -192,11 +238,12 @@ class DuckDBJournal:
 
     def get_execution(self, execution_id: str) -> ExecutionRecord | None:
         """Return one execution's projection row."""
-        row = self.connection.execute(
-            "SELECT execution_id, flow, status, epoch_us(created_at), epoch_us(updated_at) "
-            "FROM executions WHERE execution_id = ?",
-            [execution_id],
-        ).fetchone()
+        with self.reading(f"read execution {execution_id!r}"):
+            row = self.connection.execute(
+                "SELECT execution_id, flow, status, epoch_us(created_at), epoch_us(updated_at) "
+                "FROM executions WHERE execution_id = ?",
+                [execution_id],
+            ).fetchone()
         return None if row is None else self._record(row)
 
     def list_executions(self, status: str | None = None) -> list[ExecutionRecord]:
@@ -206,19 +253,22 @@ class DuckDBJournal:
         if status is not None:
             sql += " WHERE status = ?"
             params.append(status)
-        rows = self.connection.execute(sql + " ORDER BY created_at, execution_id", params).fetchall()
+        with self.reading("list its executions"):
+            rows = self.connection.execute(sql + " ORDER BY created_at, execution_id", params).fetchall()
         return [self._record(r) for r in rows]
 
     def get_content(self, digest: str) -> bytes | None:
         """Return stored bytes, or None."""
-        row = self.connection.execute("SELECT bytes FROM content WHERE digest = ?", [digest]).fetchone()
+        with self.reading(f"read content {digest}"):
+            row = self.connection.execute("SELECT bytes FROM content WHERE digest = ?", [digest]).fetchone()
         return None if row is None else bytes(row[0])
 
     def content_info(self, digest: str) -> tuple[int, str, bool] | None:
         """Return size, media type and taint of stored content."""
-        row = self.connection.execute(
-            "SELECT size, media_type, tainted FROM content WHERE digest = ?", [digest]
-        ).fetchone()
+        with self.reading(f"read content {digest}"):
+            row = self.connection.execute(
+                "SELECT size, media_type, tainted FROM content WHERE digest = ?", [digest]
+            ).fetchone()
         return None if row is None else (int(row[0]), str(row[1]), bool(row[2]))
 
     def close(self) -> None:
