@@ -18,7 +18,7 @@ from typing import Any
 import duckdb
 
 from loom_nb.errors import JournalCorruptError, JournalError, JournalLockedError, JournalReadError
-from loom_nb.journal.canonical import canonical_json
+from loom_nb.journal.canonical import canonical_json, storable_text
 from loom_nb.journal.events import ContentBlob, Event, ExecutionRecord
 from loom_nb.journal.migrations import CREATE_MIGRATIONS_TABLE, MIGRATIONS
 from loom_nb.journal.store import projection_changes, write_error
@@ -162,7 +162,8 @@ class DuckDBJournal:
             raise JournalError(f"the journal {self.location} is open read-only; open it read-write to write")
         params: list[Any] = []
         for e in events:
-            params += [e.execution_id, e.seq, str(e.kind), e.step_id, _us(e.at), canonical_json(e.data)]
+            step = None if e.step_id is None else storable_text(e.step_id)
+            params += [storable_text(e.execution_id), e.seq, str(e.kind), step, _us(e.at), canonical_json(e.data)]
         try:
             self._write(events, contents, params)
         except duckdb.ConstraintException as exc:
@@ -229,9 +230,10 @@ class DuckDBJournal:
         with self.reading(f"read execution {execution_id!r}"):
             rows = self.connection.execute(
                 'SELECT seq, kind, step_id, epoch_us("at"), data FROM events WHERE execution_id = ? ORDER BY seq',
-                [execution_id],
+                [storable_text(execution_id)],
             ).fetchall()
-        return [Event(execution_id, seq, kind, step, us / 1e6, json.loads(data)) for seq, kind, step, us, data in rows]
+        eid = storable_text(execution_id)
+        return [Event(eid, seq, kind, step, us / 1e6, json.loads(data)) for seq, kind, step, us, data in rows]
 
     def _record(self, row: tuple[Any, ...]) -> ExecutionRecord:
         return ExecutionRecord(row[0], row[1], row[2], row[3] / 1e6, row[4] / 1e6)
@@ -242,7 +244,7 @@ class DuckDBJournal:
             row = self.connection.execute(
                 "SELECT execution_id, flow, status, epoch_us(created_at), epoch_us(updated_at) "
                 "FROM executions WHERE execution_id = ?",
-                [execution_id],
+                [storable_text(execution_id)],
             ).fetchone()
         return None if row is None else self._record(row)
 

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
 from loom_nb.errors import JournalWriteError
+from loom_nb.journal.canonical import storable_text
 from loom_nb.journal.events import STATUS_OF_KIND, ContentBlob, Event, EventKind, ExecutionRecord
 
 
@@ -50,7 +51,8 @@ class JournalStore(Protocol):
 
 
 def projection_changes(events: Sequence[Event]) -> list[tuple[str, str, str | None, float]]:
-    """Return ``(execution_id, status, flow_or_None, at)`` for each status-changing event, in order.
+    """Return ``(execution_id, status, flow_or_None, at)`` for each status-changing event, in order
+    (ids and flow names as stored: ``storable_text``).
 
     ``flow`` is set only for ``execution_started`` (the row is created then).
     """
@@ -59,8 +61,8 @@ def projection_changes(events: Sequence[Event]) -> list[tuple[str, str, str | No
         status = STATUS_OF_KIND.get(event.kind)
         if status is None:
             continue
-        flow = str(event.data.get("flow", "")) if event.kind == EventKind.EXECUTION_STARTED else None
-        changes.append((event.execution_id, status, flow, event.at))
+        flow = storable_text(str(event.data.get("flow", ""))) if event.kind == EventKind.EXECUTION_STARTED else None
+        changes.append((storable_text(event.execution_id), status, flow, event.at))
     return changes
 
 
