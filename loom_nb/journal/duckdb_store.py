@@ -24,6 +24,9 @@ from loom_nb.journal.migrations import CREATE_MIGRATIONS_TABLE, MIGRATIONS
 from loom_nb.journal.store import projection_changes, write_error
 
 _NO_NETWORK = {"autoinstall_known_extensions": False, "autoload_known_extensions": False}
+#: The journal's database touches no file but its own: no COPY TO, no read_text / read_csv, no
+#: ATTACH, not even through a cursor an analysis query runs on.
+_OWN_FILE_ONLY = {**_NO_NETWORK, "enable_external_access": False}
 # Commits run on one thread: a small commit is 15-25% cheaper than with DuckDB's worker pool
 # (measured in docs/performance.md). Analysis queries raise it with ``parallel_reads()``.
 _WRITE_THREADS = 1
@@ -81,7 +84,7 @@ class DuckDBJournal:
         self.read_only = read_only
         try:
             self.connection: Any = duckdb.connect(
-                self.location, read_only=read_only, config={**_NO_NETWORK, "threads": _WRITE_THREADS}
+                self.location, read_only=read_only, config={**_OWN_FILE_ONLY, "threads": _WRITE_THREADS}
             )
         except duckdb.IOException as exc:
             if "lock" in str(exc).lower():
