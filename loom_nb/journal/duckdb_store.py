@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import weakref
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -71,6 +72,33 @@ def read_error(location: str, exc: BaseException, doing: str) -> JournalReadErro
     )
 
 
+#: Files this process holds read-write (real paths) -> (holder's pid, the holding journal, weakly):
+#: a forked child, or a journal dropped without ``close()``, holds nothing. DuckDB would share one
+#: database between two opens in a process; loom refuses the second.
+_HELD: dict[str, tuple[int, weakref.ref[Any]]] = {}
+
+
+def _hold(location: str, journal: Any) -> str | None:
+    """Claim ``location`` for ``journal``, this process's one read-write journal of that file; the
+    key to release, or None for ``:memory:``. Raises ``JournalLockedError`` when an open journal
+    of this process already holds it."""
+    if location == ":memory:":
+        return None
+    key, mine = os.path.realpath(location), (os.getpid(), weakref.ref(journal))
+    held = _HELD.setdefault(key, mine)  # atomic: of two racing opens, one wins
+    if held is not mine:
+        holder = held[1]()
+        if held[0] == os.getpid() and holder is not None and not holder.closed:
+            raise JournalLockedError(
+                f"the journal {location} is already open read-write in this process (another runtime holds "
+                "it). Two runtimes on one file would each take the other's running steps for crashed ones. "
+                "Use the runtime you have (loom.default_runtime() in a notebook), or close it first "
+                "(runtime.close())."
+            )
+        _HELD[key] = mine
+    return key
+
+
 class DuckDBJournal:
     """A ``JournalStore`` in a DuckDB file.
 
@@ -82,6 +110,16 @@ class DuckDBJournal:
     def __init__(self, path: str | Path = ":memory:", *, read_only: bool = False) -> None:
         self.location = str(path)
         self.read_only = read_only
+        self._closed = True  # until connected
+        self._held = None if read_only else _hold(self.location, self)
+        try:
+            self._connect()
+        except BaseException:
+            self._release()
+            raise
+
+    def _connect(self) -> None:
+        read_only = self.read_only
         try:
             self.connection: Any = duckdb.connect(
                 self.location, read_only=read_only, config={**_OWN_FILE_ONLY, "threads": _WRITE_THREADS}
@@ -277,7 +315,20 @@ class DuckDBJournal:
         return None if row is None else (int(row[0]), str(row[1]), bool(row[2]))
 
     def close(self) -> None:
-        """Close the connection (idempotent)."""
+        """Close the connection (idempotent); the file may be opened again in this process."""
         if not self._closed:
             self._closed = True
             self.connection.close()
+            self._release()
+
+    @property
+    def closed(self) -> bool:
+        """True once ``close()`` ran (or the file could not be opened)."""
+        return self._closed
+
+    def _release(self) -> None:
+        if self._held is not None:
+            held = _HELD.get(self._held)
+            if held is not None and held[1]() is self:
+                del _HELD[self._held]
+            self._held = None
