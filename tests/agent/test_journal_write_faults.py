@@ -147,3 +147,42 @@ async def test_a_full_disk_stops_the_run_and_recovery_completes_it_once_space_is
         assert await drive(rt) == 0
         await assert_completed_once(rt, ledger)
         rt.close()
+
+
+def chatty(journal: JournalStore) -> Runtime:
+    """An agent whose one answer streams 150 sentences: the context commits stream chunks mid-step
+    (every 64 staged events), inside the model's effect."""
+    rt = make_runtime(journal)
+    text = " ".join(f"Sentence {i}." for i in range(150))
+    register_model(rt, ScriptedModel(lambda request: ModelResponse.text(text)))
+    install(rt, AgentConfig(model=MODEL, chunk_min_chars=1))
+    return rt
+
+
+def chatty_appends() -> int:
+    import asyncio
+
+    proxy = JournalProxy(InMemoryJournal())
+    asyncio.run(drive(chatty(proxy)))
+    return proxy.appends
+
+
+CHATTY_APPENDS = 4  # checked by test_the_streaming_matrix_covers_every_append
+
+
+def test_the_streaming_matrix_covers_every_append() -> None:
+    assert chatty_appends() == CHATTY_APPENDS
+
+
+@pytest.mark.parametrize("persistent", [False, True], ids=["once", "until-healed"])
+@pytest.mark.parametrize("fail_at", range(1, CHATTY_APPENDS + 1))
+async def test_a_failed_stream_commit_inside_the_model_step_stops_the_run(fail_at: int, persistent: bool) -> None:
+    journal = FailingJournal(InMemoryJournal(), fail_at, persistent=persistent)
+    rt = chatty(journal)
+
+    assert await drive(rt, journal.heal) == 1
+    evs = rt.journal.read(EID)
+    assert [e.seq for e in evs] == list(range(1, len(evs) + 1))
+    assert not [e for e in evs if e.kind == EventKind.STEP_FAILED]
+    assert rt.result(EID).status == "completed"
+    assert (await rt.replay(EID)).reproduced
