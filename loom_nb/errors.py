@@ -7,6 +7,9 @@
     │   └── ResumeValidationError  a resume payload that fails the gate's schema
     ├── JournalError               the event log
     │   ├── JournalLockedError     another process holds the DuckDB file
+    │   ├── JournalWriteError      a commit failed (full disk, I/O error, bad text); the run stops
+    │   ├── JournalReadError       the file cannot be opened or read (closed, I/O error)
+    │   │   └── JournalCorruptError  the file is damaged: truncated, overwritten, not a journal
     │   ├── NonDeterminismError    a replayed step differs from the record
     │   └── ReplayDivergedError    a pure replay would have to run an effect
     ├── EffectError                raised around an effect call
@@ -72,6 +75,39 @@ class JournalError(LoomError):
 
 class JournalLockedError(JournalError):
     """Another process holds the DuckDB journal file."""
+
+
+class JournalWriteError(JournalError):
+    """A commit to the journal failed; nothing of it was written and the run stopped.
+
+    The original error is ``__cause__`` (``cause_text`` names it). The execution stays ``running``:
+    fix the cause (free space, close what holds the file...), then call ``runtime.recover()``.
+
+    Attributes:
+        location: The journal's file (or ``:memory:``).
+        execution_id: The execution whose commit failed ("" when not known).
+    """
+
+    location: str = ""
+    execution_id: str = ""
+
+    @property
+    def cause_text(self) -> str:
+        """``"<type>: <message>"`` of the original error ("" when there is none)."""
+        cause = self.__cause__
+        return "" if cause is None else f"{type(cause).__name__}: {cause}"
+
+    def __reduce__(self) -> Any:
+        return (rebuild_error, (type(self), self.args, self.__dict__))
+
+
+class JournalReadError(JournalError):
+    """The journal file cannot be opened or read; the message names the file and what to do."""
+
+
+class JournalCorruptError(JournalReadError):
+    """The journal file is damaged (truncated, overwritten, a checksum that does not match, not a
+    DuckDB file): move it aside and open a new journal, or restore it from a copy."""
 
 
 class NonDeterminismError(JournalError):

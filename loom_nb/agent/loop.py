@@ -26,6 +26,7 @@ from loom_nb.agent.transcript import fold, summary_message, system_prefix_len, t
 from loom_nb.effects.claimcheck import contains_envelope
 from loom_nb.errors import (
     ClaimCheckError,
+    JournalError,
     NotAuthorizedError,
     QuotaExceededError,
     RecordedError,
@@ -43,8 +44,9 @@ SUMMARIZE_INSTRUCTION = (
     "Summarize the conversation below for your own later use: keep every fact, decision, open "
     "question and tool result that may matter. Answer with the summary only."
 )
-#: Errors from a tool call that end the run instead of going back to the model.
-FATAL_TOOL_ERRORS = (NotAuthorizedError, QuotaExceededError)
+#: Errors from a tool call that end the run instead of going back to the model. A journal error
+#: (a failed commit, a replay that differs from the record) is never data: it stops the run.
+FATAL_TOOL_ERRORS = (NotAuthorizedError, QuotaExceededError, JournalError)
 
 
 class TranscriptGrowthWarning(UserWarning):

@@ -42,6 +42,29 @@ if TYPE_CHECKING:
 DataFrame = Any  # pandas is untyped here
 
 _NO_NETWORK = {"autoinstall_known_extensions": False, "autoload_known_extensions": False}
+# Analysis SQL reads: only these statement types (as DuckDB's own parser classifies them) run.
+_READING = frozenset({duckdb.StatementType.SELECT, duckdb.StatementType.EXPLAIN})
+
+
+def reading_statements(query: str) -> None:
+    """Check that ``query`` only reads: every statement in it, as DuckDB's parser
+    (``duckdb.extract_statements``) classifies it, is a ``SELECT`` (``WITH ... SELECT``,
+    ``FROM ...``) or an ``EXPLAIN``.
+
+    Raises:
+        UsageError: naming each statement refused (nothing ran).
+    """
+    try:
+        statements = duckdb.extract_statements(query)
+    except duckdb.Error as exc:
+        raise UsageError(f"the analysis SQL does not parse: {exc}") from exc
+    refused = [f"{s.type.name} ({' '.join(s.query.split())[:80]!r})" for s in statements if s.type not in _READING]
+    if refused or not statements:
+        raise UsageError(
+            f"analysis SQL only reads the journal: refused {', '.join(refused) or 'an empty query'}. "
+            "Use SELECT (or WITH ... SELECT, FROM ...) over the views; nothing was run and the journal is unchanged."
+        )
+
 
 #: Columns and dtypes of ``Frames.transcript``.
 TRANSCRIPT_COLUMNS: dict[str, str] = {
@@ -216,7 +239,7 @@ class Frames:
             )
         version = getattr(journal, "commits", None)
         if self._con is None:
-            self._con = duckdb.connect(":memory:", config=dict(_NO_NETWORK))
+            self._con = duckdb.connect(":memory:", config={**_NO_NETWORK, "enable_external_access": False})
             for _, statements in MIGRATIONS:
                 for statement in statements:
                     self._con.execute(statement)
@@ -286,11 +309,25 @@ class Frames:
         ``tool_calls``, ``gates``, ``decisions``, ``usage``, ``streams``, ``log_growth``; and the
         raw ``content`` table) and return the result as a DataFrame.
 
-        JSON-valued columns are JSON text here (the frame methods decode them).
+        JSON-valued columns are JSON text here (the frame methods decode them). Only reading
+        statements run (``reading_statements``), in a read-only transaction, with no file access.
+
+        Raises:
+            UsageError: a statement that is not a read (``DELETE``, ``DROP``, ``COPY``, ``ATTACH``,
+                ``SET``...) or a file access (``read_text``, ``read_csv``...): nothing changed.
         """
+        reading_statements(query)
         con = self._connection()
         with self._parallel():
-            return con.execute(query).df()
+            con.execute("BEGIN TRANSACTION READ ONLY")
+            try:
+                return con.execute(query).df()
+            except duckdb.Error as exc:  # a file access, or a mistake in the query
+                raise UsageError(
+                    f"analysis SQL failed (it reads the journal's tables and views only, no file and no write): {exc}"
+                ) from exc
+            finally:
+                con.execute("ROLLBACK")
 
     def events(self, execution_id: str | None = None) -> DataFrame:
         """Every event: the journal's columns plus ``turn`` (carried forward) and ``bytes``."""

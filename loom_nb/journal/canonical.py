@@ -2,6 +2,12 @@
 
 Canonical JSON is ``json.dumps`` with sorted keys, no whitespace, UTF-8 kept as is, and NaN or
 infinity refused. Two equal values always give the same bytes, so their digest is stable.
+
+Every text the journal stores is valid Unicode (``storable_text``): a Python string may hold
+UTF-16 surrogates (``"\\ud83d"``, from a JS source, a split stream, ``surrogateescape``), which UTF-8
+cannot encode. A surrogate pair becomes the character it encodes, a lone surrogate becomes U+FFFD.
+Canonical JSON applies it, so a digest is computed on the stored form and a value read back from
+the journal has the same digest as the live one.
 """
 
 from __future__ import annotations
@@ -9,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -17,6 +24,15 @@ from pydantic import BaseModel
 from loom_nb.errors import UsageError
 
 DIGEST_PREFIX = "sha256:"
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def storable_text(text: str) -> str:
+    """``text`` as the journal stores it: valid Unicode (a surrogate pair joined into its
+    character, a lone surrogate replaced by U+FFFD). Unchanged when it already is; idempotent."""
+    if _SURROGATE.search(text) is None:
+        return text
+    return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
 
 
 def _default(value: Any) -> Any:
@@ -36,14 +52,32 @@ def _default(value: Any) -> Any:
     )
 
 
-def canonical_json(value: Any) -> str:
-    """Return the canonical JSON text of ``value`` (sorted keys, compact, no NaN)."""
+def _storable(value: Any) -> Any:
+    if isinstance(value, str):
+        return storable_text(value)
+    if isinstance(value, dict):
+        return {storable_text(k) if isinstance(k, str) else k: _storable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_storable(v) for v in value]
+    return value
+
+
+def _dumps(value: Any) -> str:
     try:
         return json.dumps(
             value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False, default=_default
         )
     except ValueError as exc:  # NaN / infinity
         raise UsageError(f"cannot journal a non-finite float (NaN or infinity): {exc}") from exc
+
+
+def canonical_json(value: Any) -> str:
+    """Return the canonical JSON text of ``value`` (sorted keys, compact, no NaN, storable text)."""
+    text = _dumps(value)
+    if _SURROGATE.search(text) is None:
+        return text
+    # Rare: make every string and key storable, then sort the keys as stored.
+    return _dumps(_storable(json.loads(text)))
 
 
 def to_jsonable(value: Any) -> Any:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import weakref
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -17,13 +18,16 @@ from typing import Any
 
 import duckdb
 
-from loom_nb.errors import JournalError, JournalLockedError
-from loom_nb.journal.canonical import canonical_json
+from loom_nb.errors import JournalCorruptError, JournalError, JournalLockedError, JournalReadError
+from loom_nb.journal.canonical import canonical_json, storable_text
 from loom_nb.journal.events import ContentBlob, Event, ExecutionRecord
 from loom_nb.journal.migrations import CREATE_MIGRATIONS_TABLE, MIGRATIONS
-from loom_nb.journal.store import projection_changes
+from loom_nb.journal.store import projection_changes, write_error
 
 _NO_NETWORK = {"autoinstall_known_extensions": False, "autoload_known_extensions": False}
+#: The journal's database touches no file but its own: no COPY TO, no read_text / read_csv, no
+#: ATTACH, not even through a cursor an analysis query runs on.
+_OWN_FILE_ONLY = {**_NO_NETWORK, "enable_external_access": False}
 # Commits run on one thread: a small commit is 15-25% cheaper than with DuckDB's worker pool
 # (measured in docs/performance.md). Analysis queries raise it with ``parallel_reads()``.
 _WRITE_THREADS = 1
@@ -45,6 +49,56 @@ def _lock_error(path: str, exc: BaseException) -> JournalLockedError:
     )
 
 
+_DAMAGE = ("not a valid duckdb database file", "could not read enough bytes", "checksum", "corrupt")
+
+
+def read_error(location: str, exc: BaseException, doing: str) -> JournalReadError:
+    """The ``JournalError`` for a DuckDB error raised while opening or reading the journal file
+    (every read goes through ``DuckDBJournal.reading``): what went wrong, the file, and the fix."""
+    text = str(exc)
+    if any(marker in text.lower() for marker in _DAMAGE):
+        return JournalCorruptError(
+            f"the journal {location} is damaged (truncated, overwritten or not a DuckDB file) and could "
+            f"not {doing}: {text}. Move the file aside and open a new journal there, or restore it from a "
+            "copy; a run in it cannot be recovered until then."
+        )
+    if "closed" in text.lower():
+        return JournalReadError(
+            f"the journal {location} is closed and could not {doing}: open it again (loom.Runtime.open)."
+        )
+    return JournalReadError(
+        f"the journal {location} could not {doing}: {type(exc).__name__}: {text}. If another thread "
+        "uses this runtime, let it finish; if it persists, close the runtime and open the file again."
+    )
+
+
+#: Files this process holds read-write (real paths) -> (holder's pid, the holding journal, weakly):
+#: a forked child, or a journal dropped without ``close()``, holds nothing. DuckDB would share one
+#: database between two opens in a process; loom refuses the second.
+_HELD: dict[str, tuple[int, weakref.ref[Any]]] = {}
+
+
+def _hold(location: str, journal: Any) -> str | None:
+    """Claim ``location`` for ``journal``, this process's one read-write journal of that file; the
+    key to release, or None for ``:memory:``. Raises ``JournalLockedError`` when an open journal
+    of this process already holds it."""
+    if location == ":memory:":
+        return None
+    key, mine = os.path.realpath(location), (os.getpid(), weakref.ref(journal))
+    held = _HELD.setdefault(key, mine)  # atomic: of two racing opens, one wins
+    if held is not mine:
+        holder = held[1]()
+        if held[0] == os.getpid() and holder is not None and not holder.closed:
+            raise JournalLockedError(
+                f"the journal {location} is already open read-write in this process (another runtime holds "
+                "it). Two runtimes on one file would each take the other's running steps for crashed ones. "
+                "Use the runtime you have (loom.default_runtime() in a notebook), or close it first "
+                "(runtime.close())."
+            )
+        _HELD[key] = mine
+    return key
+
+
 class DuckDBJournal:
     """A ``JournalStore`` in a DuckDB file.
 
@@ -56,24 +110,54 @@ class DuckDBJournal:
     def __init__(self, path: str | Path = ":memory:", *, read_only: bool = False) -> None:
         self.location = str(path)
         self.read_only = read_only
+        self._closed = True  # until connected
+        self._held = None if read_only else _hold(self.location, self)
+        try:
+            self._connect()
+        except BaseException:
+            self._release()
+            raise
+
+    def _connect(self) -> None:
+        read_only = self.read_only
         try:
             self.connection: Any = duckdb.connect(
-                self.location, read_only=read_only, config={**_NO_NETWORK, "threads": _WRITE_THREADS}
+                self.location, read_only=read_only, config={**_OWN_FILE_ONLY, "threads": _WRITE_THREADS}
             )
         except duckdb.IOException as exc:
             if "lock" in str(exc).lower():
                 raise _lock_error(self.location, exc) from None
-            raise JournalError(f"cannot open the journal {self.location}: {exc}") from exc
+            raise read_error(self.location, exc, "be opened") from exc
         except duckdb.ConnectionException as exc:
             raise JournalError(
                 f"cannot open the journal {self.location} "
                 f"{'read-only' if read_only else 'read-write'}: this process already has it open "
                 f"the other way ({exc}). Use the runtime that is already open."
             ) from exc
+        except duckdb.Error as exc:
+            raise read_error(self.location, exc, "be opened") from exc
         self._insert_sql: dict[int, str] = {}
         self._closed = False
         if not read_only:
-            self._migrate()
+            try:
+                with self.reading("be opened"):
+                    self._migrate()
+            except BaseException:
+                self.connection.close()
+                raise
+
+    @contextmanager
+    def reading(self, doing: str) -> Iterator[None]:
+        """The one boundary of every read: a DuckDB error inside the block becomes the
+        ``JournalReadError`` (or ``JournalCorruptError``) ``read_error`` builds, its cause kept.
+
+        Args:
+            doing: What was being done, for the message ("read execution 'x'").
+        """
+        try:
+            yield
+        except duckdb.Error as exc:
+            raise read_error(self.location, exc, doing) from exc
 
     # -- schema ---------------------------------------------------------------------------------
     def _migrate(self) -> None:
@@ -89,13 +173,14 @@ class DuckDBJournal:
                     con.execute(sql)
                 con.execute("INSERT INTO schema_migrations VALUES (?, make_timestamp(?))", [name, 0])
                 con.execute("COMMIT")
-            except BaseException:
-                con.execute("ROLLBACK")
+            except BaseException as exc:
+                self._rollback(exc)
                 raise
 
     def applied_migrations(self) -> list[str]:
         """Names of the applied migrations, in order."""
-        rows = self.connection.execute("SELECT name FROM schema_migrations ORDER BY name").fetchall()
+        with self.reading("list its migrations"):
+            rows = self.connection.execute("SELECT name FROM schema_migrations ORDER BY name").fetchall()
         return [r[0] for r in rows]
 
     # -- writes ---------------------------------------------------------------------------------
@@ -107,17 +192,33 @@ class DuckDBJournal:
         return sql
 
     def append(self, events: Sequence[Event], contents: Sequence[ContentBlob] = ()) -> None:
-        """Atomically append events and content, updating the executions projection."""
+        """Atomically append events and content, updating the executions projection.
+
+        Raises:
+            JournalWriteError: the commit failed (nothing of it was written); DuckDB's error is its
+                cause, never masked by the rollback.
+            UsageError: a payload cannot be journaled (nothing was written).
+        """
         if self.read_only:
             raise JournalError(f"the journal {self.location} is open read-only; open it read-write to write")
         params: list[Any] = []
         for e in events:
-            params += [e.execution_id, e.seq, str(e.kind), e.step_id, _us(e.at), canonical_json(e.data)]
+            step = None if e.step_id is None else storable_text(e.step_id)
+            params += [storable_text(e.execution_id), e.seq, str(e.kind), step, _us(e.at), canonical_json(e.data)]
+        try:
+            self._write(events, contents, params)
+        except duckdb.ConstraintException as exc:
+            why = "A duplicate seq or execution: is another runtime writing this execution?"
+            raise write_error(self.location, events, exc, why=why) from exc
+        except duckdb.Error as exc:
+            raise write_error(self.location, events, exc) from exc
+
+    def _write(self, events: Sequence[Event], contents: Sequence[ContentBlob], params: list[Any]) -> None:
         changes = projection_changes(events)
         con = self.connection
         if not contents and not changes:
             if events:
-                self._execute(self._sql_for(len(events)), params)
+                con.execute(self._sql_for(len(events)), params)
             return
         at = _us(events[0].at) if events else 0
         con.execute("BEGIN")
@@ -141,23 +242,23 @@ class DuckDBJournal:
                         [status, _us(when), execution_id],
                     )
             con.execute("COMMIT")
-        except duckdb.ConstraintException as exc:
-            con.execute("ROLLBACK")
-            raise JournalError(f"the journal refused an append (a duplicate seq or execution?): {exc}") from exc
-        except BaseException:
-            con.execute("ROLLBACK")
+        except BaseException as exc:
+            self._rollback(exc)
             raise
 
-    def _execute(self, sql: str, params: list[Any]) -> None:
+    def _rollback(self, cause: BaseException) -> None:
+        """Roll back the transaction ``cause`` broke, if one is still open; a failing rollback is
+        a note on ``cause``, never a replacement for it."""
         try:
-            self.connection.execute(sql, params)
-        except duckdb.ConstraintException as exc:
-            raise JournalError(f"the journal refused an append (a duplicate seq?): {exc}") from exc
+            self.connection.execute("ROLLBACK")
+        except duckdb.Error as exc:  # no transaction is active (a failed COMMIT ends it), or the file is gone
+            cause.add_note(f"(the rollback after it did not run either: {exc})")
 
     @contextmanager
     def parallel_reads(self) -> Iterator[None]:
         """Let DuckDB use every core for the (analysis) queries run inside the block."""
-        self.connection.execute(f"SET threads TO {os.cpu_count() or 1}")
+        with self.reading("set up a parallel read"):
+            self.connection.execute(f"SET threads TO {os.cpu_count() or 1}")
         try:
             yield
         finally:
@@ -167,22 +268,25 @@ class DuckDBJournal:
     # -- reads ----------------------------------------------------------------------------------
     def read(self, execution_id: str) -> list[Event]:
         """Return an execution's events in order."""
-        rows = self.connection.execute(
-            'SELECT seq, kind, step_id, epoch_us("at"), data FROM events WHERE execution_id = ? ORDER BY seq',
-            [execution_id],
-        ).fetchall()
-        return [Event(execution_id, seq, kind, step, us / 1e6, json.loads(data)) for seq, kind, step, us, data in rows]
+        with self.reading(f"read execution {execution_id!r}"):
+            rows = self.connection.execute(
+                'SELECT seq, kind, step_id, epoch_us("at"), data FROM events WHERE execution_id = ? ORDER BY seq',
+                [storable_text(execution_id)],
+            ).fetchall()
+        eid = storable_text(execution_id)
+        return [Event(eid, seq, kind, step, us / 1e6, json.loads(data)) for seq, kind, step, us, data in rows]
 
     def _record(self, row: tuple[Any, ...]) -> ExecutionRecord:
         return ExecutionRecord(row[0], row[1], row[2], row[3] / 1e6, row[4] / 1e6)
 
     def get_execution(self, execution_id: str) -> ExecutionRecord | None:
         """Return one execution's projection row."""
-        row = self.connection.execute(
-            "SELECT execution_id, flow, status, epoch_us(created_at), epoch_us(updated_at) "
-            "FROM executions WHERE execution_id = ?",
-            [execution_id],
-        ).fetchone()
+        with self.reading(f"read execution {execution_id!r}"):
+            row = self.connection.execute(
+                "SELECT execution_id, flow, status, epoch_us(created_at), epoch_us(updated_at) "
+                "FROM executions WHERE execution_id = ?",
+                [storable_text(execution_id)],
+            ).fetchone()
         return None if row is None else self._record(row)
 
     def list_executions(self, status: str | None = None) -> list[ExecutionRecord]:
@@ -192,23 +296,39 @@ class DuckDBJournal:
         if status is not None:
             sql += " WHERE status = ?"
             params.append(status)
-        rows = self.connection.execute(sql + " ORDER BY created_at, execution_id", params).fetchall()
+        with self.reading("list its executions"):
+            rows = self.connection.execute(sql + " ORDER BY created_at, execution_id", params).fetchall()
         return [self._record(r) for r in rows]
 
     def get_content(self, digest: str) -> bytes | None:
         """Return stored bytes, or None."""
-        row = self.connection.execute("SELECT bytes FROM content WHERE digest = ?", [digest]).fetchone()
+        with self.reading(f"read content {digest}"):
+            row = self.connection.execute("SELECT bytes FROM content WHERE digest = ?", [digest]).fetchone()
         return None if row is None else bytes(row[0])
 
     def content_info(self, digest: str) -> tuple[int, str, bool] | None:
         """Return size, media type and taint of stored content."""
-        row = self.connection.execute(
-            "SELECT size, media_type, tainted FROM content WHERE digest = ?", [digest]
-        ).fetchone()
+        with self.reading(f"read content {digest}"):
+            row = self.connection.execute(
+                "SELECT size, media_type, tainted FROM content WHERE digest = ?", [digest]
+            ).fetchone()
         return None if row is None else (int(row[0]), str(row[1]), bool(row[2]))
 
     def close(self) -> None:
-        """Close the connection (idempotent)."""
+        """Close the connection (idempotent); the file may be opened again in this process."""
         if not self._closed:
             self._closed = True
             self.connection.close()
+            self._release()
+
+    @property
+    def closed(self) -> bool:
+        """True once ``close()`` ran (or the file could not be opened)."""
+        return self._closed
+
+    def _release(self) -> None:
+        if self._held is not None:
+            held = _HELD.get(self._held)
+            if held is not None and held[1]() is self:
+                del _HELD[self._held]
+            self._held = None

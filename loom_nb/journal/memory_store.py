@@ -6,10 +6,9 @@ import json
 from collections.abc import Sequence
 from dataclasses import replace
 
-from loom_nb.errors import JournalError
-from loom_nb.journal.canonical import canonical_json
+from loom_nb.journal.canonical import canonical_json, storable_text
 from loom_nb.journal.events import ContentBlob, Event, ExecutionRecord
-from loom_nb.journal.store import projection_changes
+from loom_nb.journal.store import projection_changes, write_error
 
 
 class InMemoryJournal:
@@ -26,15 +25,19 @@ class InMemoryJournal:
         """Atomically append events and content, updating the projection."""
         staged: dict[str, list[Event]] = {}
         for event in events:
-            log = staged.setdefault(event.execution_id, list(self._events.get(event.execution_id, ())))
+            eid = storable_text(event.execution_id)
+            log = staged.setdefault(eid, list(self._events.get(eid, ())))
             if log and log[-1].seq >= event.seq:
-                raise JournalError(f"duplicate or out-of-order seq {event.seq} for execution {event.execution_id!r}")
-            log.append(replace(event, data=json.loads(canonical_json(event.data))))
+                cause = ValueError(f"duplicate or out-of-order seq {event.seq} for execution {eid!r}")
+                raise write_error(self.location, events, cause, why="another runtime writes this execution")
+            step = None if event.step_id is None else storable_text(event.step_id)
+            log.append(replace(event, execution_id=eid, step_id=step, data=json.loads(canonical_json(event.data))))
         changes = projection_changes(events)
         started = [c[0] for c in changes if c[2] is not None]
         for execution_id in started:
             if execution_id in self._executions or started.count(execution_id) > 1:
-                raise JournalError(f"duplicate execution {execution_id!r}: it was already started")
+                cause = ValueError(f"duplicate execution {execution_id!r}: it was already started")
+                raise write_error(self.location, events, cause, why="pick another execution id")
         self._events.update(staged)
         for blob in contents:
             self._content.setdefault(blob.digest, (blob.data, blob.media_type, blob.tainted))
@@ -48,11 +51,11 @@ class InMemoryJournal:
 
     def read(self, execution_id: str) -> list[Event]:
         """Return an execution's events in order."""
-        return list(self._events.get(execution_id, ()))
+        return list(self._events.get(storable_text(execution_id), ()))
 
     def get_execution(self, execution_id: str) -> ExecutionRecord | None:
         """Return one execution's projection row."""
-        return self._executions.get(execution_id)
+        return self._executions.get(storable_text(execution_id))
 
     def list_executions(self, status: str | None = None) -> list[ExecutionRecord]:
         """Return executions, oldest first."""

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
+from loom_nb.errors import JournalWriteError
+from loom_nb.journal.canonical import storable_text
 from loom_nb.journal.events import STATUS_OF_KIND, ContentBlob, Event, EventKind, ExecutionRecord
 
 
@@ -13,7 +15,8 @@ class JournalStore(Protocol):
     """An append-only event log with an ``executions`` projection and a content store.
 
     ``append`` is atomic: the events, the content blobs and the projection change land together
-    or not at all, and are durable when it returns.
+    or not at all, and are durable when it returns. When it cannot commit it raises
+    ``JournalWriteError`` (built by ``write_error``) with the original error as its cause.
     """
 
     location: str
@@ -48,7 +51,8 @@ class JournalStore(Protocol):
 
 
 def projection_changes(events: Sequence[Event]) -> list[tuple[str, str, str | None, float]]:
-    """Return ``(execution_id, status, flow_or_None, at)`` for each status-changing event, in order.
+    """Return ``(execution_id, status, flow_or_None, at)`` for each status-changing event, in order
+    (ids and flow names as stored: ``storable_text``).
 
     ``flow`` is set only for ``execution_started`` (the row is created then).
     """
@@ -57,6 +61,32 @@ def projection_changes(events: Sequence[Event]) -> list[tuple[str, str, str | No
         status = STATUS_OF_KIND.get(event.kind)
         if status is None:
             continue
-        flow = str(event.data.get("flow", "")) if event.kind == EventKind.EXECUTION_STARTED else None
-        changes.append((event.execution_id, status, flow, event.at))
+        flow = storable_text(str(event.data.get("flow", ""))) if event.kind == EventKind.EXECUTION_STARTED else None
+        changes.append((storable_text(event.execution_id), status, flow, event.at))
     return changes
+
+
+def write_error(location: str, events: Sequence[Event], cause: BaseException, *, why: str = "") -> JournalWriteError:
+    """The ``JournalWriteError`` a store raises when an append fails (raise it ``from cause``).
+
+    Args:
+        location: The journal's file.
+        events: The events that were not written (the first one names the execution and step).
+        cause: The original error, named in the message (the caller raises ``from cause``).
+        why: What the store knows about the cause, when more than the error says.
+    """
+    first = events[0] if events else None
+    eid = first.execution_id if first is not None else ""
+    what = (
+        f"{len(events)} event(s) of execution {eid!r} (from seq {first.seq}, step {first.step_id!r})"
+        if first
+        else "content"
+    )
+    error = JournalWriteError(
+        f"the journal {location} could not commit {what}: {type(cause).__name__}: {cause}"
+        f"{'. ' + why if why else ''}. Nothing of this commit was written and the run stopped; it stays "
+        "'running'. Fix the cause (free disk space, close what holds or damaged the file), then call "
+        "runtime.recover() to run it on from its last committed event."
+    )
+    error.location, error.execution_id = location, eid
+    return error

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, TypeAdapter
 
-from loom_nb.errors import InDoubtError, NonDeterminismError, ReplayDivergedError, UsageError
+from loom_nb.errors import InDoubtError, JournalWriteError, NonDeterminismError, ReplayDivergedError, UsageError
 from loom_nb.journal import step_ids
 from loom_nb.journal.canonical import canonical_json, digest_bytes, digest_value, to_jsonable
 from loom_nb.journal.events import ContentBlob, Event, EventKind
@@ -109,12 +109,16 @@ class ExecutionContext:
 
     def commit(self) -> None:
         """Commit everything staged in one transaction and notify the observers (a no-op when
-        nothing is staged, and always in a pure replay). Engine-facing, like ``stage``."""
+        nothing is staged, and always in a pure replay). Engine-facing, like ``stage``.
+
+        When the journal raises (``JournalWriteError``), what was staged stays staged, so a later
+        commit writes it with no gap in ``seq``; the engine stops the run.
+        """
         if self._pure or (not self._staged and not self._blobs):
             return
         events, blobs = self._staged, self._blobs
-        self._staged, self._blobs = [], []
         self._rt.journal.append(events, blobs)
+        self._staged, self._blobs = [], []
         observers = self._rt.observers
         if observers:
             observers.notify_events([e for e in events if e.kind != EventKind.STREAM_CHUNK])  # chunks shown at once
@@ -274,8 +278,7 @@ class ExecutionContext:
         effect_id = spec.effect_id
         key = f"{eid}:{sid}"
         started = {"effect": effect_id, "input": journaled, "digest": digest, "idempotency_key": key}
-        self.stage(EventKind.STEP_STARTED, sid, {**started, "attempt": attempt})
-        self.commit()
+        self._commit_start(sid, {**started, "attempt": attempt})
         current = attempt
         rt = self._rt
 
@@ -286,8 +289,7 @@ class ExecutionContext:
             self.commit()  # a crash during the backoff must not make a clean failure look in doubt
             await rt.clock.sleep(delay)
             current += 1
-            self.stage(EventKind.STEP_STARTED, sid, {**started, "attempt": current})
-            self.commit()
+            self._commit_start(sid, {**started, "attempt": current})
             return current
 
         def emit_delta(text: str) -> None:
@@ -308,6 +310,8 @@ class ExecutionContext:
         try:
             result = await rt.effects.invoke(call)
             output = to_jsonable(result.output)
+        except JournalWriteError:
+            raise  # the journal failed, not the effect: the run stops (never a recorded step failure)
         except Exception as exc:
             self.stage(
                 EventKind.STEP_FAILED,
@@ -322,6 +326,18 @@ class ExecutionContext:
             data["tainted"] = True
         self.stage(EventKind.STEP_COMPLETED, sid, data)
         return output
+
+    def _commit_start(self, sid: str, data: dict[str, Any]) -> None:
+        """Commit a ``step_started`` before the effect runs. If that commit fails the effect will
+        not run, so its ``step_started`` is unstaged (a later commit must not claim it started);
+        what was staged before it stays staged."""
+        event = self.stage(EventKind.STEP_STARTED, sid, data)
+        try:
+            self.commit()
+        except JournalWriteError:
+            self._staged.remove(event)
+            self._seq -= 1
+            raise
 
     # -- gates ----------------------------------------------------------------------------------
     async def gate(self, gate_id: str, kind: str, *, payload: Any = None, schema: Any = None) -> Any:

@@ -16,6 +16,7 @@ from typing import Any, Self, TypedDict, TypeVar
 from loom_nb.errors import (
     EffectNotFoundError,
     FlowNotFoundError,
+    JournalWriteError,
     NonDeterminismError,
     ReplayDivergedError,
     UsageError,
@@ -297,6 +298,15 @@ class Engine:
                 return ExecutionResult(
                     execution_id=eid, status="suspended", gates=tuple(_gate(eid, g) for g in waiting)
                 )
+            except JournalWriteError as exc:
+                # The journal failed, not the flow: never record that as the run's failure. Write
+                # what the context still holds staged once more (a transient fault may have cleared)
+                # and stop; the run stays ``running`` for ``recover()``.
+                try:
+                    ctx.commit()
+                except JournalWriteError as again:
+                    exc.add_note(f"(writing the staged events once more failed too: {again.cause_text})")
+                raise
             except (NonDeterminismError, EffectNotFoundError, FlowNotFoundError):
                 ctx.commit()
                 raise

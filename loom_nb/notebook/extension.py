@@ -59,6 +59,10 @@ def crash_report(runtime: Runtime) -> list[str]:
     return lines
 
 
+def _same_file(a: str, b: str) -> bool:
+    return a != ":memory:" and os.path.realpath(a) == os.path.realpath(b)
+
+
 def open_journal(path: str, *, quiet: bool = False) -> Runtime:
     """Open ``path`` as the kernel's default runtime (closing the one this extension opened).
 
@@ -79,6 +83,8 @@ def open_journal(path: str, *, quiet: bool = False) -> Runtime:
                 f"runs are still running on {old.journal.location} ({', '.join(active)}): "
                 "await them (await run) before opening another journal"
             )
+    if old is not None and not old.closed and _same_file(old.journal.location, path):
+        old.close()  # one read-write journal per file in a process: reopening it replaces it
     runtime = Runtime.open(path)
     if old is not None:
         old.close()

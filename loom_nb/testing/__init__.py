@@ -1,5 +1,6 @@
 """Fakes for every I/O seam: a fake clock, sequential ids, seeded randomness, an in-memory
-journal, ``ScriptedModel``, and a crash switch that kills the process after the Nth committed event."""
+journal, ``ScriptedModel``, a crash switch that kills the process after the Nth committed event, and
+a journal whose Nth append fails."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from collections.abc import Sequence
 
 from loom_nb.journal.events import ContentBlob, Event, ExecutionRecord
 from loom_nb.journal.memory_store import InMemoryJournal
-from loom_nb.journal.store import JournalStore
+from loom_nb.journal.store import JournalStore, write_error
 from loom_nb.providers.scripted import ScriptedModel
 
 
@@ -143,8 +144,54 @@ class CrashingJournal(JournalProxy):
             os._exit(self.exit_code)
 
 
+class FailingJournal(JournalProxy):
+    """Fails the ``fail_at``-th append (counting every attempt, failed ones too) the way a real
+    store does: ``JournalWriteError`` caused by ``error``, with nothing written.
+
+    Args:
+        inner: The real journal.
+        fail_at: The 1-based append attempt to fail (None: never).
+        persistent: Keep failing every later append too, until ``heal()`` (a full disk); otherwise
+            only that one attempt fails (a transient fault: a busy connection).
+        error: The cause to inject (an ``OSError`` "No space left on device" by default).
+
+    Attributes:
+        attempts: How many appends were attempted.
+        failures: How many of them failed.
+    """
+
+    def __init__(
+        self,
+        inner: JournalStore,
+        fail_at: int | None,
+        *,
+        persistent: bool = False,
+        error: BaseException | None = None,
+    ) -> None:
+        super().__init__(inner)
+        self.fail_at = fail_at
+        self.persistent = persistent
+        self.error = error if error is not None else OSError(28, "No space left on device (injected)")
+        self.attempts = 0
+        self.failures = 0
+
+    def heal(self) -> None:
+        """Stop failing (the fault cleared)."""
+        self.fail_at = None
+
+    def append(self, events: Sequence[Event], contents: Sequence[ContentBlob] = ()) -> None:
+        """Append, or fail this attempt without writing anything."""
+        self.attempts += 1
+        at = self.fail_at
+        if at is not None and (self.attempts == at or (self.persistent and self.attempts > at)):
+            self.failures += 1
+            raise write_error(self.location, events, self.error) from self.error
+        super().append(events, contents)
+
+
 __all__ = [
     "CrashingJournal",
+    "FailingJournal",
     "FakeClock",
     "InMemoryJournal",
     "JournalProxy",

@@ -196,6 +196,19 @@ def test_runs_status_and_sql(ip: Any, capsys: pytest.CaptureFixture[str]) -> Non
     assert ip.user_ns.pop("counts") is df
 
 
+def test_loom_sql_refuses_a_write_and_a_file_read(ip: Any) -> None:
+    suspended_run(ip)
+    from IPython.core.error import UsageError as IPythonUsageError
+
+    for cell, refused in [
+        ("DELETE FROM events", "refused DELETE"),
+        ("SELECT * FROM read_text('/etc/passwd')", "no file"),
+    ]:
+        with pytest.raises(IPythonUsageError, match=refused):
+            ip.run_cell_magic("loom_sql", "", cell)
+    assert ip.run_cell_magic("loom_sql", "", "SELECT count(*) AS n FROM events")["n"][0] > 0
+
+
 def test_pending_shows_a_card_per_open_gate_and_a_click_resumes(
     ip: Any, displayed: list[Any], capsys: pytest.CaptureFixture[str]
 ) -> None:
