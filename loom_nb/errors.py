@@ -18,12 +18,13 @@
     │   ├── QuotaExceededError
     │   ├── RetriesExhaustedError
     │   ├── InDoubtError
+    │   ├── OutcomeUnknownError    an effect cannot tell if its call took effect (in doubt if not idempotent)
     │   ├── PromptIntegrityError
     │   ├── ClaimCheckError
     │   ├── ToolArgumentsError
     │   └── McpError               an MCP server or one of its tools failed
     │       ├── McpToolError       the tool answered with isError (the model reads it)
-    │       ├── McpServerGone      the server's process or connection died mid-call (retryable)
+    │       ├── McpServerGone      the server died mid-call (also an OutcomeUnknownError; retryable)
     │       └── McpToolsChangedError  the server's tool list changed since ``mcp_tools`` read it
     ├── ProviderError              a model provider's failure
     │   ├── ProviderHTTPError      status, body, retry_after
@@ -142,6 +143,15 @@ class InDoubtError(EffectError):
     """A non-idempotent effect was cut in flight and its outcome is unknown."""
 
 
+class OutcomeUnknownError(EffectError):
+    """Raised by an effect that cannot tell whether its call took effect (the connection or the
+    server died mid-call). The kernel parks a non-idempotent step on an ``InDoubt`` gate, as after a
+    crash, so a person decides (it happened / run it again / fail); an idempotent one fails (and is
+    retried when its retry policy says so). Retryable."""
+
+    retryable = True
+
+
 class PromptIntegrityError(EffectError):
     """A model request would put tainted (untrusted) text where the model obeys it."""
 
@@ -162,7 +172,7 @@ class McpToolError(McpError):
     """An MCP tool answered with ``isError``: a tool failure whose text the model reads."""
 
 
-class McpServerGone(McpError):
+class McpServerGone(McpError, OutcomeUnknownError):
     """An MCP server's process or connection died during a call (or could not be reached). Retryable:
     the next attempt starts the server again."""
 

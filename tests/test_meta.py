@@ -207,6 +207,7 @@ EXPECTED_ALL = sorted(
         "ModelResponse",
         "NonDeterminismError",
         "NotAuthorizedError",
+        "OutcomeUnknownError",
         "OpenAIChat",
         "OpenAIResponses",
         "Principal",

@@ -13,8 +13,8 @@ Defaults come from the server's tool annotations, with MCP's own defaults when a
 * read-only: idempotent, no approval;
 * otherwise: approval when destructive, idempotent when ``idempotentHint``;
 * idempotent tools are retried (``RetryPolicy(attempts=3)``) when the server dies mid-call; a
-  non-idempotent call cut that way has an unknown outcome, so it is not retried unless an override
-  says so (the model reads the failure);
+  non-idempotent call cut that way has an unknown outcome (``McpServerGone`` is an
+  ``OutcomeUnknownError``), so the kernel parks it on an ``InDoubt`` gate for a person to answer;
 * every MCP tool is untrusted (``trusted=False``): its output is fenced for the model.
 
 ``overrides={"<server's tool name>": {"needs_approval": False, ...}}`` changes any of these per tool.

@@ -8,11 +8,18 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, NoReturn
 
 from pydantic import BaseModel, TypeAdapter
 
-from loom_nb.errors import InDoubtError, JournalWriteError, NonDeterminismError, ReplayDivergedError, UsageError
+from loom_nb.errors import (
+    InDoubtError,
+    JournalWriteError,
+    NonDeterminismError,
+    OutcomeUnknownError,
+    ReplayDivergedError,
+    UsageError,
+)
 from loom_nb.journal import step_ids
 from loom_nb.journal.canonical import canonical_json, digest_bytes, digest_value, to_jsonable
 from loom_nb.journal.events import ContentBlob, Event, EventKind
@@ -221,13 +228,9 @@ class ExecutionContext:
         # One gate per attempt cut mid-call: an answer ("run it again") covers only the attempt it
         # was given for, so a second cut asks a person again instead of running a third time.
         gid, gate = self._in_doubt_gate(sid, rec.attempts)
-        if gate is None or not gate.resolved:
-            if gate is None:  # step_in_doubt and its gate are committed together
-                self.stage(EventKind.STEP_IN_DOUBT, sid, {"effect": rec.effect, "attempt": rec.attempts})
-                payload = {"effect": rec.effect, "step_id": sid, "input": journaled, "attempt": rec.attempts}
-                name = schema_name(InDoubtResolution)
-                ev = self.stage(EventKind.GATE_OPENED, gid, {"kind": IN_DOUBT_GATE, "payload": payload, "schema": name})
-                self._new_gates[gid] = GateRecord(gid, IN_DOUBT_GATE, payload, name, ev.at)
+        if gate is None:
+            self._park_in_doubt(sid, rec.effect, rec.attempts, journaled)
+        if not gate.resolved:
             self.waiting.append(gid)
             raise Suspend([gid])
         self._served()
@@ -252,6 +255,18 @@ class ExecutionContext:
             )
             raise error
         return _UNSET  # run again
+
+    def _park_in_doubt(self, sid: str, effect_id: str, attempt: int, journaled: Any) -> NoReturn:
+        """Record ``attempt`` of step ``sid`` in doubt, open its ``InDoubt`` gate and suspend on it
+        (``step_in_doubt`` and the gate are committed together, with ``execution_suspended``)."""
+        gid, _ = self._in_doubt_gate(sid, attempt)
+        self.stage(EventKind.STEP_IN_DOUBT, sid, {"effect": effect_id, "attempt": attempt})
+        payload = {"effect": effect_id, "step_id": sid, "input": journaled, "attempt": attempt}
+        name = schema_name(InDoubtResolution)
+        ev = self.stage(EventKind.GATE_OPENED, gid, {"kind": IN_DOUBT_GATE, "payload": payload, "schema": name})
+        self._new_gates[gid] = GateRecord(gid, IN_DOUBT_GATE, payload, name, ev.at)
+        self.waiting.append(gid)
+        raise Suspend([gid])
 
     def _in_doubt_gate(self, sid: str, attempt: int) -> tuple[str, GateRecord | None]:
         """The in-doubt gate for ``attempt`` of step ``sid``, and its record if it was opened: the
@@ -313,6 +328,9 @@ class ExecutionContext:
         except JournalWriteError:
             raise  # the journal failed, not the effect: the run stops (never a recorded step failure)
         except Exception as exc:
+            if isinstance(exc, OutcomeUnknownError) and not spec.idempotent:
+                # The effect cannot tell whether the call took effect: a person decides, as after a crash.
+                self._park_in_doubt(sid, effect_id, current, journaled)
             self.stage(
                 EventKind.STEP_FAILED,
                 sid,
