@@ -16,7 +16,7 @@ from loom_nb.effects.quota import Quota, UsageTotals
 from loom_nb.effects.retry import RetryPolicy
 from loom_nb.effects.ring import EffectRing
 from loom_nb.errors import UsageError
-from loom_nb.journal.duckdb_store import DuckDBJournal
+from loom_nb.journal.duckdb_store import DuckDBJournal, SnapshotInfo
 from loom_nb.journal.events import EventKind
 from loom_nb.journal.store import JournalStore
 from loom_nb.kernel.engine import Engine, EngineOptions
@@ -86,8 +86,26 @@ class Runtime(Engine):
             raise UsageError("PostgreSQL journals are not available yet: open a DuckDB file path or ':memory:'")
         return cls(DuckDBJournal(text, read_only=read_only), **kwargs)
 
+    def snapshot(self, path: str | Path, *, overwrite: bool = False) -> SnapshotInfo:
+        """Write a consistent single-file copy of the journal to ``path`` while runs go on: every
+        committed event, the executions and the content (``DuckDBJournal.snapshot``). Open the copy
+        anywhere with ``Runtime.open(path)``; copying the journal file itself misses its ``.wal``.
+
+        Raises:
+            UsageError: ``path`` exists (pass ``overwrite=True``), or the journal is not a DuckDB file.
+            JournalError: the copy could not be written.
+        """
+        journal = self.journal
+        if not isinstance(journal, DuckDBJournal):
+            raise UsageError(
+                f"this runtime's journal ({type(journal).__name__}) has no file to snapshot: "
+                "open a DuckDB file journal (loom.Runtime.open('loom.duckdb'))"
+            )
+        return journal.snapshot(path, overwrite=overwrite)
+
     def close(self) -> None:
-        """Close the effect ring's resources (MCP server sessions...), then the journal (idempotent)."""
+        """Close the effect ring's resources (MCP server sessions...), then the journal (idempotent);
+        a DuckDB journal is checkpointed first, so the closed file holds everything on its own."""
         self.effects.close()
         super().close()
 

@@ -10,15 +10,18 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import weakref
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass
 from pathlib import Path
+from threading import RLock
 from typing import Any
 
 import duckdb
 
-from loom_nb.errors import JournalCorruptError, JournalError, JournalLockedError, JournalReadError
+from loom_nb.errors import JournalCorruptError, JournalError, JournalLockedError, JournalReadError, UsageError
 from loom_nb.journal.canonical import canonical_json, storable_text
 from loom_nb.journal.events import ContentBlob, Event, ExecutionRecord
 from loom_nb.journal.migrations import CREATE_MIGRATIONS_TABLE, MIGRATIONS
@@ -43,9 +46,11 @@ def _lock_error(path: str, exc: BaseException) -> JournalLockedError:
     match = _PID.search(str(exc))
     holder = f"process {match.group(1)}" if match else "another process"
     return JournalLockedError(
-        f"the journal {path} is held by {holder} (DuckDB allows one writing process per file). "
-        "Close that kernel or process first, then open it here; or open a copy "
-        "(EXPORT DATABASE / COPY events TO 'events.parquet') read-only; or use a server journal."
+        f"the journal {path} is held by {holder} (DuckDB allows one writing process per file, and "
+        "refuses even a read-only open beside it). Close that kernel or process first, then open it here; "
+        "or make a consistent copy in the process that holds it: runtime.snapshot('copy.duckdb') or "
+        "%loom snapshot copy.duckdb; then open the copy (copying the file itself misses what is still in its "
+        ".wal); or use a server journal."
     )
 
 
@@ -78,6 +83,14 @@ def read_error(location: str, exc: BaseException, doing: str) -> JournalReadErro
 _HELD: dict[str, tuple[int, weakref.ref[Any]]] = {}
 
 
+def _still_open(held: tuple[int, weakref.ref[Any]] | None) -> bool:
+    """True when ``held`` (an entry of ``_HELD``) is an open journal of this process."""
+    if held is None:
+        return False
+    holder = held[1]()
+    return held[0] == os.getpid() and holder is not None and not holder.closed
+
+
 def _hold(location: str, journal: Any) -> str | None:
     """Claim ``location`` for ``journal``, this process's one read-write journal of that file; the
     key to release, or None for ``:memory:``. Raises ``JournalLockedError`` when an open journal
@@ -87,8 +100,7 @@ def _hold(location: str, journal: Any) -> str | None:
     key, mine = os.path.realpath(location), (os.getpid(), weakref.ref(journal))
     held = _HELD.setdefault(key, mine)  # atomic: of two racing opens, one wins
     if held is not mine:
-        holder = held[1]()
-        if held[0] == os.getpid() and holder is not None and not holder.closed:
+        if _still_open(held):
             raise JournalLockedError(
                 f"the journal {location} is already open read-write in this process (another runtime holds "
                 "it). Two runtimes on one file would each take the other's running steps for crashed ones. "
@@ -111,6 +123,8 @@ class DuckDBJournal:
         self.location = str(path)
         self.read_only = read_only
         self._closed = True  # until connected
+        #: Held by every commit and by ``snapshot``, so a copy never sees half a checkpoint.
+        self._write_lock = RLock()
         self._held = None if read_only else _hold(self.location, self)
         try:
             self._connect()
@@ -206,7 +220,8 @@ class DuckDBJournal:
             step = None if e.step_id is None else storable_text(e.step_id)
             params += [storable_text(e.execution_id), e.seq, str(e.kind), step, _us(e.at), canonical_json(e.data)]
         try:
-            self._write(events, contents, params)
+            with self._write_lock:
+                self._write(events, contents, params)
         except duckdb.ConstraintException as exc:
             why = "A duplicate seq or execution: is another runtime writing this execution?"
             raise write_error(self.location, events, exc, why=why) from exc
@@ -314,11 +329,79 @@ class DuckDBJournal:
             ).fetchone()
         return None if row is None else (int(row[0]), str(row[1]), bool(row[2]))
 
+    def snapshot(self, path: str | Path, *, overwrite: bool = False) -> SnapshotInfo:
+        """Write a consistent single-file copy of the journal to ``path``, while it is in use.
+
+        Every committed event, the executions projection, the content and the applied migrations are
+        in the copy; events staged but not yet committed are not. Commits wait while the copy is
+        made (a checkpoint, then a file copy). The copy opens with ``Runtime.open(path)``.
+
+        Args:
+            path: The new file.
+            overwrite: Replace ``path`` if it exists.
+
+        Raises:
+            UsageError: ``path`` exists (and ``overwrite`` is false), is this journal, is held open,
+                or this journal is in memory.
+            JournalError: the checkpoint or the copy failed (the journal itself is unchanged).
+        """
+        target = Path(path)
+        if self._closed:
+            raise JournalReadError(f"the journal {self.location} is closed: open it again to snapshot it")
+        if self.location == ":memory:":
+            raise UsageError(
+                "an in-memory journal (':memory:') has no file to snapshot: open a file journal "
+                "(loom.Runtime.open('loom.duckdb')) to keep a copy"
+            )
+        real = os.path.realpath(target)
+        if real == os.path.realpath(self.location):
+            raise UsageError(f"cannot snapshot the journal {self.location} onto itself: give another path")
+        if _still_open(_HELD.get(real)):
+            raise UsageError(f"cannot snapshot onto {target}: a journal open in this process holds it; close it first")
+        if target.exists() and not overwrite:
+            raise UsageError(
+                f"{target} already exists: give a new path, or replace it with overwrite=True "
+                "(--overwrite in loom-nb journal snapshot and %loom snapshot)"
+            )
+        partial = target.with_name(f".{target.name}.partial")
+        try:
+            _wal(partial).unlink(missing_ok=True)  # a WAL a crashed snapshot left must not be folded in
+            with self._write_lock:
+                with self.reading(f"be checkpointed for a snapshot to {target}"):
+                    if not self.read_only:
+                        self.connection.execute("CHECKPOINT")
+                self._copy_files(partial)
+            _fold_wal(partial)
+            info = SnapshotInfo.of(partial, target)
+            os.replace(partial, target)
+        except (OSError, duckdb.Error) as exc:
+            raise JournalError(
+                f"could not snapshot the journal {self.location} to {target}: {type(exc).__name__}: {exc}. "
+                "The journal is unchanged; check the target folder (space, permissions) and try again."
+            ) from exc
+        finally:
+            for leftover in (partial, _wal(partial)):
+                leftover.unlink(missing_ok=True)
+        return info
+
+    def _copy_files(self, partial: Path) -> None:
+        """Copy the file, and its WAL when one has data (a read-only journal cannot checkpoint it)."""
+        shutil.copyfile(self.location, partial)
+        wal = _wal(Path(self.location))
+        if wal.exists() and wal.stat().st_size > 0:
+            shutil.copyfile(wal, _wal(partial))
+
     def close(self) -> None:
-        """Close the connection (idempotent); the file may be opened again in this process."""
+        """Checkpoint, then close the connection (idempotent); the file may be opened again in
+        this process. After it the file holds everything on its own (no ``.wal`` left to copy)."""
         if not self._closed:
-            self._closed = True
-            self.connection.close()
+            with self._write_lock:
+                if not self.read_only:
+                    # a failed checkpoint loses nothing: the WAL holds every commit, replayed at the next open
+                    with suppress(duckdb.Error):
+                        self.connection.execute("CHECKPOINT")
+                self._closed = True
+                self.connection.close()
             self._release()
 
     @property
@@ -332,3 +415,53 @@ class DuckDBJournal:
             if held is not None and held[1]() is self:
                 del _HELD[self._held]
             self._held = None
+
+
+def _wal(path: Path) -> Path:
+    return path.with_name(path.name + ".wal")
+
+
+def _fold_wal(path: Path) -> None:
+    """Fold a copied WAL into its copied file, so the copy is one self-contained file."""
+    if _wal(path).exists():
+        con = duckdb.connect(str(path), config={**_OWN_FILE_ONLY})
+        try:
+            con.execute("CHECKPOINT")
+        finally:
+            con.close()
+
+
+@dataclass(frozen=True, kw_only=True)
+class SnapshotInfo:
+    """What ``DuckDBJournal.snapshot`` wrote, counted in the copy itself."""
+
+    #: The copy.
+    path: Path
+    #: Events in the copy.
+    events: int
+    #: Executions (rows of the executions projection) in the copy.
+    executions: int
+    #: Content blobs in the copy.
+    contents: int
+    #: The copy's size in bytes.
+    size: int
+
+    @classmethod
+    def of(cls, written: Path, path: Path) -> SnapshotInfo:
+        """Count what the file ``written`` holds (it will be renamed to ``path``)."""
+        con = duckdb.connect(str(written), read_only=True, config={**_OWN_FILE_ONLY})
+        try:
+            row = con.execute(
+                "SELECT (SELECT count(*) FROM events), (SELECT count(*) FROM executions), "
+                "(SELECT count(*) FROM content)"
+            ).fetchone()
+        finally:
+            con.close()
+        assert row is not None
+        return cls(path=path, events=row[0], executions=row[1], contents=row[2], size=written.stat().st_size)
+
+    def __str__(self) -> str:
+        return (
+            f"wrote {self.path}: {self.events} events, {self.executions} executions, "
+            f"{self.contents} content blobs, {self.size} bytes"
+        )
