@@ -1,4 +1,5 @@
-"""The ``loom-nb`` command: ``loom-nb demo`` runs a scripted agent end to end in the terminal."""
+"""The ``loom-nb`` command: ``loom-nb demo`` runs a scripted agent end to end in the terminal;
+``loom-nb journal snapshot SRC DST`` writes a consistent single-file copy of a journal."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from pathlib import Path
 from loom_nb.agent import Agent, AgentResult, ApprovalDecision
 from loom_nb.effects import tool
 from loom_nb.errors import JournalLockedError, LoomError
-from loom_nb.journal import step_ids
+from loom_nb.journal import DuckDBJournal, step_ids
 from loom_nb.journal.events import Event, EventKind
 from loom_nb.journal.run_state import GateState, RunState, StepState
 from loom_nb.kernel.engine import ExecutionResult
@@ -197,6 +198,31 @@ def _demo(journal: str, assume: bool | None) -> int:
     return 0
 
 
+def _snapshot(src: str, dst: str, overwrite: bool) -> int:
+    """``loom-nb journal snapshot``: open SRC read-only, write DST, say what it holds."""
+    prog = "loom-nb journal snapshot"
+    if not Path(src).is_file():
+        print(f"{prog}: there is no journal file {src}", file=sys.stderr)
+        return 2
+    try:
+        journal = DuckDBJournal(src, read_only=True)
+    except JournalLockedError as exc:
+        print(
+            f"{prog}: {exc}\nThe copy must be made by the process that holds it: run runtime.snapshot({dst!r}) in it "
+            f"(or %loom snapshot {dst} in its notebook), then open {dst}.",
+            file=sys.stderr,
+        )
+        return 1
+    try:
+        print(journal.snapshot(dst, overwrite=overwrite))
+    except LoomError as exc:
+        print(f"{prog}: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        journal.close()
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of ``loom-nb``."""
     parser = argparse.ArgumentParser(prog="loom-nb", description="Durable AI agent loops, journaled in DuckDB.")
@@ -206,7 +232,16 @@ def main(argv: list[str] | None = None) -> int:
     answer = demo.add_mutually_exclusive_group()
     answer.add_argument("--yes", action="store_true", help="approve every gate (for no TTY)")
     answer.add_argument("--no", action="store_true", help="refuse every gate")
+    journal = sub.add_parser("journal", help="work with a journal file").add_subparsers(dest="action", required=True)
+    snap = journal.add_parser(
+        "snapshot", help="write a consistent single-file copy of a journal (nobody may hold it read-write)"
+    )
+    snap.add_argument("src", metavar="SRC", help="the journal file")
+    snap.add_argument("dst", metavar="DST", help="the copy to write (a new file)")
+    snap.add_argument("--overwrite", action="store_true", help="replace DST if it exists")
     args = parser.parse_args(argv)
+    if args.command == "journal":
+        return _snapshot(args.src, args.dst, args.overwrite)
     assume = True if args.yes else False if args.no else None
     if assume is None and not sys.stdin.isatty():
         print(
