@@ -1,9 +1,10 @@
 """The ``%loom`` line magic and the ``%%loom_sql`` cell magic.
 
 ``%loom open PATH | runs | pending | show ID | resume ID GATE --approve/--refuse [--reason R] |
-recover | replay ID | status | timeline ID | trace on|off``; ``%loom --help`` and ``%loom SUBCOMMAND --help``
-explain each. ``%%loom_sql`` runs its cell as SQL over the journal's views and returns a DataFrame.
-Mistakes (an unknown execution or gate, a journal held by another process) are one-line errors.
+recover | replay ID | status | timeline ID | trace on|off | snapshot PATH``; ``%loom --help`` and
+``%loom SUBCOMMAND --help`` explain each. ``%%loom_sql`` runs its cell as SQL over the journal's
+views and returns a DataFrame. Mistakes (an unknown execution or gate, a journal held by another
+process) are one-line errors.
 """
 
 from __future__ import annotations
@@ -82,6 +83,9 @@ def _loom_parser() -> _Parser:
     tr = sub.add_parser("trace", help="export each run as an OpenTelemetry trace when it settles (on / off)")
     tr.add_argument("state", choices=["on", "off"], help="start or stop exporting")
     tr.add_argument("--suspended", action="store_true", help="also export a run each time it waits at a gate")
+    sn = sub.add_parser("snapshot", help="write a consistent single-file copy of the journal, while runs go on")
+    sn.add_argument("path", metavar="PATH", help="the copy to write (a new file)")
+    sn.add_argument("--overwrite", action="store_true", help="replace PATH if it exists")
     return p
 
 
@@ -108,7 +112,7 @@ def _guard(fn: Callable[..., T], *args: Any) -> T | None:
 @magics_class
 class LoomMagics(Magics):
     """``%loom`` (subcommands: open, runs, pending, show, resume, recover, replay, status,
-    timeline, trace) and ``%%loom_sql``. Run ``%loom --help`` for the list."""
+    timeline, trace, snapshot) and ``%%loom_sql``. Run ``%loom --help`` for the list."""
 
     #: The live OpenTelemetry export ``%loom trace on`` started, until ``%loom trace off``.
     _trace: TraceExport | None = None
@@ -117,7 +121,7 @@ class LoomMagics(Magics):
     def loom(self, line: str) -> Any:
         """Look at and drive durable runs: ``%loom open PATH | runs | pending | show ID |
         resume ID GATE --approve/--refuse [--reason R] | recover | replay ID | status | timeline ID |
-        trace on|off``.
+        trace on|off | snapshot PATH``.
 
         ``%loom --help`` lists them; ``%loom COMMAND --help`` explains one.
         """
@@ -334,3 +338,7 @@ class LoomMagics(Magics):
         self._trace = tracing.export(runtime, on_suspend=args.suspended)
         when = "completes, fails or suspends" if args.suspended else "completes or fails"
         print(f"loom_nb: OpenTelemetry export on: each run in {runtime.journal.location} is exported when it {when}")
+
+    def _cmd_snapshot(self, args: argparse.Namespace) -> None:
+        info = self._runtime().snapshot(args.path, overwrite=args.overwrite)
+        print(f"loom_nb: {info}; open it anywhere with loom.Runtime.open({str(info.path)!r})")

@@ -196,6 +196,24 @@ def test_runs_status_and_sql(ip: Any, capsys: pytest.CaptureFixture[str]) -> Non
     assert ip.user_ns.pop("counts") is df
 
 
+def test_snapshot_writes_a_copy_of_the_journal_in_use(
+    ip: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _, run = suspended_run(ip)
+    target = tmp_path / "copy.duckdb"
+    capsys.readouterr()
+    ip.run_line_magic("loom", f"snapshot {target}")
+    out = capsys.readouterr().out.strip()
+    assert out.startswith(f"loom_nb: wrote {target}: ") and "1 executions" in out, out
+    assert out.endswith(f"open it anywhere with loom.Runtime.open({str(target)!r})")
+    with loom.Runtime.open(target, read_only=True) as copy:
+        assert copy.journal.read(run.id) == loom.default_runtime().journal.read(run.id)
+    err = one_line_error(ip, capsys, f"%loom snapshot {target}")
+    assert f"{target} already exists" in err and "overwrite" in err
+    ip.run_line_magic("loom", f"snapshot {target} --overwrite")
+    assert capsys.readouterr().out.startswith(f"loom_nb: wrote {target}: ")
+
+
 def test_loom_sql_refuses_a_write_and_a_file_read(ip: Any) -> None:
     suspended_run(ip)
     from IPython.core.error import UsageError as IPythonUsageError
