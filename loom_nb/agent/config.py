@@ -167,7 +167,9 @@ class AgentConfig:
         chunk_min_chars: Smallest durable stream chunk (split at sentence ends).
         parallel_tools: Run one turn's tool calls concurrently (ids stay fixed).
         tool_timeout: Seconds one tool call may take, for tools that set no ``timeout`` of their own
-            (None: no limit). A call past it fails with ``EffectTimeout`` (see ``Tool``).
+            (None: no limit). A call past it fails with ``EffectTimeout`` (see ``Tool``). ``Agent``
+            applies it when it registers the tools; code that registers them itself for
+            ``agent_loop`` passes it on: ``tool.register(effects, default_timeout=...)``.
     """
 
     model: str | None = None
