@@ -37,6 +37,7 @@ from loom_nb.effects.mcp import mcp_tools
 from loom_nb.errors import (
     ClaimCheckError,
     EffectError,
+    EffectTimeout,
     FlowNotFoundError,
     InDoubtError,
     JournalCorruptError,
@@ -114,6 +115,7 @@ __all__ = [
     "Decision",
     "EffectContext",
     "EffectError",
+    "EffectTimeout",
     "ExecutionContext",
     "FlowContext",
     "FlowNotFoundError",

@@ -19,6 +19,7 @@
     │   ├── RetriesExhaustedError
     │   ├── InDoubtError
     │   ├── OutcomeUnknownError    an effect cannot tell if its call took effect (in doubt if not idempotent)
+    │   │   └── EffectTimeout      a call ran past its timeout (retryable; in doubt if not idempotent)
     │   ├── PromptIntegrityError
     │   ├── ClaimCheckError
     │   ├── ToolArgumentsError
@@ -148,6 +149,18 @@ class OutcomeUnknownError(EffectError):
     server died mid-call). The kernel parks a non-idempotent step on an ``InDoubt`` gate, as after a
     crash, so a person decides (it happened / run it again / fail); an idempotent one fails (and is
     retried when its retry policy says so). Retryable."""
+
+    retryable = True
+
+
+class EffectTimeout(OutcomeUnknownError):
+    """An effect call (a tool's) ran past its timeout (``@tool(timeout=...)``, ``Agent(tool_timeout=...)``).
+
+    The call was abandoned, not stopped: it may still be running or may have taken effect. An
+    idempotent step fails with it (one ``step_failed``) and is retried when its retry policy allows;
+    a non-idempotent one parks on an ``InDoubt`` gate for a person, as any ``OutcomeUnknownError``
+    does. Retryable. The message names the tool, the step and the timeout, and the fix.
+    """
 
     retryable = True
 

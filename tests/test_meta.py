@@ -184,6 +184,7 @@ EXPECTED_ALL = sorted(
         "Decision",
         "EffectContext",
         "EffectError",
+        "EffectTimeout",
         "ExecutionContext",
         "FlowContext",
         "FlowNotFoundError",

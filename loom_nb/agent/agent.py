@@ -65,7 +65,7 @@ class Agent:
         **options: The other ``AgentConfig`` fields, documented there (``AgentOptions``): ``system``,
             ``max_turns``, ``compaction``, ``claim_check``, ``needs_approval``, ``refusal_text``,
             ``skill_selector``, ``memory``, ``recall_limit``, ``stream``, ``chunk_min_chars``,
-            ``parallel_tools``.
+            ``parallel_tools``, ``tool_timeout``.
     """
 
     def __init__(
@@ -135,7 +135,7 @@ class Agent:
                 retry=self.model_retry,
             )
         for t in self.config.tools:
-            t.register(effects)
+            t.register(effects, default_timeout=self.config.tool_timeout)
         if self.config.claim_check is not None:
             if not isinstance(effects, EffectRing):
                 raise UsageError("claim_check needs loom.Runtime (the effect ring), not the bare kernel runtime")

@@ -139,6 +139,7 @@ class AgentOptions(TypedDict, total=False):
     stream: bool
     chunk_min_chars: int
     parallel_tools: bool
+    tool_timeout: float | None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -165,6 +166,10 @@ class AgentConfig:
         stream: Stream the model's text durably (chunked) to the journal and the cell.
         chunk_min_chars: Smallest durable stream chunk (split at sentence ends).
         parallel_tools: Run one turn's tool calls concurrently (ids stay fixed).
+        tool_timeout: Seconds one tool call may take, for tools that set no ``timeout`` of their own
+            (None: no limit). A call past it fails with ``EffectTimeout`` (see ``Tool``). ``Agent``
+            applies it when it registers the tools; code that registers them itself for
+            ``agent_loop`` passes it on: ``tool.register(effects, default_timeout=...)``.
     """
 
     model: str | None = None
@@ -184,6 +189,7 @@ class AgentConfig:
     stream: bool = True
     chunk_min_chars: int = 40
     parallel_tools: bool = True
+    tool_timeout: float | None = None
     _tools_by_name: dict[str, Tool] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -195,6 +201,8 @@ class AgentConfig:
             )
         if self.max_turns < 1:
             raise UsageError("max_turns must be at least 1")
+        if self.tool_timeout is not None and not self.tool_timeout > 0:
+            raise UsageError(f"tool_timeout must be a positive number of seconds, got {self.tool_timeout!r}")
         names = [t.name for t in self.tools]
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:

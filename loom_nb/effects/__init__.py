@@ -1,5 +1,5 @@
 """The effect ring: the registry with its interceptors (authorization, quota, retry, guard,
-claim-check), and the ``@tool`` decorator."""
+timeout, claim-check), and the ``@tool`` decorator."""
 
 from loom_nb.effects.authz import Authorization
 from loom_nb.effects.claimcheck import (
@@ -15,6 +15,7 @@ from loom_nb.effects.guard import PromptGuard, fence, guard_request
 from loom_nb.effects.quota import Metering, Quota, UsageTotals, usage_of
 from loom_nb.effects.retry import Retry, RetryPolicy
 from loom_nb.effects.ring import EffectRing
+from loom_nb.effects.timeout import Timeout
 from loom_nb.effects.tool import Tool, tool
 from loom_nb.kernel.effect_registry import EffectContext, EffectResult, Principal
 
@@ -33,6 +34,7 @@ __all__ = [
     "Quota",
     "Retry",
     "RetryPolicy",
+    "Timeout",
     "Tool",
     "UsageTotals",
     "contains_envelope",

@@ -6,14 +6,14 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from loom_nb.errors import McpServerGone, ProviderError, RetriesExhaustedError
+from loom_nb.errors import EffectTimeout, McpServerGone, OutcomeUnknownError, ProviderError, RetriesExhaustedError
 from loom_nb.kernel.effect_registry import EffectCall, EffectResult, Next
 
 
 def default_retryable(error: BaseException) -> bool:
-    """Provider errors marked retryable (429, 5xx, timeouts), an MCP server that died mid-call, and
-    timeouts / connection errors."""
-    if isinstance(error, (ProviderError, McpServerGone)):
+    """Provider errors marked retryable (429, 5xx, timeouts), an MCP server that died mid-call, a
+    call past its timeout (``EffectTimeout``), and timeouts / connection errors."""
+    if isinstance(error, (ProviderError, McpServerGone, EffectTimeout)):
         return bool(error.retryable)
     return isinstance(error, (TimeoutError, ConnectionError))
 
@@ -54,6 +54,9 @@ class RetryPolicy:
 class Retry:
     """Retries a failing call per the effect's ``retry`` policy (or a default policy).
 
+    An ``OutcomeUnknownError`` (a timeout, a server gone mid-call) of a non-idempotent effect is
+    never retried here: the call may have taken effect, so the kernel parks it for a person.
+
     Args:
         default: The policy for effects registered without one (None: no retry).
     """
@@ -71,7 +74,8 @@ class Retry:
                 return await next(call)
             except Exception as error:
                 attempt = call.context.attempt
-                if not policy.retryable(error):
+                in_doubt = isinstance(error, OutcomeUnknownError) and not call.spec.idempotent
+                if in_doubt or not policy.retryable(error):
                     raise
                 if attempt >= policy.attempts:
                     raise RetriesExhaustedError(

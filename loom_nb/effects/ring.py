@@ -1,6 +1,6 @@
 """``EffectRing``: the registry plus the interceptor ring every model and tool call passes.
 
-Ring order (outermost first): authorization -> quota and metering -> retry -> guard ->
+Ring order (outermost first): authorization -> quota and metering -> retry -> guard -> timeout ->
 claim-check (one link per ``ClaimCheck`` configuration) -> the effect. The idempotency key
 (``<execution_id>:<step_id>``) is derived by the kernel and handed to the effect in its
 ``EffectContext``; it is stable across retries and recovery.
@@ -16,6 +16,7 @@ from loom_nb.effects.claimcheck import ClaimCheck, ClaimCheckInterceptor, Conten
 from loom_nb.effects.guard import PromptGuard
 from loom_nb.effects.quota import Metering, Quota, UsageTotals
 from loom_nb.effects.retry import Retry, RetryPolicy
+from loom_nb.effects.timeout import Timeout
 from loom_nb.kernel.effect_registry import EffectRegistry
 
 log = logging.getLogger(__name__)
@@ -48,7 +49,8 @@ class EffectRing(EffectRegistry):
         )
         self.retry = Retry(default_retry)
         self.guard = PromptGuard()
-        super().__init__([self.authorization, self.metering, self.retry, self.guard])
+        self.timeout = Timeout()
+        super().__init__([self.authorization, self.metering, self.retry, self.guard, self.timeout])
         self._claim_checks: list[ClaimCheck] = []
         self.content_store: ContentStore | None = None
         self._on_close: list[Callable[[], None]] = []

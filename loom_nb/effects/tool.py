@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import inspect
 import re
 from collections.abc import Callable, Iterable
+from dataclasses import replace
 from typing import Any, TypedDict, Unpack, get_type_hints, overload
 
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
@@ -12,6 +15,8 @@ from pydantic.fields import FieldInfo
 
 from loom_nb.errors import ToolArgumentsError, UsageError
 from loom_nb.journal import step_ids
+from loom_nb.journal.store import off_the_loop
+from loom_nb.kernel.async_bridge import run_in_thread
 from loom_nb.kernel.effect_registry import EffectContext, EffectInvoker, EffectSpec
 from loom_nb.messages import ToolCall, ToolSpec
 
@@ -41,7 +46,10 @@ def _docs(fn: Callable[..., Any]) -> tuple[str, dict[str, str]]:
 class Tool:
     """A function the model may call, registered as the effect ``tools.<name>``.
 
-    Calling the ``Tool`` object calls the function directly (handy in tests and notebooks).
+    Calling the ``Tool`` object calls the function directly (handy in tests and notebooks). Run by
+    an agent, a synchronous function runs on a worker thread of its own, so a slow call does not
+    stop other runs or the notebook's buttons; it must not use the journal there (a ``UsageError``
+    says so: make it ``async def`` for that).
 
     Attributes:
         name: The name the model calls it by.
@@ -57,6 +65,9 @@ class Tool:
         scopes: Scopes the principal must hold.
         retry: A ``RetryPolicy`` or None.
         quota: A ``Quota`` for this tool, or None.
+        timeout: Seconds one attempt may take, or None (the agent's ``tool_timeout``, else no limit).
+            A call past it is abandoned with an ``EffectTimeout``: retried per ``retry`` when the
+            tool is idempotent, else the step parks on an ``InDoubt`` gate for a person.
     """
 
     def __init__(
@@ -71,6 +82,7 @@ class Tool:
         scopes: Iterable[str] = (),
         retry: Any = None,
         quota: Any = None,
+        timeout: float | None = None,
     ) -> None:
         self.fn = fn
         self.name = name or fn.__name__
@@ -82,6 +94,9 @@ class Tool:
         self.scopes = frozenset(scopes)
         self.retry = retry
         self.quota = quota
+        if timeout is not None and not timeout > 0:
+            raise UsageError(f"tool {self.name!r}: timeout must be a positive number of seconds, got {timeout!r}")
+        self.timeout = timeout
         self._context_param: str | None = None
         self.args_model = self._build_model(param_docs)
         self.__doc__ = fn.__doc__
@@ -141,22 +156,49 @@ class Tool:
         return {k: getattr(model, k) for k in type(model).model_fields}
 
     async def invoke(self, arguments: dict[str, Any], effect_context: EffectContext) -> Any:
-        """The effect body: validate, then call the function (sync or async)."""
+        """The effect body: validate, then call the function: an async one on the event loop, a
+        synchronous one on a worker thread (``run_in_thread``) where the journal refuses use."""
         kwargs = self.validate(dict(arguments))
+        if inspect.iscoroutinefunction(self.fn):
+            if self._context_param:
+                kwargs[self._context_param] = effect_context
+            return await self.fn(**kwargs)
         if self._context_param:
-            kwargs[self._context_param] = effect_context
-        result = self.fn(**kwargs)
+            loop = asyncio.get_running_loop()
+            emit = effect_context.emit_delta  # observers live on the loop: deltas are handed back to it
+
+            def threadsafe(text: str) -> None:
+                loop.call_soon_threadsafe(emit, text)
+
+            kwargs[self._context_param] = replace(effect_context, emit_delta=threadsafe)
+        result = await run_in_thread(functools.partial(self._off_the_loop, kwargs), name=f"loom-tool-{self.name}")
         if inspect.isawaitable(result):
             result = await result
         return result
 
-    def register(self, effects: EffectInvoker) -> EffectSpec:
-        """Register as the effect ``tools.<name>``."""
-        return self.register_effect(effects, self.invoke)
+    def _off_the_loop(self, kwargs: dict[str, Any]) -> Any:
+        with off_the_loop(f"tool {self.name!r}"):
+            return self.fn(**kwargs)
 
-    def register_effect(self, effects: EffectInvoker, fn: Callable[..., Any], **meta: Any) -> EffectSpec:
+    def register(self, effects: EffectInvoker, *, default_timeout: float | None = None) -> EffectSpec:
+        """Register as the effect ``tools.<name>``.
+
+        Args:
+            effects: The effect runtime.
+            default_timeout: The timeout when the tool sets none (an agent's ``tool_timeout``).
+        """
+        return self.register_effect(effects, self.invoke, timeout=self.effective_timeout(default_timeout))
+
+    def effective_timeout(self, default: float | None) -> float | None:
+        """The tool's own ``timeout``, else ``default``."""
+        return self.timeout if self.timeout is not None else default
+
+    def register_effect(
+        self, effects: EffectInvoker, fn: Callable[..., Any], *, timeout: float | None = None, **meta: Any
+    ) -> EffectSpec:
         """Register ``fn`` as this tool's effect ``tools.<name>`` with the tool's options (and ``meta``
-        added to the spec's): how a subclass (``McpTool``) registers a body of its own."""
+        added to the spec's): how a subclass (``McpTool``) registers a body of its own. ``timeout``
+        is the one the call gets (``effective_timeout``; the tool's own when None)."""
         return effects.register(
             self.effect_id,
             fn,
@@ -164,6 +206,7 @@ class Tool:
             scopes=self.scopes,
             retry=self.retry,
             quota=self.quota,
+            timeout=self.effective_timeout(timeout),
             trusted=self.trusted,
             kind="tool",
             meta={"tool": self.name, **meta},
@@ -196,6 +239,7 @@ class ToolOptions(TypedDict, total=False):
     scopes: Iterable[str]
     retry: Any
     quota: Any
+    timeout: float | None
 
 
 @overload

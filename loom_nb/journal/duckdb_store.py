@@ -25,7 +25,7 @@ from loom_nb.errors import JournalCorruptError, JournalError, JournalLockedError
 from loom_nb.journal.canonical import canonical_json, storable_text
 from loom_nb.journal.events import ContentBlob, Event, ExecutionRecord
 from loom_nb.journal.migrations import CREATE_MIGRATIONS_TABLE, MIGRATIONS
-from loom_nb.journal.store import projection_changes, write_error
+from loom_nb.journal.store import check_on_loop, projection_changes, write_error
 
 _NO_NETWORK = {"autoinstall_known_extensions": False, "autoload_known_extensions": False}
 #: The journal's database touches no file but its own: no COPY TO, no read_text / read_csv, no
@@ -167,7 +167,11 @@ class DuckDBJournal:
 
         Args:
             doing: What was being done, for the message ("read execution 'x'").
+
+        Raises:
+            UsageError: called from a synchronous tool's worker thread (``check_on_loop``).
         """
+        check_on_loop(self.location)
         try:
             yield
         except duckdb.Error as exc:
@@ -211,8 +215,10 @@ class DuckDBJournal:
         Raises:
             JournalWriteError: the commit failed (nothing of it was written); DuckDB's error is its
                 cause, never masked by the rollback.
-            UsageError: a payload cannot be journaled (nothing was written).
+            UsageError: a payload cannot be journaled (nothing was written), or the call came from a
+                synchronous tool's worker thread (``check_on_loop``).
         """
+        check_on_loop(self.location)
         if self.read_only:
             raise JournalError(f"the journal {self.location} is open read-only; open it read-write to write")
         params: list[Any] = []

@@ -8,7 +8,7 @@ from dataclasses import replace
 
 from loom_nb.journal.canonical import canonical_json, storable_text
 from loom_nb.journal.events import ContentBlob, Event, ExecutionRecord
-from loom_nb.journal.store import projection_changes, write_error
+from loom_nb.journal.store import check_on_loop, projection_changes, write_error
 
 
 class InMemoryJournal:
@@ -22,7 +22,9 @@ class InMemoryJournal:
         self.commits = 0
 
     def append(self, events: Sequence[Event], contents: Sequence[ContentBlob] = ()) -> None:
-        """Atomically append events and content, updating the projection."""
+        """Atomically append events and content, updating the projection (refused, as DuckDB's is,
+        from a synchronous tool's worker thread)."""
+        check_on_loop(self.location)
         staged: dict[str, list[Event]] = {}
         for event in events:
             eid = storable_text(event.execution_id)
@@ -50,7 +52,9 @@ class InMemoryJournal:
         self.commits += 1
 
     def read(self, execution_id: str) -> list[Event]:
-        """Return an execution's events in order."""
+        """Return an execution's events in order (refused, as DuckDB's is, from a synchronous tool's
+        worker thread)."""
+        check_on_loop(self.location)
         return list(self._events.get(storable_text(execution_id), ()))
 
     def get_execution(self, execution_id: str) -> ExecutionRecord | None:

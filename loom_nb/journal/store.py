@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Protocol, runtime_checkable
 
-from loom_nb.errors import JournalWriteError
+from loom_nb.errors import JournalWriteError, UsageError
 from loom_nb.journal.canonical import storable_text
 from loom_nb.journal.events import STATUS_OF_KIND, ContentBlob, Event, EventKind, ExecutionRecord
 
@@ -90,3 +92,40 @@ def write_error(location: str, events: Sequence[Event], cause: BaseException, *,
     )
     error.location, error.execution_id = location, eid
     return error
+
+
+#: Who runs in this context off the event loop's thread (a synchronous tool's worker thread), if anyone.
+_OFF_LOOP: ContextVar[str | None] = ContextVar("loom_journal_off_loop", default=None)
+
+
+@contextmanager
+def off_the_loop(who: str) -> Iterator[None]:
+    """Mark the block as running off the event loop's thread (a synchronous tool's worker thread):
+    every journal refuses to be used inside it (``check_on_loop``).
+
+    Args:
+        who: What runs there, for the message (``tool 'lookup'``).
+    """
+    token = _OFF_LOOP.set(who)
+    try:
+        yield
+    finally:
+        _OFF_LOOP.reset(token)
+
+
+def check_on_loop(location: str) -> None:
+    """Refuse a journal call made inside ``off_the_loop``: the journal's one DuckDB connection
+    belongs to the event loop's thread, and a second thread using it at the same time as a commit
+    fails ("connection is busy") or loses events.
+
+    Raises:
+        UsageError: called from a synchronous tool's worker thread; the message says the fix.
+    """
+    who = _OFF_LOOP.get()
+    if who is not None:
+        raise UsageError(
+            f"{who} used the journal {location} from its worker thread (a synchronous tool runs off the event "
+            "loop, so other runs and the notebook stay responsive), where the journal's one connection may "
+            "be committing for another run. Make the tool `async def` to read the journal, or return the data "
+            "and let the flow do the journal work."
+        )

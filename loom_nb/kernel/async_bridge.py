@@ -17,14 +17,19 @@ thread to run a coroutine:
   transport tasks must live on the loop that opened it) gets its own loop on a daemon thread;
   coroutines are submitted to it from any loop (``await thread.run(coro)``) or from synchronous
   code (``thread.call(coro)``), so the resource outlives the ``asyncio.run`` of one script call.
+* ``run_in_thread``: a synchronous tool's body runs on a daemon thread of its own while the event
+  loop goes on (other runs, the notebook's buttons); a timed-out call is abandoned there, never
+  joined, so it cannot hold up the loop's shutdown.
 """
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
+import contextvars
 import threading
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
 from loom_nb.errors import UsageError
@@ -105,3 +110,38 @@ class LoopThread:
         self.loop.call_soon_threadsafe(self.loop.stop)
         self.thread.join()
         self.loop.close()
+
+
+async def run_in_thread(fn: Callable[[], T], *, name: str) -> T:
+    """Call ``fn()`` on a new daemon thread (with a copy of the caller's context variables) and
+    await its result without blocking the event loop.
+
+    Cancelling the awaiting task (a timeout) abandons the call: the thread runs on until ``fn``
+    returns and its outcome is dropped. Python cannot stop a thread, which is why a timed-out call
+    of a non-idempotent tool is in doubt. The thread is a daemon and never joined, so an abandoned
+    call does not hold up ``asyncio.run``'s shutdown the way the default executor's threads would.
+
+    Args:
+        fn: The synchronous call, arguments bound.
+        name: The thread's name (shown in stack dumps).
+    """
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[T] = loop.create_future()
+    context = contextvars.copy_context()
+
+    def settle(outcome: Callable[[], None]) -> None:
+        # If the loop closed meanwhile, nobody waits for the answer.
+        with contextlib.suppress(RuntimeError):
+            loop.call_soon_threadsafe(outcome)
+
+    def work() -> None:
+        try:
+            result = context.run(fn)
+        except BaseException as exc:  # handed to the awaiting task, as an await would raise it
+            error = exc
+            settle(lambda: None if future.done() else future.set_exception(error))
+        else:
+            settle(lambda: None if future.done() else future.set_result(result))
+
+    threading.Thread(target=work, name=name, daemon=True).start()
+    return await future

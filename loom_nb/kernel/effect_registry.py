@@ -45,6 +45,7 @@ class EffectSpec:
         scopes: Scopes the principal must hold.
         retry: A retry policy (``loom_nb.effects.RetryPolicy``) or None.
         quota: Quota limits for this effect, or None.
+        timeout: Seconds one attempt may take before the timeout interceptor abandons it, or None.
         trusted: False when its results are untrusted (tainted) text.
         kind: ``effect``, ``tool``, ``model`` or ``summarizer`` (for views and the guard).
         meta: Free-form extra data (a tool's JSON schema, a provider...).
@@ -57,6 +58,7 @@ class EffectSpec:
     scopes: frozenset[str] = frozenset()
     retry: Any = None
     quota: Any = None
+    timeout: float | None = None
     trusted: bool = True
     kind: str = "effect"
     meta: Mapping[str, Any] = field(default_factory=dict)
@@ -147,6 +149,7 @@ class EffectOptions(TypedDict, total=False):
     scopes: Iterable[str]
     retry: Any
     quota: Any
+    timeout: float | None
     trusted: bool
     kind: str
     meta: Mapping[str, Any] | None

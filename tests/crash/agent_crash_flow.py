@@ -105,22 +105,24 @@ def book_output(city: str) -> str:
 
 
 def build_agent(log_path: str) -> loom.Agent:
-    """The agent, its tools logging every call."""
+    """The agent, its tools logging every call. They are ``async def``: they run on the event loop,
+    so the two calls of turn 1 (run concurrently) finish in a fixed order and every run commits at
+    the same points (synchronous tools would run on worker threads and finish in either order)."""
 
     @loom.tool(idempotent=True)
-    def lookup(city: str, ctx: EffectContext) -> str:
+    async def lookup(city: str, ctx: EffectContext) -> str:
         """Weather of a city."""
         log_call(log_path, "tool", ctx.idempotency_key, ctx.attempt)
         return f"{city}: sunny, 21C"
 
     @loom.tool(idempotent=True)
-    def convert(amount: float, currency: str, ctx: EffectContext) -> str:
+    async def convert(amount: float, currency: str, ctx: EffectContext) -> str:
         """Convert euros."""
         log_call(log_path, "tool", ctx.idempotency_key, ctx.attempt)
         return f"{amount} EUR = {amount * 1.1:.2f} {currency}"
 
     @loom.tool
-    def book(city: str, ctx: EffectContext) -> str:
+    async def book(city: str, ctx: EffectContext) -> str:
         """Book a hotel (not idempotent)."""
         log_call(log_path, "tool", ctx.idempotency_key, ctx.attempt)
         return book_output(city)
