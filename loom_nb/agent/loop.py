@@ -38,7 +38,7 @@ from loom_nb.journal.canonical import to_jsonable
 from loom_nb.kernel.decisions import Decision
 from loom_nb.kernel.flow_context import FlowContext
 from loom_nb.kernel.gates import GateRequest
-from loom_nb.messages import Message, ModelRequest, ModelResponse, ToolCall, Transcript, Usage
+from loom_nb.messages import Message, ModelRequest, ModelResponse, ToolCall, Transcript, Usage, refusal_reason
 
 SUMMARIZE_INSTRUCTION = (
     "Summarize the conversation below for your own later use: keep every fact, decision, open "
@@ -311,6 +311,11 @@ async def _run_tools(
         if tool is None:
             known = ", ".join(sorted(t.name for t in config.tools)) or "none"
             text = f"Error: there is no tool named {call.name!r}. Available tools: {known}."
+        elif call.raw_arguments is not None and (reason := refusal_reason(call.raw_arguments)) is not None:
+            text = (
+                f"Error: the arguments for {call.name!r} were refused ({reason}). "
+                "Call the tool again with smaller, flatter arguments."
+            )
         elif call.raw_arguments is not None:
             raw = call.raw_arguments[:200]
             # Journaled inline in the next turn's input: changing this text breaks the replay of
