@@ -169,6 +169,12 @@ class ExecutionContext:
             "to keep going with the old behaviour, restore the old code."
         )
 
+    def recorded(self, ident: str) -> bool:
+        """True when the journal holds a step, gate, decision or value with id ``ident`` (a re-run of
+        the body is served it): lets a caller check that a rule it applies again agrees with the record."""
+        h = self._h
+        return ident in h.steps or ident in h.gates or ident in h.decisions or ident in h.values
+
     # -- steps ----------------------------------------------------------------------------------
     def next_step_id(self) -> str:
         """The deterministic counter id the next ``execute`` without ``step_id`` gets."""
