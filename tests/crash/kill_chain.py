@@ -47,7 +47,7 @@ def plan(rng: random.Random, effects: list[str]) -> list[list[Any]]:
         elif kind == "effect":
             kills.append([kind, rng.choice(effects)])
         else:
-            kills.append([kind, round(rng.uniform(0.0, 0.25), 3)])
+            kills.append([kind, round(rng.uniform(0.0, 0.08), 3)])
     return kills
 
 
