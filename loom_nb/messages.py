@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field
 
 from loom_nb.journal.canonical import canonical_json
 
@@ -95,16 +95,6 @@ class ToolCall(BaseModel):
     name: str
     arguments: dict[str, Any] = Field(default_factory=dict)
     raw_arguments: str | None = None
-
-    @model_validator(mode="before")
-    @classmethod
-    def _bounded(cls, data: Any) -> Any:
-        """Arguments too deep or too large become refused raw arguments (``bound_arguments``)."""
-        if isinstance(data, dict):
-            arguments, raw = bound_arguments(data.get("arguments"), data.get("raw_arguments"))
-            if raw is not data.get("raw_arguments"):
-                data = {**data, "arguments": arguments, "raw_arguments": raw}
-        return data
 
 
 class ReasoningBlock(BaseModel):
@@ -342,3 +332,22 @@ class Transcript:
 
     def __len__(self) -> int:
         return len(self._messages)
+
+
+def bounded_response(response: ModelResponse) -> ModelResponse:
+    """``response`` with every tool call whose arguments are too deep or too large refused
+    (``bound_arguments``). Applied to live model output before it is journaled (``llm_effect``), never
+    to a recorded response, so runs recorded before a limit changed replay as they were recorded."""
+    calls = response.message.tool_calls
+    fixed = []
+    for call in calls:
+        arguments, raw = bound_arguments(call.arguments, call.raw_arguments)
+        fixed.append(
+            call
+            if raw is call.raw_arguments
+            else call.model_copy(update={"arguments": arguments, "raw_arguments": raw})
+        )
+    if all(a is b for a, b in zip(fixed, calls, strict=True)):
+        return response
+    message = response.message.model_copy(update={"tool_calls": tuple(fixed)})
+    return response.model_copy(update={"message": message})

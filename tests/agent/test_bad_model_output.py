@@ -103,3 +103,13 @@ async def test_deeply_nested_arguments_through_the_openai_wire_are_an_invalid_ca
     told = bodies[1]["messages"][-1]
     assert told["role"] == "tool" and f"nested deeper than {MAX_ARGUMENT_DEPTH} levels" in told["content"]
     assert seen == ["Paris"]
+
+
+def test_a_recorded_response_is_read_back_as_recorded() -> None:
+    """The bound applies to live model output only: a response read from a journal (recorded before a
+    limit changed) keeps its arguments, so its run replays as recorded."""
+    recorded = calls(("lookup", {"city": nested(MAX_ARGUMENT_DEPTH + 5)})).model_dump(
+        mode="json", exclude_defaults=True
+    )
+    (call,) = ModelResponse.model_validate(recorded).message.tool_calls
+    assert call.raw_arguments is None and call.arguments == {"city": nested(MAX_ARGUMENT_DEPTH + 5)}
