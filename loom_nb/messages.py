@@ -21,6 +21,64 @@ def _empty(value: Any) -> bool:
     return not value
 
 
+#: Tool-call arguments nested deeper than this (objects and arrays) are refused as an invalid call.
+MAX_ARGUMENT_DEPTH = 64
+#: Tool-call arguments larger than this (characters of their JSON text) are refused as an invalid call.
+MAX_ARGUMENT_CHARS = 1_000_000
+#: How ``raw_arguments`` of refused arguments begins (followed by the reason and an excerpt).
+REFUSED_PREFIX = "[refused: "
+_EXCERPT_CHARS = 200
+
+
+def _depth_over(value: Any, limit: int) -> bool:
+    """True when ``value`` nests objects / arrays deeper than ``limit`` (iterative: no recursion)."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        children = item.values() if isinstance(item, dict) else item if isinstance(item, (list, tuple)) else None
+        if children is None:
+            continue
+        if depth > limit:
+            return True
+        stack.extend((child, depth + 1) for child in children)
+    return False
+
+
+def refused_arguments(reason: str, text: str) -> str:
+    """The ``raw_arguments`` of a call whose arguments were refused: ``[refused: <reason>] <excerpt>``."""
+    return f"{REFUSED_PREFIX}{reason}] {text[:_EXCERPT_CHARS]}"
+
+
+def refusal_reason(raw_arguments: str) -> str | None:
+    """Why a tool call's arguments were refused (too deep, too large), or None for ordinary raw text."""
+    if not raw_arguments.startswith(REFUSED_PREFIX):
+        return None
+    reason, sep, _ = raw_arguments[len(REFUSED_PREFIX) :].partition("] ")
+    return reason if sep else None
+
+
+def bound_arguments(arguments: Any, raw_arguments: Any) -> tuple[Any, Any]:
+    """``(arguments, raw_arguments)`` of a tool call, with arguments nested deeper than
+    ``MAX_ARGUMENT_DEPTH`` or longer than ``MAX_ARGUMENT_CHARS`` (parsed or raw) replaced by ``({},
+    "[refused: <reason>] <excerpt>")``: an invalid call the agent loop hands back to the model, never
+    a value too deep to journal or too large to resend every turn."""
+    if isinstance(raw_arguments, str) and len(raw_arguments) > MAX_ARGUMENT_CHARS:
+        return {}, refused_arguments(
+            f"{len(raw_arguments):,} characters, more than {MAX_ARGUMENT_CHARS:,}", raw_arguments
+        )
+    if not isinstance(arguments, dict) or not arguments:
+        return arguments, raw_arguments
+    if _depth_over(arguments, MAX_ARGUMENT_DEPTH):
+        return {}, refused_arguments(f"nested deeper than {MAX_ARGUMENT_DEPTH} levels", str(list(arguments)))
+    try:
+        text = canonical_json(arguments)
+    except Exception:
+        return arguments, raw_arguments  # not JSON at all: journaling the step reports it, as before
+    if len(text) > MAX_ARGUMENT_CHARS:
+        return {}, refused_arguments(f"{len(text):,} characters, more than {MAX_ARGUMENT_CHARS:,}", text)
+    return arguments, raw_arguments
+
+
 class ToolCall(BaseModel):
     """A tool call the model asked for.
 
@@ -274,3 +332,22 @@ class Transcript:
 
     def __len__(self) -> int:
         return len(self._messages)
+
+
+def bounded_response(response: ModelResponse) -> ModelResponse:
+    """``response`` with every tool call whose arguments are too deep or too large refused
+    (``bound_arguments``). Applied to live model output before it is journaled (``llm_effect``), never
+    to a recorded response, so runs recorded before a limit changed replay as they were recorded."""
+    calls = response.message.tool_calls
+    fixed = []
+    for call in calls:
+        arguments, raw = bound_arguments(call.arguments, call.raw_arguments)
+        fixed.append(
+            call
+            if raw is call.raw_arguments
+            else call.model_copy(update={"arguments": arguments, "raw_arguments": raw})
+        )
+    if all(a is b for a, b in zip(fixed, calls, strict=True)):
+        return response
+    message = response.message.model_copy(update={"tool_calls": tuple(fixed)})
+    return response.model_copy(update={"message": message})

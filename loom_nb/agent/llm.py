@@ -6,7 +6,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from loom_nb.kernel.effect_registry import EffectContext
-from loom_nb.messages import Message, ModelRequest
+from loom_nb.messages import Message, ModelRequest, bounded_response
 from loom_nb.providers.base import ModelProvider
 
 ModelEffect = Callable[[Any, EffectContext], Awaitable[dict[str, Any]]]
@@ -27,7 +27,7 @@ def llm_effect(provider: ModelProvider) -> ModelEffect:
         )
         # Journaled without the fields left at their defaults (empty tool calls, null ids...):
         # ModelResponse.model_validate gives the same response back, and the log stays small.
-        return response.model_dump(mode="json", exclude_defaults=True)
+        return bounded_response(response).model_dump(mode="json", exclude_defaults=True)
 
     model_call.__qualname__ = f"llm_effect({getattr(provider, 'name', type(provider).__name__)})"
     return model_call

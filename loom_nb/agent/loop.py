@@ -27,6 +27,7 @@ from loom_nb.effects.claimcheck import contains_envelope
 from loom_nb.errors import (
     ClaimCheckError,
     JournalError,
+    NonDeterminismError,
     NotAuthorizedError,
     QuotaExceededError,
     RecordedError,
@@ -38,7 +39,7 @@ from loom_nb.journal.canonical import to_jsonable
 from loom_nb.kernel.decisions import Decision
 from loom_nb.kernel.flow_context import FlowContext
 from loom_nb.kernel.gates import GateRequest
-from loom_nb.messages import Message, ModelRequest, ModelResponse, ToolCall, Transcript, Usage
+from loom_nb.messages import Message, ModelRequest, ModelResponse, ToolCall, Transcript, Usage, refusal_reason
 
 SUMMARIZE_INSTRUCTION = (
     "Summarize the conversation below for your own later use: keep every fact, decision, open "
@@ -300,6 +301,27 @@ def _refusal(config: AgentConfig, call: ToolCall, decision: ApprovalDecision) ->
     return rule.format(tool=call.name, reason=reason)
 
 
+def _waits_for_approval(ctx: FlowContext, config: AgentConfig, call: ToolCall, turn: int, j: int) -> bool:
+    """Whether call ``j`` of ``turn`` waits at an approval gate: as recorded when the journal holds
+    its gate (the person's answer is served whatever the rules say now); else as the rules say. A
+    rule that now gates a call that already ran is non-determinism, never a gate for what is done."""
+    if ctx.recorded(step_ids.approval_gate_id(turn, j)):
+        return True
+    tool = config.tool(call.name)
+    rule = tool is not None and (
+        tool.requires_approval(call, turn) or (config.needs_approval is not None and config.needs_approval(call, turn))
+    )
+    step = step_ids.tool_step_id(turn, j)
+    if rule and ctx.recorded(step):
+        raise NonDeterminismError(
+            f"execution {ctx.execution_id!r}, step {step!r}: the approval rules now gate this call to "
+            f"{call.name!r}, which ran without a gate when the run was recorded. The rules changed since "
+            "the run started: restore the old rule to go on, or fork the run at this step (or start a "
+            "new one) to apply the new rule."
+        )
+    return rule
+
+
 async def _run_tools(
     ctx: FlowContext, config: AgentConfig, calls: Sequence[ToolCall], turn: int
 ) -> list[tuple[str, Any]]:
@@ -311,6 +333,11 @@ async def _run_tools(
         if tool is None:
             known = ", ".join(sorted(t.name for t in config.tools)) or "none"
             text = f"Error: there is no tool named {call.name!r}. Available tools: {known}."
+        elif call.raw_arguments is not None and (reason := refusal_reason(call.raw_arguments)) is not None:
+            text = (
+                f"Error: the arguments for {call.name!r} were refused ({reason}). "
+                "Call the tool again with smaller, flatter arguments."
+            )
         elif call.raw_arguments is not None:
             raw = call.raw_arguments[:200]
             # Journaled inline in the next turn's input: changing this text breaks the replay of
@@ -325,15 +352,7 @@ async def _run_tools(
                 runnable.append(j)
                 continue
         outcomes[j] = ("message", Message.tool(call, text, is_error=True))
-    gated = [
-        j
-        for j in runnable
-        if (tool := config.tool(calls[j].name)) is not None
-        and (
-            tool.requires_approval(calls[j], turn)
-            or (config.needs_approval is not None and config.needs_approval(calls[j], turn))
-        )
-    ]
+    gated = [j for j in runnable if _waits_for_approval(ctx, config, calls[j], turn, j)]
     if gated:
         answers = await ctx.gates(
             [

@@ -63,6 +63,9 @@ class _OpaqueContext:
         result = await self._rt.effects.invoke(call)
         return to_jsonable(result.output)
 
+    def recorded(self, ident: str) -> bool:
+        return False  # nothing inside the opaque step is journaled: it re-runs whole
+
     async def gates(self, requests: Sequence[GateRequest]) -> list[Any]:
         raise UsageError(
             f"agent_step cannot wait at gates ({', '.join(r.gate_id for r in requests)}): a tool needs "

@@ -18,6 +18,7 @@ from loom_nb.errors import (
     NonDeterminismError,
     OutcomeUnknownError,
     ReplayDivergedError,
+    RetriesExhaustedError,
     UsageError,
 )
 from loom_nb.journal import step_ids
@@ -35,6 +36,9 @@ if TYPE_CHECKING:
 IN_DOUBT_GATE = step_ids.IN_DOUBT_GATE
 _UNSET: Any = object()
 _STREAM_FLUSH_EVERY = 64
+#: How many attempts in all an idempotent step without a retry policy (``EffectSpec.retry`` with an
+#: ``attempts`` limit) gets across processes before a cut in flight fails it instead of running it again.
+DEFAULT_ATTEMPT_LIMIT = 3
 
 
 class InDoubtResolution(BaseModel):
@@ -50,6 +54,13 @@ class InDoubtResolution(BaseModel):
     action: Literal["happened", "run_again", "fail"]
     output: Any = None
     reason: str | None = None
+
+
+def attempt_limit(spec: EffectSpec) -> int:
+    """Most attempts in all of a step of ``spec``, counted across processes: its retry policy's
+    ``attempts`` (``loom_nb.effects.RetryPolicy``), else ``DEFAULT_ATTEMPT_LIMIT``."""
+    attempts = getattr(spec.retry, "attempts", None)
+    return attempts if isinstance(attempts, int) and attempts >= 1 else DEFAULT_ATTEMPT_LIMIT
 
 
 def _convert(value: Any, returns: Any) -> Any:
@@ -158,6 +169,12 @@ class ExecutionContext:
             "to keep going with the old behaviour, restore the old code."
         )
 
+    def recorded(self, ident: str) -> bool:
+        """True when the journal holds a step, gate, decision or value with id ``ident`` (a re-run of
+        the body is served it): lets a caller check that a rule it applies again agrees with the record."""
+        h = self._h
+        return ident in h.steps or ident in h.gates or ident in h.decisions or ident in h.values
+
     # -- steps ----------------------------------------------------------------------------------
     def next_step_id(self) -> str:
         """The deterministic counter id the next ``execute`` without ``step_id`` gets."""
@@ -213,6 +230,8 @@ class ExecutionContext:
             self._in_flight -= 1
             spec = self._rt.effects.spec(effect_id)
             attempt = rec.attempts + 1
+            if spec.idempotent and not rec.retry_pending and rec.attempts >= attempt_limit(spec):
+                self._exhausted(sid, rec)
             if not spec.idempotent and not rec.retry_pending:
                 served = self._in_doubt(sid, rec, journaled)
                 if served is not _UNSET:
@@ -223,6 +242,20 @@ class ExecutionContext:
             spec = self._rt.effects.spec(effect_id)
         output = await self._run_live(sid, spec, input, journaled, digest, attempt, on_delta)
         return _convert(output, returns)
+
+    def _exhausted(self, sid: str, rec: StepRecord) -> NoReturn:
+        """Fail step ``sid``, cut in flight on every one of the attempts its policy allows (recorded
+        as ``step_failed``), instead of invoking it once more."""
+        limit = attempt_limit(self._rt.effects.spec(rec.effect))
+        error = RetriesExhaustedError(
+            f"step {sid!r} (effect {rec.effect!r}) of execution {self.execution_id!r} was started "
+            f"{rec.attempts} times and never finished (its process died or was cut each time); it allows "
+            f"{limit} attempts in all, so it is not run again. Find why it dies, then fork the run at "
+            "this step or start a new one (a larger RetryPolicy(attempts=...) allows more attempts)."
+        )
+        data = {"effect": rec.effect, "attempt": rec.attempts, "will_retry": False, "error": error_to_data(error)}
+        self.stage(EventKind.STEP_FAILED, sid, data)
+        raise error
 
     def _in_doubt(self, sid: str, rec: StepRecord, journaled: Any) -> Any:
         # One gate per attempt cut mid-call: an answer ("run it again") covers only the attempt it

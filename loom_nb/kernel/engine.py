@@ -434,8 +434,12 @@ class Engine:
 
         A step cut in flight is re-invoked when its effect is idempotent (same idempotency key);
         otherwise it is recorded in doubt and the execution parks on an ``InDoubt`` gate.
-        An execution whose flow or effect is not registered, or whose code changed, is returned
-        with status ``running`` and the error (it stays running; the others are recovered).
+        An execution that cannot be driven (its flow or effect is not registered, its code changed,
+        a bad row in its events, anything else its re-run raises) is returned with status
+        ``running`` and the error, and logged (it stays running; the executions after it are still
+        recovered). A ``JournalWriteError`` is not isolated: the journal itself is failing, so every
+        other execution would fail the same way; recovery stops and it propagates (what each
+        execution recorded so far stays; ``recover()`` again once the journal is writable).
         """
         results: list[ExecutionResult] = []
         for rec in self.journal.list_executions("running"):
@@ -444,10 +448,20 @@ class Engine:
             async with self._lock(rec.execution_id):
                 try:
                     results.append(await self._drive(self.history(rec.execution_id)))
-                except (NonDeterminismError, EffectNotFoundError, FlowNotFoundError) as exc:
-                    # One execution that cannot go on yet must not stop the others: report it,
-                    # leave it running, and let the developer fix the cause and recover again.
-                    log.warning("execution %s not recovered: %s", rec.execution_id, exc)
+                except JournalWriteError:
+                    raise  # the journal is failing, not this execution: stop rather than fail them all
+                except Exception as exc:
+                    # One execution that cannot go on must not stop the others: report it, leave it
+                    # running, and let the developer fix the cause and recover again.
+                    expected = isinstance(exc, (NonDeterminismError, EffectNotFoundError, FlowNotFoundError))
+                    log.log(
+                        logging.WARNING if expected else logging.ERROR,
+                        "execution %s not recovered (%s: %s); it stays running: fix the cause, then recover() again",
+                        rec.execution_id,
+                        type(exc).__name__,
+                        exc,
+                        exc_info=not expected,
+                    )
                     results.append(
                         ExecutionResult(execution_id=rec.execution_id, status="running", error=error_to_data(exc))
                     )

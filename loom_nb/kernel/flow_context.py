@@ -50,6 +50,10 @@ class FlowContext(Protocol):
         """The engine running this execution (to register an effect a body needs on first use)."""
         ...
 
+    def recorded(self, ident: str) -> bool:
+        """True when the journal holds a step, gate, decision or value with id ``ident``."""
+        ...
+
     def next_step_id(self) -> str:
         """The counter id the next ``execute`` without ``step_id`` gets."""
         ...

@@ -26,7 +26,7 @@ from loom_nb.errors import (
     ProviderTimeout,
     UsageError,
 )
-from loom_nb.messages import ModelRequest, ModelResponse
+from loom_nb.messages import MAX_ARGUMENT_DEPTH, ModelRequest, ModelResponse, refused_arguments
 from loom_nb.providers.base import DeltaSink
 from loom_nb.providers.redaction import Redactor, credentials_in
 from loom_nb.providers.sse import SSEEvent, aiter_sse_bytes
@@ -231,6 +231,8 @@ def parse_arguments(raw: str) -> tuple[dict[str, Any], str | None]:
         value = json.loads(raw)
     except ValueError:
         return {}, raw
+    except RecursionError:  # nested deeper than the parser goes: an invalid call, never a failed run
+        return {}, refused_arguments(f"nested deeper than {MAX_ARGUMENT_DEPTH} levels", raw)
     return (value, None) if isinstance(value, dict) else ({}, raw)
 
 

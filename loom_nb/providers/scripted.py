@@ -9,7 +9,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from loom_nb.errors import UsageError
-from loom_nb.messages import ModelRequest, ModelResponse, Usage
+from loom_nb.messages import ModelRequest, ModelResponse, Usage, bounded_response
 from loom_nb.providers.base import DeltaSink
 
 Responder = Callable[[ModelRequest], ModelResponse | Awaitable[ModelResponse]]
@@ -61,7 +61,8 @@ class ScriptedModel:
                     await asyncio.sleep(self.delta_delay)
         if response.usage == Usage():
             sent = sum(len(m.text) for m in request.messages)
-            out = len(response.message.text) + sum(len(str(c.arguments)) for c in response.message.tool_calls)
+            counted = bounded_response(response).message.tool_calls  # str() of too-deep arguments would recurse
+            out = len(response.message.text) + sum(len(str(c.arguments)) for c in counted)
             response = response.model_copy(update={"usage": Usage(input_tokens=sent // 4, output_tokens=out // 4)})
         return response
 

@@ -22,6 +22,7 @@ BODY_SURFACE = {
     "principal",
     "put_content",
     "random",
+    "recorded",
     "replaying",
     "runtime",
     "stream",
