@@ -225,3 +225,21 @@ def tidy_tools(deleted: list[str]) -> tuple[loom.Tool, loom.Tool]:
         return f"deleted {path}"
 
     return search, delete_file
+
+
+def lookup_tool(seen: list[Any]) -> loom.Tool:
+    """A ``lookup(city)`` tool that records every city it is called with ("Atlantis" raises)."""
+
+    @loom.tool
+    def lookup(city: str) -> str:
+        """Look up the weather of a city.
+
+        Args:
+            city: The city.
+        """
+        seen.append(city)
+        if city == "Atlantis":
+            raise ValueError("no such city")
+        return f"{city}: sunny"
+
+    return lookup

@@ -36,6 +36,7 @@ from tests.agent.support import (
     calls,
     events,
     install,
+    lookup_tool,
     make_runtime,
     raw_call,
     register_model,
@@ -43,22 +44,6 @@ from tests.agent.support import (
     step_ids,
     turn_of,
 )
-
-
-def lookup_tool(seen: list[str]) -> loom.Tool:
-    @loom.tool
-    def lookup(city: str) -> str:
-        """Look up the weather of a city.
-
-        Args:
-            city: The city.
-        """
-        seen.append(city)
-        if city == "Atlantis":
-            raise ValueError("no such city")
-        return f"{city}: sunny"
-
-    return lookup
 
 
 # -- running to an answer --------------------------------------------------------------------------

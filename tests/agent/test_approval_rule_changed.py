@@ -14,26 +14,20 @@ from loom_nb.journal import InMemoryJournal
 from loom_nb.journal.events import EventKind
 from loom_nb.messages import ModelResponse, ToolCall
 from loom_nb.providers.scripted import ScriptedModel
-from tests.agent.support import MODEL, calls, events, install, make_runtime, prefix_journal, register_model, turn_of
+from tests.agent.support import (
+    MODEL,
+    calls,
+    events,
+    install,
+    lookup_tool,
+    make_runtime,
+    prefix_journal,
+    register_model,
+    turn_of,
+)
 
 GATE = "#turn:0:tool:0:approval"
 TOOL_STEP = "#turn:0:tool:0"
-
-
-def lookup_tool(seen: list[str]) -> loom.Tool:
-    """A tool that records every city it is called with."""
-
-    @loom.tool
-    def lookup(city: str) -> str:
-        """Look up the weather of a city.
-
-        Args:
-            city: The city.
-        """
-        seen.append(city)
-        return f"{city}: sunny"
-
-    return lookup
 
 
 def _always(call: ToolCall, turn: int) -> bool:

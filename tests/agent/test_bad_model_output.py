@@ -17,7 +17,7 @@ from loom_nb.messages import MAX_ARGUMENT_CHARS, MAX_ARGUMENT_DEPTH, ModelRespon
 from loom_nb.providers.openai import OpenAIChat
 from loom_nb.providers.scripted import ScriptedModel
 from loom_nb.testing import FakeClock, SequentialIds
-from tests.agent.support import MODEL, calls, events, run_agent, step_ids
+from tests.agent.support import MODEL, calls, events, lookup_tool, run_agent, step_ids
 
 
 def nested(levels: int) -> Any:
@@ -26,22 +26,6 @@ def nested(levels: int) -> Any:
     for _ in range(levels):
         value = {"a": value}
     return value
-
-
-def lookup_tool(seen: list[Any]) -> loom.Tool:
-    """A tool that records every city it is called with."""
-
-    @loom.tool
-    def lookup(city: str) -> str:
-        """Look up the weather of a city.
-
-        Args:
-            city: The city.
-        """
-        seen.append(city)
-        return f"{city}: sunny"
-
-    return lookup
 
 
 BAD: list[tuple[str, dict[str, Any], str, str]] = [
