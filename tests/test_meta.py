@@ -160,6 +160,7 @@ def test_no_wall_clock_or_global_randomness(part: str) -> None:
     assert not bad, "use the injected clock / ids / ctx.now() / ctx.uuid() / ctx.random():\n" + "\n".join(bad)
 
 
+@pytest.mark.slow
 def test_import_needs_no_kernel_or_widgets() -> None:
     code = (
         "import sys, loom_nb\n"
@@ -299,6 +300,7 @@ def test_network_guard_refuses_a_public_address() -> None:
 
 
 @pytest.mark.parametrize("script", sorted(p.name for p in (PKG.parent / "bench").glob("*.py")))
+@pytest.mark.slow
 def test_every_bench_script_imports(script: str) -> None:
     """Benches are not run by `make test`; importing them catches a renamed API they still use."""
     path = PKG.parent / "bench" / script
@@ -344,6 +346,7 @@ def test_public_api_is_pinned_and_documented() -> None:
             assert member.__doc__, f"Frames.{name}"
 
 
+@pytest.mark.slow
 def test_analysis_imports_no_notebook_layer() -> None:
     """Importing ``loom_nb.analysis`` loads no plotting or notebook module (what its files may import is
     ``test_dependencies_point_down[analysis]``)."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -33,6 +34,7 @@ pieces = st.lists(
 
 @settings(max_examples=300, deadline=None)
 @given(deltas=st.lists(pieces.map("".join), max_size=40), min_chars=st.integers(1, 30))
+@pytest.mark.slow
 def test_incremental_chunks_equal_a_full_rescan(deltas: list[str], min_chars: int) -> None:
     got: list[str] = []
     chunker = chunk_deltas(got.append, min_chars=min_chars)

@@ -79,6 +79,7 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[JournalSto
 
 
 @pytest.mark.parametrize("entry", ENTRY_POINTS)
+@pytest.mark.slow
 async def test_a_lone_surrogate_is_journaled_and_the_run_resumes_completes_and_replays(
     store: JournalStore, entry: str
 ) -> None:

@@ -375,6 +375,7 @@ async def test_failed_execution(rt: loom.Runtime) -> None:
     assert f.turns(run.id)["status"].tolist() == ["failed"]
 
 
+@pytest.mark.slow
 async def test_decisions_with_propensities(rt: loom.Runtime) -> None:
     eid = await routed_run(rt, turns=3)
     decisions = frames(rt).decisions(eid)
@@ -392,6 +393,7 @@ async def test_decisions_with_propensities(rt: loom.Runtime) -> None:
     assert frames(rt).turns(eid)["decisions"].tolist() == [1, 1, 1]
 
 
+@pytest.mark.slow
 async def test_in_doubt_steps_and_their_gate(rt: loom.Runtime) -> None:
     class Crash(BaseException):
         pass
@@ -534,6 +536,7 @@ def test_replay_and_fork_sync_outside_a_loop() -> None:
     rt.close()
 
 
+@pytest.mark.slow
 async def test_fork_lineage_and_diff(rt: loom.Runtime) -> None:
     eid = await routed_run(rt, turns=3)
     f = frames(rt)
@@ -571,6 +574,7 @@ async def test_fork_lineage_and_diff(rt: loom.Runtime) -> None:
 
 
 # -- SQL, schema, lifecycle --------------------------------------------------------------------------------
+@pytest.mark.slow
 async def test_sql_over_the_views(rt: loom.Runtime) -> None:
     await tidy_run(rt)
     await routed_run(rt)
@@ -592,6 +596,7 @@ async def test_sql_over_the_views(rt: loom.Runtime) -> None:
 
 
 @pytest.mark.parametrize("kind", JOURNALS)
+@pytest.mark.slow
 async def test_pinned_columns_and_dtypes(kind: str) -> None:
     rt = make_runtime(kind)
     f = frames(rt)
@@ -718,6 +723,7 @@ def test_frames_needs_a_runtime() -> None:
 
 
 # -- plots -----------------------------------------------------------------------------------------------
+@pytest.mark.slow
 async def test_plots_render_to_png(tmp_path: Path) -> None:
     rt = make_runtime("duckdb")
     a = await tidy_run(rt)

@@ -119,6 +119,7 @@ async def test_retried_tool(rt: loom.Runtime) -> None:
 
 
 @pytest.mark.parametrize("store", JOURNALS)
+@pytest.mark.slow
 async def test_in_doubt_step_resolved(store: str) -> None:
     # The golden agent run cut right after the gated delete's step_started: a crash in flight.
     events = golden_agent_flows.load().read(golden_agent_flows.EXECUTION_ID)

@@ -69,6 +69,7 @@ async def logged_bandit(rt: loom.Runtime, rounds: int, *, seed: int, unlogged: i
 
 
 @pytest.mark.parametrize("kind", JOURNALS)
+@pytest.mark.slow
 async def test_simulated_bandit_interval_covers_the_truth(kind: str) -> None:
     rt = make_runtime(kind, tick=0.0)
     eid = await logged_bandit(rt, 2000, seed=11, unlogged=25)
@@ -142,6 +143,7 @@ def simulated(n: int, seed: int) -> pd.DataFrame:
     )
 
 
+@pytest.mark.slow
 def test_intervals_cover_the_truth_at_about_their_level() -> None:
     covered = {"ips": 0, "snips": 0}
     trials = 80

@@ -49,6 +49,7 @@ def fingerprint(rt: loom.Runtime) -> tuple[int, int, list[str]]:
 
 
 @pytest.mark.parametrize("statement", list(WRITES))
+@pytest.mark.slow
 async def test_a_statement_that_writes_is_refused_and_the_journal_is_unchanged(
     rt: loom.Runtime, tmp_path: Path, statement: str
 ) -> None:
@@ -62,6 +63,7 @@ async def test_a_statement_that_writes_is_refused_and_the_journal_is_unchanged(
 
 
 @pytest.mark.parametrize("query", FILE_READS)
+@pytest.mark.slow
 async def test_reading_a_file_is_refused(rt: loom.Runtime, query: str) -> None:
     await tidy_run(rt)
     with pytest.raises(UsageError, match="no file") as info:

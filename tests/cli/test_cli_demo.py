@@ -22,6 +22,7 @@ def _run(cwd: Path, *args: str, stdin: int | None = subprocess.DEVNULL) -> subpr
     return subprocess.run([*DEMO, *args], cwd=cwd, capture_output=True, text=True, timeout=120, stdin=stdin)
 
 
+@pytest.mark.slow
 def test_demo_runs_end_to_end_with_yes(tmp_path: Path) -> None:
     out = _run(tmp_path, "--yes")
     assert out.returncode == 0, out.stderr
@@ -32,12 +33,14 @@ def test_demo_runs_end_to_end_with_yes(tmp_path: Path) -> None:
     assert sorted(p.name for p in (tmp_path / "loom-demo-files").iterdir()) == ["notes.md"]
 
 
+@pytest.mark.slow
 def test_demo_without_a_tty_asks_for_yes(tmp_path: Path) -> None:
     out = _run(tmp_path)
     assert out.returncode == 2
     assert "pass --yes" in out.stderr
 
 
+@pytest.mark.slow
 def test_demo_refusal_reaches_the_model(tmp_path: Path) -> None:
     out = _run(tmp_path, "--no")
     assert out.returncode == 0, out.stderr

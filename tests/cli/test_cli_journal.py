@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from loom_nb.journal import DuckDBJournal, Event
 
 SNAPSHOT = [sys.executable, "-m", "loom_nb.cli", "journal", "snapshot"]
@@ -28,6 +30,7 @@ def _journal(path: Path, n: int) -> None:
     journal.close()
 
 
+@pytest.mark.slow
 def test_snapshot_writes_the_copy_and_says_what_it_holds(tmp_path: Path) -> None:
     src, dst = tmp_path / "src.duckdb", tmp_path / "dst.duckdb"
     _journal(src, 12)
@@ -45,6 +48,7 @@ def test_snapshot_writes_the_copy_and_says_what_it_holds(tmp_path: Path) -> None
     assert _run(src, dst, "--overwrite").returncode == 0
 
 
+@pytest.mark.slow
 def test_a_missing_source_is_a_usage_error(tmp_path: Path) -> None:
     out = _run(tmp_path / "nope.duckdb", tmp_path / "dst.duckdb")
     assert out.returncode == 2
@@ -52,6 +56,7 @@ def test_a_missing_source_is_a_usage_error(tmp_path: Path) -> None:
     assert not (tmp_path / "dst.duckdb").exists()
 
 
+@pytest.mark.slow
 def test_a_journal_held_by_another_process_says_to_snapshot_it_there(tmp_path: Path) -> None:
     src, dst = tmp_path / "held.duckdb", tmp_path / "dst.duckdb"
     _journal(src, 3)

@@ -103,6 +103,7 @@ def test_annotations_set_the_defaults_with_mcps_own_defaults_for_absent_hints() 
     assert defaults({"idempotentHint": True})["needs_approval"] is True  # destructive by default
 
 
+@pytest.mark.slow
 def test_the_model_sees_the_servers_name_description_and_schema(notes: list[loom.Tool]) -> None:
     tools = by_name(notes)
     assert sorted(tools) == [
@@ -139,6 +140,7 @@ def test_the_model_sees_the_servers_name_description_and_schema(notes: list[loom
         tools["read_note"].validate({"key": 3})
 
 
+@pytest.mark.slow
 def test_a_destructive_tool_waits_for_approval_a_read_only_one_runs_at_once(
     notes: list[loom.Tool], notes_state: Path
 ) -> None:
@@ -171,6 +173,7 @@ def test_a_destructive_tool_waits_for_approval_a_read_only_one_runs_at_once(
     assert not any(alive(pid) for pid in pids)  # no server left behind
 
 
+@pytest.mark.slow
 def test_results_text_json_image_and_an_error_the_model_reads(notes: list[loom.Tool]) -> None:
     rt = runtime()
     bot, model = agent(notes, calls(("stats", {}), ("snapshot", {}), ("fail", {"reason": "no disk"})))
@@ -194,6 +197,7 @@ def test_results_text_json_image_and_an_error_the_model_reads(notes: list[loom.T
     rt.close()
 
 
+@pytest.mark.slow
 def test_a_server_killed_mid_call_is_retried_on_a_new_process(notes: list[loom.Tool], notes_state: Path) -> None:
     rt = runtime()
     bot, _ = agent(notes, calls(("flaky", {"key": "k1"})))
@@ -289,6 +293,7 @@ def test_a_server_that_does_not_start_is_a_clear_error(tmp_path: Path) -> None:
         loom.mcp_tools(missing)
 
 
+@pytest.mark.slow
 def test_without_the_sdk_import_works_and_mcp_tools_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
     code = "import sys; sys.modules['mcp'] = None; import loom_nb; print(loom_nb.mcp_tools.__name__)"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

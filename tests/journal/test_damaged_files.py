@@ -49,6 +49,7 @@ def use(path: Path, read_only: bool) -> None:
 
 @pytest.mark.parametrize("read_only", [False, True], ids=["read-write", "read-only"])
 @pytest.mark.parametrize("how", ["truncated", "not-a-journal", "overwritten"])
+@pytest.mark.slow
 def test_a_damaged_file_is_a_journal_corrupt_error_naming_the_file_and_the_fix(
     journal_file: Path, how: str, read_only: bool
 ) -> None:

@@ -45,6 +45,7 @@ def _open_in_child(path: Path, how: str) -> dict[str, object]:
 
 
 @pytest.mark.parametrize("how", ["read_write", "read_only", "runtime"])
+@pytest.mark.slow
 def test_second_process_gets_journal_locked_error(tmp_path: Path, how: str) -> None:
     path = tmp_path / "held.duckdb"
     holder = DuckDBJournal(path)
@@ -65,6 +66,7 @@ def test_second_process_gets_journal_locked_error(tmp_path: Path, how: str) -> N
     assert "IO Error" not in message and "Could not set lock" not in message
 
 
+@pytest.mark.slow
 def test_after_the_holder_closes_another_process_can_open_it(tmp_path: Path) -> None:
     path = tmp_path / "released.duckdb"
     DuckDBJournal(path).close()

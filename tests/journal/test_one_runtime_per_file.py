@@ -72,6 +72,7 @@ def test_read_only_beside_read_only_and_memory_journals_are_not_held(tmp_path: P
         rt.close()
 
 
+@pytest.mark.slow
 def test_a_journal_dropped_without_close_does_not_hold_the_file(tmp_path: Path) -> None:
     path = tmp_path / "journal.duckdb"
     dropped = DuckDBJournal(path)

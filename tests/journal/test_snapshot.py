@@ -174,6 +174,7 @@ os._exit(0)
 """
 
 
+@pytest.mark.slow
 def test_a_read_only_snapshot_folds_in_the_wal_a_killed_writer_left(tmp_path: Path) -> None:
     path = tmp_path / "journal.duckdb"
     DuckDBJournal(path).close()  # the schema is checkpointed; the writer's events will only be in its WAL
@@ -195,6 +196,7 @@ def test_a_read_only_snapshot_folds_in_the_wal_a_killed_writer_left(tmp_path: Pa
     copy.close()
 
 
+@pytest.mark.slow
 def test_snapshots_while_another_thread_commits_are_each_consistent(tmp_path: Path) -> None:
     path = tmp_path / "journal.duckdb"
     journal = DuckDBJournal(path)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -25,6 +26,7 @@ VALUES = st.recursive(
 
 @settings(max_examples=80, deadline=None)
 @given(value=VALUES, eid=TEXT, step=TEXT)
+@pytest.mark.slow
 def test_any_text_is_stored_read_back_alike_by_both_stores_with_the_live_digest(
     value: Any, eid: str, step: str
 ) -> None:

@@ -280,6 +280,7 @@ async def test_throttle_schedules_the_trailing_refresh_on_the_loop() -> None:
     assert len(calls) == 2 and not throttle.pending
 
 
+@pytest.mark.slow
 async def test_view_keeps_every_delta_but_refreshes_at_most_20_times_a_second() -> None:
     view = RunView(Run(make_runtime(), "stream-1"))
     deltas = [f"w{i} " for i in range(10_000)]

@@ -230,6 +230,7 @@ def transcripts(draw: st.DrawFn) -> ModelRequest:
     stream=st.booleans(),
     thinking=st.sampled_from([None, {"type": "enabled", "budget_tokens": 1024}]),
 )
+@pytest.mark.slow
 async def test_any_transcript_gives_a_body_the_sdk_types_accept(
     request: ModelRequest, stream: bool, thinking: dict[str, Any] | None
 ) -> None:
@@ -390,6 +391,7 @@ def assert_agrees_with_the_sdk(loom: ModelResponse, sdk: Any) -> None:
 
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(events=sdk_streams(), cuts=st.lists(st.integers(1, 4000), max_size=8))
+@pytest.mark.slow
 async def test_streams_assemble_as_the_sdk_accumulates_them(events: list[Any], cuts: list[int]) -> None:
     data = wire_bytes(events)
     chunks = chunked(data, cuts)

@@ -229,6 +229,7 @@ def answers(draw: st.DrawFn) -> SdkAnswer:
 
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(answer_=answers(), cuts=st.lists(st.integers(0, 5000), max_size=8))
+@pytest.mark.slow
 async def test_a_stream_reads_as_the_sdk_reads_it(answer_: SdkAnswer, cuts: list[int]) -> None:
     data = answer_bytes(answer_)
     deltas: list[str] = []

@@ -34,6 +34,7 @@ def model(server: ProviderServer, **options: object) -> loom.OpenAIResponses:
 
 @pytest.mark.parametrize(("chunk_size", "crlf"), [(None, False), (7, True), (1, False)])
 @pytest.mark.parametrize("stream", [True, False])
+@pytest.mark.slow
 async def test_text_and_parallel_calls_arrive_whole(
     server: ProviderServer, stream: bool, chunk_size: int | None, crlf: bool
 ) -> None:

@@ -309,6 +309,7 @@ def assert_agrees(resp: ModelResponse, final: ChatCompletion) -> None:
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(stream=streams())
+@pytest.mark.slow
 async def test_loom_and_the_sdk_accumulator_agree_on_the_same_stream(stream: Stream) -> None:
     assume(not stream.resends)  # a fragment repeating the whole name so far: loom differs on purpose
     lines = wire_lines(stream)

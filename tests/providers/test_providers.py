@@ -835,6 +835,7 @@ async def test_in_stream_error_event(server: ProviderServer, wire: str) -> None:
     assert info.value.retryable
 
 
+@pytest.mark.slow
 async def test_timeout_is_retryable(server: ProviderServer, wire: str) -> None:
     server.push(Hang(10))
     with pytest.raises(ProviderTimeout, match=r"timed out after 0.2 s \(ReadTimeout\)") as info:

@@ -97,6 +97,7 @@ def _attributes(span: Span) -> dict[str, Any]:
     return {a.key: _value(a.value) for a in span.attributes}
 
 
+@pytest.mark.slow
 async def test_an_agent_run_reaches_an_otlp_http_receiver(rt: loom.Runtime, receiver: Receiver) -> None:
     provider = TracerProvider(resource=Resource.create({"service.name": "loom-test"}))
     provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=receiver.endpoint, timeout=10)))

@@ -173,6 +173,7 @@ async def test_a_live_export_and_an_export_of_the_journal_agree(
     assert trace_id != export.traces[0][1]  # a new trace, the same spans
 
 
+@pytest.mark.slow
 async def test_a_journal_read_back_in_a_new_process_exports_the_same_trace(tmp_path: Path) -> None:
     path = tmp_path / "journal.duckdb"
     recorder = Recorder()
@@ -382,6 +383,7 @@ def test_an_unknown_execution_is_a_usage_error(rt: loom.Runtime, recorder: Recor
         loom.tracing.export_execution("nope", rt, recorder.provider)
 
 
+@pytest.mark.slow
 def test_without_opentelemetry_or_a_provider_the_error_says_the_fix() -> None:
     script = (
         "import sys\n"
