@@ -289,12 +289,11 @@ class DuckDBJournal:
     # -- reads ----------------------------------------------------------------------------------
     def read(self, execution_id: str) -> list[Event]:
         """Return an execution's events in order."""
+        eid = storable_text(execution_id)
         with self.reading(f"read execution {execution_id!r}"):
             rows = self.connection.execute(
-                'SELECT seq, kind, step_id, epoch_us("at"), data FROM events WHERE execution_id = ? ORDER BY seq',
-                [storable_text(execution_id)],
+                'SELECT seq, kind, step_id, epoch_us("at"), data FROM events WHERE execution_id = ? ORDER BY seq', [eid]
             ).fetchall()
-        eid = storable_text(execution_id)
         return [Event(eid, seq, kind, step, us / 1e6, json.loads(data)) for seq, kind, step, us, data in rows]
 
     def _record(self, row: tuple[Any, ...]) -> ExecutionRecord:

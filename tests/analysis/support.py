@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import loom_nb as loom
+from loom_nb.effects.retry import RetryPolicy
 from loom_nb.journal import InMemoryJournal
 from loom_nb.kernel import FlowRegistry
 from loom_nb.messages import ModelRequest
@@ -146,5 +147,27 @@ async def routed_run(rt: loom.Runtime, turns: int = 3) -> str:
     """Run the routed agent to its answer."""
     agent, _ = routed_agent(turns)
     run = agent.start("Route me", runtime=rt)
+    await run
+    return run.id
+
+
+async def retried_run(rt: loom.Runtime) -> str:
+    """An agent whose tool fails twice (retried, fake seconds apart) and then answers."""
+    seen: list[str] = []
+
+    @loom.tool(retry=RetryPolicy(attempts=3, initial=1.0, jitter=0, retryable=lambda e: True))
+    def flaky(query: str) -> str:
+        """Fails twice, then answers.
+
+        Args:
+            query: What to look for.
+        """
+        seen.append(query)
+        if len(seen) < 3:
+            raise ConnectionError("try again")
+        return "found"
+
+    script = [loom.ModelResponse.tool_calls([("flaky", {"query": "q"})]), loom.ModelResponse.text("ok")]
+    run = loom.Agent(model=loom.ScriptedModel(script), tools=[flaky], name="retrying").start("go", runtime=rt)
     await run
     return run.id

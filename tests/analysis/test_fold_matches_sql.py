@@ -14,7 +14,6 @@ import pandas as pd
 import pytest
 
 import loom_nb as loom
-from loom_nb.effects.retry import RetryPolicy
 from loom_nb.journal import DuckDBJournal, InMemoryJournal
 from loom_nb.journal.events import EventKind
 from loom_nb.journal.run_state import RunState
@@ -22,7 +21,7 @@ from loom_nb.journal.store import JournalStore
 from loom_nb.messages import ModelRequest
 from loom_nb.testing import FakeClock, SequentialIds
 from tests.agent import golden_agent_flows
-from tests.analysis.support import JOURNALS, make_runtime, messy_run, tidy_run
+from tests.analysis.support import JOURNALS, make_runtime, messy_run, retried_run, tidy_run
 from tests.kernel import golden_flows
 
 COMPARED = ("kind", "effect", "turn", "tool_index", "status", "attempts", "in_doubt")
@@ -97,24 +96,7 @@ async def test_failed_and_unknown_tools(rt: loom.Runtime) -> None:
 
 
 async def test_retried_tool(rt: loom.Runtime) -> None:
-    seen: list[str] = []
-
-    @loom.tool(retry=RetryPolicy(attempts=3, initial=1.0, jitter=0, retryable=lambda e: True))
-    def flaky(query: str) -> str:
-        """Fails twice, then answers.
-
-        Args:
-            query: What to look for.
-        """
-        seen.append(query)
-        if len(seen) < 3:
-            raise ConnectionError("try again")
-        return "found"
-
-    script = [loom.ModelResponse.tool_calls([("flaky", {"query": "q"})]), loom.ModelResponse.text("ok")]
-    run = loom.Agent(model=loom.ScriptedModel(script), tools=[flaky], name="retrying").start("go", runtime=rt)
-    await run
-    state = assert_fold_matches_sql(rt, run.id)
+    state = assert_fold_matches_sql(rt, await retried_run(rt))
     assert state.steps["#turn:0:tool:0"].attempts == 3
 
 

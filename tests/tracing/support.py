@@ -14,7 +14,6 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 import loom_nb as loom
-from loom_nb.effects.retry import RetryPolicy
 from loom_nb.errors import NotAuthorizedError
 from loom_nb.journal import DuckDBJournal, InMemoryJournal
 from loom_nb.journal.events import Event, EventKind
@@ -124,28 +123,6 @@ def seconds(ns: int | None) -> float:
 
 
 # -- real agent runs ------------------------------------------------------------------------------
-async def retried_run(rt: loom.Runtime) -> str:
-    """An agent whose tool fails twice (retried, fake seconds apart) and then answers."""
-    seen: list[str] = []
-
-    @loom.tool(retry=RetryPolicy(attempts=3, initial=1.0, jitter=0, retryable=lambda e: True))
-    def flaky(query: str) -> str:
-        """Fails twice, then answers.
-
-        Args:
-            query: What to look for.
-        """
-        seen.append(query)
-        if len(seen) < 3:
-            raise ConnectionError("try again")
-        return "found"
-
-    script = [loom.ModelResponse.tool_calls([("flaky", {"query": "q"})]), loom.ModelResponse.text("ok")]
-    run = loom.Agent(model=loom.ScriptedModel(script), tools=[flaky], name="retrying").start("go", runtime=rt)
-    await run
-    return run.id
-
-
 async def failed_run(rt: loom.Runtime) -> str:
     """An agent whose tool is refused by authorization: the tool step fails and so does the run."""
 

@@ -22,14 +22,13 @@ from loom_nb.journal.events import EventKind
 from loom_nb.messages import ModelRequest, ToolCall
 from loom_nb.testing import FakeClock, SequentialIds
 from tests.agent import golden_agent_flows
-from tests.analysis.support import messy_run, search, tidy_agent, tidy_run
+from tests.analysis.support import messy_run, retried_run, search, tidy_agent, tidy_run
 from tests.tracing.support import (
     Recorder,
     after_a_crash,
     by_key,
     event_time,
     failed_run,
-    retried_run,
     seconds,
     step_times,
     trace_fields,
