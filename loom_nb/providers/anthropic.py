@@ -8,7 +8,15 @@ from typing import Any, Unpack
 
 from loom_nb.errors import ProviderHTTPError, ProviderProtocolError, UsageError
 from loom_nb.messages import Message, ModelRequest, ModelResponse, ReasoningBlock, ToolCall, Usage
-from loom_nb.providers.http import HTTPOptions, HTTPProvider, error_detail, error_status, excerpt, parse_arguments
+from loom_nb.providers.http import (
+    HTTPOptions,
+    HTTPProvider,
+    error_detail,
+    error_status,
+    excerpt,
+    parse_arguments,
+    token_count,
+)
 from loom_nb.providers.sse import SSEEvent, loads
 
 API_VERSION = "2023-06-01"
@@ -220,20 +228,16 @@ def _tool_call(block: dict[str, Any], arguments: Any) -> ToolCall:
     return ToolCall(id=block["id"], name=block["name"], raw_arguments=json.dumps(arguments))
 
 
-def _int(value: Any) -> int:
-    return value if isinstance(value, int) and value >= 0 else 0
-
-
 def _usage(usage: dict[str, Any]) -> Usage:
     """The API's usage object as ``Usage``: input counts cache writes and reads; reasoning is the
     ``thinking_tokens`` part of the output, when reported."""
     details = usage.get("output_tokens_details")
     return Usage(
-        input_tokens=_int(usage.get("input_tokens"))
-        + _int(usage.get("cache_creation_input_tokens"))
-        + _int(usage.get("cache_read_input_tokens")),
-        output_tokens=_int(usage.get("output_tokens")),
-        reasoning_tokens=_int(details.get("thinking_tokens")) if isinstance(details, dict) else 0,
+        input_tokens=token_count(usage.get("input_tokens"))
+        + token_count(usage.get("cache_creation_input_tokens"))
+        + token_count(usage.get("cache_read_input_tokens")),
+        output_tokens=token_count(usage.get("output_tokens")),
+        reasoning_tokens=token_count(details.get("thinking_tokens")) if isinstance(details, dict) else 0,
     )
 
 

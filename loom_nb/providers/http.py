@@ -214,6 +214,12 @@ def error_status(error: object) -> int:
     return 500
 
 
+def token_count(value: Any) -> int:
+    """A usage count from a response: a non-negative integer as is, anything else (missing, null,
+    negative, a string) 0."""
+    return value if isinstance(value, int) and value >= 0 else 0
+
+
 def excerpt(text: str, limit: int = 160) -> str:
     """``text`` cut to ``limit`` characters, with an ellipsis when it was longer."""
     return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -7,7 +7,15 @@ from typing import Any, Literal, Unpack, get_args
 
 from loom_nb.errors import ProviderHTTPError, ProviderProtocolError, UsageError
 from loom_nb.messages import Message, ModelRequest, ModelResponse, ToolCall, Usage
-from loom_nb.providers.http import HTTPOptions, HTTPProvider, error_detail, error_status, excerpt, parse_arguments
+from loom_nb.providers.http import (
+    HTTPOptions,
+    HTTPProvider,
+    error_detail,
+    error_status,
+    excerpt,
+    parse_arguments,
+    token_count,
+)
 from loom_nb.providers.sse import SSEEvent, loads
 
 _FINISH = {"function_call": "tool_calls"}
@@ -204,14 +212,10 @@ def _usage(data: Any) -> Usage:
         return Usage()
     details = data.get("completion_tokens_details")
     return Usage(
-        input_tokens=_int(data.get("prompt_tokens")),
-        output_tokens=_int(data.get("completion_tokens")),
-        reasoning_tokens=_int(details.get("reasoning_tokens")) if isinstance(details, dict) else 0,
+        input_tokens=token_count(data.get("prompt_tokens")),
+        output_tokens=token_count(data.get("completion_tokens")),
+        reasoning_tokens=token_count(details.get("reasoning_tokens")) if isinstance(details, dict) else 0,
     )
-
-
-def _int(value: Any) -> int:
-    return value if isinstance(value, int) and value >= 0 else 0
 
 
 def _in_body_error(data: dict[str, Any], body: str) -> ProviderHTTPError:

@@ -8,7 +8,7 @@ from typing import Any
 
 from loom_nb.errors import ProviderHTTPError, ProviderProtocolError
 from loom_nb.messages import Message, ModelRequest, ModelResponse, ReasoningBlock, ToolCall, Usage
-from loom_nb.providers.http import HTTPProvider, error_detail, error_status, excerpt, parse_arguments
+from loom_nb.providers.http import HTTPProvider, error_detail, error_status, excerpt, parse_arguments, token_count
 from loom_nb.providers.sse import SSEEvent, loads
 
 # Why an incomplete response stopped, in the vocabulary of ``ModelResponse.finish_reason``.
@@ -179,9 +179,9 @@ def assemble(response: dict[str, Any], output: Iterable[dict[str, Any]]) -> Mode
             reasoning=tuple(reasoning),
         ),
         usage=Usage(
-            input_tokens=_count(usage.get("input_tokens")),
-            output_tokens=_count(usage.get("output_tokens")),
-            reasoning_tokens=_count((usage.get("output_tokens_details") or {}).get("reasoning_tokens")),
+            input_tokens=token_count(usage.get("input_tokens")),
+            output_tokens=token_count(usage.get("output_tokens")),
+            reasoning_tokens=token_count((usage.get("output_tokens_details") or {}).get("reasoning_tokens")),
         ),
         finish_reason="refusal" if refusals and not texts and not calls else _finish(response, calls),
         response_id=response.get("id") if isinstance(response.get("id"), str) else None,
@@ -213,10 +213,6 @@ def _finish(response: dict[str, Any], calls: list[ToolCall]) -> str:
         reason = (response.get("incomplete_details") or {}).get("reason")
         return _INCOMPLETE.get(reason, reason) if isinstance(reason, str) else "incomplete"
     return "tool_calls" if calls else "stop"
-
-
-def _count(value: Any) -> int:
-    return value if isinstance(value, int) and value >= 0 else 0
 
 
 class _Item:
