@@ -25,6 +25,7 @@ from loom_nb.agent.config import (
 )
 from loom_nb.agent.llm import llm_effect, summarizer_effect
 from loom_nb.agent.loop import agent_loop
+from loom_nb.agent.versions import AgentVersions
 from loom_nb.effects.retry import RetryPolicy
 from loom_nb.effects.ring import EffectRing
 from loom_nb.effects.tool import Tool
@@ -98,7 +99,7 @@ class Agent:
         self.model_retry = RetryPolicy(attempts=3) if model_retry is _UNSET else model_retry
         if warn_transcript_bytes is True:
             warn_transcript_bytes = DEFAULT_WARN_BYTES
-        self.config = AgentConfig(
+        config = AgentConfig(
             model=model_id,
             routes=routes,
             tools=tuple(tools),
@@ -106,6 +107,7 @@ class Agent:
             warn_transcript_bytes=warn_transcript_bytes,
             **options,
         )
+        self._versions = AgentVersions(config)
         self._body = self._run_body
         # The process-wide registry: any runtime's ``recover()`` finds the latest agent built under
         # this flow name (a re-run cell replaces it), as a restarted kernel or script expects.
@@ -114,6 +116,16 @@ class Agent:
     def __repr__(self) -> str:
         tools = ", ".join(t.name for t in self.config.tools)
         return f"Agent({self.name!r}, model={self.config.model!r}, tools=[{tools}])"
+
+    @property
+    def config(self) -> AgentConfig:
+        """The configuration new runs use (the newest patch's, if any: see ``patch``)."""
+        return self._versions.latest
+
+    @config.setter
+    def config(self, config: AgentConfig) -> None:
+        change, _ = self._versions.versions[-1]
+        self._versions.versions[-1] = (change, config)
 
     @property
     def model(self) -> ModelProvider | None:
@@ -134,13 +146,18 @@ class Agent:
                 idempotent=True,
                 retry=self.model_retry,
             )
-        for t in self.config.tools:
-            t.register(effects, default_timeout=self.config.tool_timeout)
+        registered: set[str] = set()
+        for config in self._versions.configs:  # a recorded run may call a tool of its own version
+            for t in config.tools:
+                if t.effect_id not in registered:
+                    registered.add(t.effect_id)
+                    t.register(effects, default_timeout=config.tool_timeout)
         if self.config.claim_check is not None:
             if not isinstance(effects, EffectRing):
                 raise UsageError("claim_check needs loom.Runtime (the effect ring), not the bare kernel runtime")
             effects.add_claim_check(self.config.claim_check)
         runtime.flows.register(self._body, self.flow_name)
+        runtime.check_hooks[self.flow_name] = self._versions.check_hook
         runtime.agents[self.flow_name] = self
 
     async def _run_body(self, ctx: FlowContext, input: Any) -> AgentResult:
@@ -149,7 +166,35 @@ class Agent:
         runtime = ctx.runtime
         if isinstance(runtime, Runtime) and runtime.agents.get(self.flow_name) is not self:
             self.register(runtime)
-        return await agent_loop(ctx, self.config, input)
+        return await agent_loop(ctx, self._versions.for_run(ctx), input)
+
+    def patch(self, change: str, *, tools: Sequence[Tool] | None = None, **options: Unpack[AgentOptions]) -> Agent:
+        """Change the agent for new runs only, behind the patch ``change`` (``ctx.patched``'s meaning).
+
+        New runs record the marker ``#patched:<change>`` at their start and use the agent with
+        ``tools`` and ``options`` (``system``, ``max_turns``...) replaced; a run recorded before the
+        patch replays and resumes with the configuration it started with, so it does not diverge.
+        ``runtime.check()`` lists the recorded runs a change made without a patch would break.
+        Returns the agent (patches chain: each builds on the one before).
+
+        Raises:
+            UsageError: ``change`` is empty or was used by an earlier patch of this agent.
+        """
+        if not isinstance(change, str) or not change.strip() or change != change.strip():
+            raise UsageError(f"agent.patch needs a change name such as 'short-prompt', got {change!r}")
+        updates: dict[str, Any] = dict(options)
+        if tools is not None:
+            for t in tools:
+                if not isinstance(t, Tool):
+                    raise UsageError(f"{t!r} is not a tool: decorate the function with @loom.tool")
+            updates["tools"] = tuple(tools)
+        try:
+            self._versions.add(change, **updates)
+        except ValueError:
+            raise UsageError(
+                f"agent {self.name!r} already has the patch {change!r}: give each change its own name"
+            ) from None
+        return self
 
     def start(
         self, input: Any, *, runtime: Runtime | None = None, execution_id: str | None = None, view: bool = True

@@ -11,7 +11,7 @@ and the tool schemas a run recorded with the ones it would send now).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -106,7 +106,7 @@ class CheckReport:
         """The executions that would diverge."""
         return [c for c in self.executions if not c.ok]
 
-    def __iter__(self) -> Iterable[ExecutionCheck]:  # type: ignore[override]
+    def __iter__(self) -> Iterator[ExecutionCheck]:
         return iter(self.executions)
 
     def __len__(self) -> int:

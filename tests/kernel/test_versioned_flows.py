@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 
 from loom_nb.errors import UsageError
-from loom_nb.kernel import CheckFinding, FlowContext, FlowRegistry
 from loom_nb.journal import InMemoryJournal
+from loom_nb.kernel import CheckFinding, FlowContext, FlowRegistry
 from tests.kernel.support import make_runtime
 
 
@@ -57,7 +57,7 @@ async def test_old_runs_take_the_old_path_and_new_runs_record_the_marker() -> No
     old = await rt.start("tidy", "a", execution_id="old")
     assert old.status == "suspended"
     _patched(flows)
-    new = await rt.start("tidy", "b", execution_id="new")
+    await rt.start("tidy", "b", execution_id="new")
     marker = [e for e in rt.journal.read("new") if e.step_id == "#patched:fetch-v2"]
     assert [(e.kind, e.data) for e in marker] == [("value_recorded", {"kind": "patched", "value": "fetch-v2"})]
     assert not any(e.step_id == "#patched:fetch-v2" for e in rt.journal.read("old"))

@@ -1,0 +1,94 @@
+"""Versioned agents: ``agent.patch`` keeps recorded runs on the configuration they started with, and
+``runtime.check()`` names a system prompt or tool change made without a patch, with the fix."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+import loom_nb as loom
+from loom_nb.errors import UsageError
+from loom_nb.messages import ModelRequest, ModelResponse
+from loom_nb.providers.scripted import ScriptedModel
+from tests.agent.support import calls, make_runtime, tidy_tools
+
+
+def _model(seen: list[str | None]) -> ScriptedModel:
+    def respond(request: ModelRequest) -> ModelResponse:
+        system = next((m.text for m in request.messages if m.role == "system"), None)
+        seen.append(system)
+        if not any(m.role == "tool" for m in request.messages):
+            return calls(("delete_file", {"path": "/tmp/x/a.log"}))
+        return ModelResponse.text("done")
+
+    return ScriptedModel(respond)
+
+
+def _agent(seen: list[str | None], deleted: list[str]) -> loom.Agent:
+    search, delete_file = tidy_tools(deleted)
+    return loom.Agent(model=_model(seen), tools=[search, delete_file], name="versioned", system="Be careful.")
+
+
+async def _parked(agent: loom.Agent, rt: Any, eid: str) -> loom.Run:
+    run = agent.start("tidy /tmp/x", runtime=rt, execution_id=eid, view=False)
+    await run.wait(until="paused")
+    assert run.status == "suspended"
+    return run
+
+
+async def test_a_patched_prompt_keeps_the_parked_run_on_the_old_prompt_and_new_runs_on_the_new() -> None:
+    seen: list[str | None] = []
+    deleted: list[str] = []
+    rt = make_runtime()
+    agent = _agent(seen, deleted)
+    old = await _parked(agent, rt, "old")
+    agent.patch("terse", system="Be terse.")
+    assert agent.config.system == "Be terse."
+    assert (await rt.check()).ok
+    new = await _parked(agent, rt, "new")
+    assert rt.history("new").values == {"#patched:terse": "terse"}
+    assert "#patched:terse" not in rt.history("old").values
+    for run in (old, new):
+        run.gates[0].approve()
+        assert (await run).output == "done"
+    assert seen == ["Be careful.", "Be terse.", "Be careful.", "Be terse."]
+    for eid in ("old", "new"):
+        assert (await rt.replay(eid)).reproduced, eid
+
+
+async def test_check_names_a_prompt_or_tool_change_made_without_a_patch() -> None:
+    seen: list[str | None] = []
+    deleted: list[str] = []
+    rt = make_runtime()
+    await _parked(_agent(seen, deleted), rt, "parked")
+    search, delete_file = tidy_tools(deleted)
+
+    @loom.tool
+    def archive(path: str) -> str:
+        """Archive a file.
+
+        Args:
+            path: The file.
+        """
+        return path
+
+    edited = loom.Agent(model=_model(seen), tools=[search, delete_file, archive], name="versioned", system="Be terse.")
+    edited.register(rt)
+    report = await rt.check()
+    (parked,) = report.diverging
+    assert parked.step == "#turn:0"
+    reasons = " | ".join(f.reason for f in parked.findings)
+    assert "system prompt changed" in reasons and "'Be careful.'" in reasons and "'Be terse.'" in reasons
+    assert "'archive' added" in reasons
+    assert any("agent.patch('<change>', system=...)" in f.fix for f in parked.findings)
+    assert "would diverge" in str(report)
+
+
+def test_a_patch_name_is_used_once() -> None:
+    agent = _agent([], [])
+    agent.patch("a", max_turns=3)
+    with pytest.raises(UsageError, match="already has the patch 'a'"):
+        agent.patch("a", max_turns=4)
+    with pytest.raises(UsageError, match="change name"):
+        agent.patch("")
