@@ -229,6 +229,7 @@ EXPECTED_ALL = sorted(
         "RetryPolicy",
         "Routes",
         "Run",
+        "Session",
         "Runtime",
         "ScriptedModel",
         "Skill",

@@ -25,6 +25,7 @@ from loom_nb.agent.config import (
 )
 from loom_nb.agent.llm import llm_effect, summarizer_effect
 from loom_nb.agent.loop import agent_loop
+from loom_nb.agent.session import Session
 from loom_nb.agent.versions import AgentVersions
 from loom_nb.effects.retry import RetryPolicy
 from loom_nb.effects.ring import EffectRing
@@ -196,10 +197,24 @@ class Agent:
             ) from None
         return self
 
+    def session(self, session_id: str, *, runtime: Runtime | None = None) -> Session:
+        """The session ``session_id`` of this agent: consecutive runs that continue one conversation
+        (``session.start(message)``). Found again from the journal after a kernel restart."""
+        return Session(self, session_id, runtime=runtime)
+
     def start(
-        self, input: Any, *, runtime: Runtime | None = None, execution_id: str | None = None, view: bool = True
+        self,
+        input: Any,
+        *,
+        runtime: Runtime | None = None,
+        execution_id: str | None = None,
+        view: bool = True,
+        session: Session | str | None = None,
     ) -> Run:
         """Start a run of this agent on ``input`` (the user's message) and return its ``Run``.
+
+        With ``session`` (a ``Session`` or a session id) the run is the session's next one and
+        continues its conversation (``Session.start``).
 
         In a notebook this returns at once (the run is a task on the kernel's loop); in a script it
         returns when the run completes, fails or waits at a gate. An existing ``execution_id``
@@ -207,6 +222,12 @@ class Agent:
         running). ``view=False``
         shows no live view in a notebook (for many runs in one cell).
         """
+        if session is not None:
+            if execution_id is not None:
+                raise UsageError("a session run's execution id is derived from the session: leave execution_id out")
+            if isinstance(session, str):
+                session = self.session(session, runtime=runtime)
+            return session.start(input, view=view)
         rt = runtime or default_runtime()
         self.register(rt)
         eid = rt.ids.new_id() if execution_id is None else require_execution_id(execution_id, "execution_id")
