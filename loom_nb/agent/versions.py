@@ -82,31 +82,30 @@ class AgentVersions:
 
     def check_hook(self, history: History) -> Sequence[CheckFinding]:
         """``Engine.check_hooks`` entry: a changed system prompt or tool schema, per recorded run."""
-        first = next(
-            (
-                e
-                for e in history.events
-                if e.kind == EventKind.STEP_STARTED
-                and step_ids.is_model_node(e.step_id or "")
-                and isinstance(e.data.get("input"), dict)
-                and "tools" in e.data["input"]
-            ),
-            None,
-        )
+        nodes = [
+            e
+            for e in history.events
+            if e.kind == EventKind.STEP_STARTED
+            and step_ids.is_transcript_node(e.step_id or "")
+            and isinstance(e.data.get("input"), dict)
+        ]
+        # The system prompt is in the first node (a compaction may come first); the tools are
+        # journaled with the first model node.
+        first = next((e for e in nodes if "tools" in e.data["input"]), None)
         if first is None:
             return []
         config = self.for_history(history)
         record = first.data["input"]
         step = first.step_id or ""
         findings: list[CheckFinding] = []
-        recorded_system = _recorded_system(record.get("add") or ())
+        recorded_system = _recorded_system(nodes[0].data["input"].get("add") or ())
         if recorded_system != config.system:
             findings.append(
                 CheckFinding(
-                    step,
+                    nodes[0].step_id,
                     f"the system prompt changed since the run started (recorded {_short(recorded_system)}, "
                     f"now {_short(config.system)})",
-                    AGENT_PATCH_FIX.format(what="system prompt", option="system", step=step),
+                    AGENT_PATCH_FIX.format(what="system prompt", option="system", step=nodes[0].step_id),
                 )
             )
         recorded_tools = {t.get("name"): t for t in record.get("tools") or () if isinstance(t, dict)}
