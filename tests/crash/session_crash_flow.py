@@ -30,7 +30,7 @@ from loom_nb.journal import DuckDBJournal
 from loom_nb.kernel import EffectContext, FlowRegistry
 from loom_nb.messages import ModelRequest, ModelResponse
 from loom_nb.testing import FakeClock, SequentialIds
-from tests.crash.agent_crash_flow import CRASH_EXIT_CODE, CountingCrashJournal
+from tests.crash.agent_crash_flow import CountingCrashJournal
 
 SESSION = "s"
 FIRST = "session:chat:s:0"
