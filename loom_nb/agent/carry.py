@@ -12,7 +12,8 @@ across runs. Earlier runs are finished, so the resolution is the same on every r
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import weakref
+from collections.abc import Sequence
 from typing import Any
 
 from loom_nb.agent.transcript import (
@@ -24,13 +25,17 @@ from loom_nb.agent.transcript import (
 from loom_nb.errors import UsageError
 from loom_nb.journal import step_ids
 from loom_nb.journal.events import Event, EventKind
+from loom_nb.journal.store import JournalStore
 from loom_nb.messages import Message, ModelResponse
 
 #: The text a carried conversation holds for a tool call its run never answered (it ended first).
 UNANSWERED_CALL = "Error: this tool call was not run: the run ended (max_turns) before it could."
 
-#: Reads one execution's events (``journal.read``).
-Reader = Callable[[str], list[Event]]
+#: Conversations already rebuilt, per journal, by ``(execution, node)``. Only finished runs are
+#: cached: their events never change, so a session's next run resolves its carry from here instead
+#: of reading every earlier run again.
+_RESOLVED: weakref.WeakKeyDictionary[Any, dict[tuple[str, str], list[Message]]] = weakref.WeakKeyDictionary()
+_FINISHED = (EventKind.EXECUTION_COMPLETED, EventKind.EXECUTION_FAILED)
 
 
 def session_of(input: Any) -> dict[str, Any] | None:
@@ -54,13 +59,20 @@ def last_model_node(events: Sequence[Event]) -> str | None:
     return node
 
 
-def conversation(read: Reader, execution_id: str, node: str) -> list[Message]:
+def conversation(journal: JournalStore, execution_id: str, node: str) -> list[Message]:
     """``execution_id``'s conversation after ``node`` answered, without the system prompt: what a
     carry item stands for. Rebuilt from the journal alone (earlier carries resolved in turn)."""
-    events = read(execution_id)
+    try:
+        cache = _RESOLVED.setdefault(journal, {})
+    except TypeError:  # a journal that cannot be weakly referenced: no cache
+        cache = {}
+    hit = cache.get((execution_id, node))
+    if hit is not None:
+        return list(hit)
+    events = journal.read(execution_id)
     if not events:
         raise UsageError(f"a session run carries execution {execution_id!r}, which the journal does not hold")
-    requests = rebuild_requests(events, carry=journal_carry(read))
+    requests = rebuild_requests(events, carry=journal_carry(journal))
     request = requests.get(node)
     outputs = {e.step_id: e for e in events if e.kind == EventKind.STEP_COMPLETED}
     if request is None or node not in outputs:
@@ -78,33 +90,30 @@ def conversation(read: Reader, execution_id: str, node: str) -> list[Message]:
             messages.append(tool_message(call, done.data.get("output"), tainted=bool(done.data.get("tainted"))))
         else:
             messages.append(Message.tool(call, UNANSWERED_CALL, is_error=True))
-    return messages
+    if events[-1].kind in _FINISHED:
+        cache[(execution_id, node)] = messages
+    return list(messages)
 
 
-def journal_carry(read: Reader) -> Carry:
-    """A ``rebuild_requests(carry=...)`` resolver that reads earlier runs with ``read``."""
-    cache: dict[tuple[str, str], list[Message]] = {}
+def journal_carry(journal: JournalStore) -> Carry:
+    """A ``rebuild_requests(carry=...)`` resolver that reads earlier runs from ``journal``."""
 
     def resolve(execution_id: str, node: str) -> list[Message]:
-        key = (execution_id, node)
-        if key not in cache:
-            cache[key] = conversation(read, execution_id, node)
-        return cache[key]
+        return conversation(journal, execution_id, node)
 
     return resolve
 
 
-def carried(read: Reader, input: Any) -> tuple[list[Message], dict[str, Any]] | None:
+def carried(journal: JournalStore, input: Any) -> tuple[list[Message], dict[str, Any]] | None:
     """For a session run's ``input``: the previous run's conversation and the carry item that stands
     for it in the first node; None for a run with no previous run (or outside a session)."""
     session = session_of(input)
     previous = session.get("previous") if session else None
     if not previous:
         return None
-    events = read(str(previous))
-    node = last_model_node(events)
+    node = last_model_node(journal.read(str(previous)))
     if node is None:
         raise UsageError(
             f"session {session['id']!r}: the previous run {previous!r} has no model answer to continue from"  # type: ignore[index]
         )
-    return conversation(read, str(previous), node), carry_item(str(previous), node)
+    return conversation(journal, str(previous), node), carry_item(str(previous), node)

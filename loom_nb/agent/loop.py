@@ -14,7 +14,7 @@ import warnings
 from collections.abc import Sequence
 from typing import Any
 
-from loom_nb.agent.carry import carried
+from loom_nb.agent.carry import carried, session_of
 from loom_nb.agent.chunking import chunk_deltas
 from loom_nb.agent.config import (
     APPROVAL_GATE,
@@ -98,8 +98,9 @@ async def agent_loop(ctx: FlowContext, config: AgentConfig, input: Any) -> Agent
     Returns:
         The final text, the stop reason, the turns taken and the usage.
     """
-    # The journal is read only for a session run with a previous run (an opaque agent_step has none).
-    state = _Turn(config, _user_text(input), carried(lambda eid: ctx.runtime.journal.read(eid), input))
+    # Only a session run with a previous run reads the journal (an opaque agent_step has no runtime).
+    carry = carried(ctx.runtime.journal, input) if session_of(input) is not None else None
+    state = _Turn(config, _user_text(input), carry)
     specs = [t.spec for t in config.tools]
     last_text = ""
     for turn in range(config.max_turns):

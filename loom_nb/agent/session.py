@@ -119,6 +119,6 @@ class Session:
         previous = self._previous(self.execution_ids(), strict=False)
         if previous is None:
             return []
-        read = self.runtime.journal.read
-        node = last_model_node(read(previous))
-        return [] if node is None else conversation(read, previous, node)
+        journal = self.runtime.journal
+        node = last_model_node(journal.read(previous))
+        return [] if node is None else conversation(journal, previous, node)

@@ -94,7 +94,7 @@ def rebuild_requests(events: Iterable[Event], *, carry: Carry | None = None) -> 
     """Rebuild, from the journal alone, the request every model node of one execution sent.
 
     A session's run starts from an earlier run's conversation (a ``carry`` item): pass ``carry``
-    (``loom_nb.agent.carry.journal_carry(journal.read)``) to resolve it."""
+    (``loom_nb.agent.carry.journal_carry(journal)``) to resolve it."""
     inputs: dict[str, Any] = {}
     outputs: dict[str, Any] = {}
     tainted: dict[str, bool] = {}
@@ -129,7 +129,7 @@ def rebuild_requests(events: Iterable[Event], *, carry: Carry | None = None) -> 
                 if carry is None:
                     raise UsageError(
                         f"node {sid!r} carries the conversation of execution {ref.get('execution')!r} (a session): "
-                        "pass carry=loom_nb.agent.carry.journal_carry(journal.read) to rebuild it"
+                        "pass carry=loom_nb.agent.carry.journal_carry(journal) to rebuild it"
                     )
                 base.extend(carry(str(ref["execution"]), str(ref["node"])))
             elif "tool" in item:

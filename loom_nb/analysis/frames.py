@@ -433,7 +433,7 @@ class Frames:
         events = self.runtime.journal.read(execution_id)
         if not events:
             raise UsageError(f"no execution {execution_id!r} in the journal {self.runtime.journal.location}")
-        requests = rebuild_requests(events, carry=journal_carry(self.runtime.journal.read))
+        requests = rebuild_requests(events, carry=journal_carry(self.runtime.journal))
         request = requests.get(step_ids.turn_id(turn))
         if request is None:
             known = ", ".join(requests)

@@ -9,13 +9,14 @@ from typing import Any
 import pytest
 
 import loom_nb as loom
-from loom_nb.agent.carry import journal_carry
+from loom_nb.agent.carry import conversation, journal_carry
 from loom_nb.agent.transcript import rebuild_requests
 from loom_nb.errors import UsageError
 from loom_nb.journal import DuckDBJournal, Event, InMemoryJournal
 from loom_nb.journal.store import JournalStore
 from loom_nb.messages import ModelRequest, ModelResponse
 from loom_nb.providers.scripted import ScriptedModel
+from loom_nb.testing import JournalProxy
 from tests.agent.support import calls, data_bytes, make_runtime, step_ids, tidy_tools
 
 
@@ -68,7 +69,7 @@ async def test_each_run_continues_the_conversation_by_reference() -> None:
     # Every request, rebuilt from the journal alone (carries resolved), is what the model received.
     sent = iter(model.history)
     for eid in ids:
-        rebuilt = rebuild_requests(rt.journal.read(eid), carry=journal_carry(rt.journal.read))
+        rebuilt = rebuild_requests(rt.journal.read(eid), carry=journal_carry(rt.journal))
         for sid in dict.fromkeys(s for s in step_ids(rt, eid) if s in rebuilt):
             assert rebuilt[sid].messages == next(sent).messages, (eid, sid)
     roles = ["user", "assistant", "tool", "assistant"] + ["user", "assistant"] * 2
@@ -140,7 +141,7 @@ async def test_compaction_folds_earlier_runs_messages() -> None:
     assert compacted
     sent = iter(model.history)
     for eid in ids:
-        rebuilt = rebuild_requests(rt.journal.read(eid), carry=journal_carry(rt.journal.read))
+        rebuilt = rebuild_requests(rt.journal.read(eid), carry=journal_carry(rt.journal))
         for sid in dict.fromkeys(s for s in step_ids(rt, eid) if s in rebuilt):
             assert rebuilt[sid].messages == next(sent).messages, (eid, sid)
     for eid in ids:
@@ -166,3 +167,18 @@ async def test_a_session_survives_a_restart(store: str, tmp_path: Path) -> None:
     for eid in session.execution_ids():
         assert (await rt2.replay(eid)).reproduced
     rt2.close()
+
+
+async def test_a_run_reads_only_the_previous_run_when_this_process_resolved_the_earlier_ones() -> None:
+    journal = JournalProxy(InMemoryJournal())
+    rt = make_runtime(journal)
+    session = make_agent().session("t", runtime=rt)
+    reads = []
+    for i in range(6):
+        before = journal.reads
+        await session.run(f"message {i}")
+        reads.append(journal.reads - before)
+    assert reads[1:] == [reads[1]] * 5, reads  # constant per run, whatever its place in the session
+    cold = JournalProxy(journal.inner)  # a new process: every earlier run is read once
+    assert len(conversation(cold, "session:chat:t:4", "#turn:0")) == 10
+    assert cold.reads == 5

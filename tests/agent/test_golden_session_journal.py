@@ -34,7 +34,7 @@ async def test_the_golden_session_journal_replays_and_rebuilds() -> None:
     ]
     assert all(journal.read(eid)[1].step_id == "#patched:short-answers" for eid in IDS)
     # The last run compacted messages of the earlier runs: its rebuilt request holds the summary.
-    rebuilt = rebuild_requests(journal.read(IDS[2]), carry=journal_carry(journal.read))
+    rebuilt = rebuild_requests(journal.read(IDS[2]), carry=journal_carry(journal))
     texts = [m.text for m in rebuilt["#turn:0"].messages]
     assert texts[0] == "You answer about folders, briefly."
     assert texts[1].startswith("[Summary of the earlier conversation]")
