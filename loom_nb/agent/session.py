@@ -53,42 +53,52 @@ class Session:
         self.runtime = runtime or default_runtime()
 
     def __repr__(self) -> str:
-        ids = self.execution_ids()
-        return f"<Session {self.id!r} of agent {self.agent.name!r}: {len(ids)} run(s)>"
+        return f"<Session {self.id!r} of agent {self.agent.name!r}: {len(self)} run(s)>"
 
     def execution_id(self, index: int) -> str:
         """The execution id of run ``index`` of this session."""
         return session_execution_id(self.agent.name, self.id, index)
 
+    def _exists(self, index: int) -> bool:
+        return self.runtime.journal.get_execution(self.execution_id(index)) is not None
+
+    def __len__(self) -> int:
+        """How many runs the session has (its runs are indices 0..n-1: found in O(log n) lookups)."""
+        if not self._exists(0):
+            return 0
+        low, high = 0, 1  # run ``low`` exists; find a ``high`` that does not, then bisect
+        while self._exists(high):
+            low, high = high, high * 2
+        while high - low > 1:
+            middle = (low + high) // 2
+            low, high = (middle, high) if self._exists(middle) else (low, middle)
+        return high
+
     def execution_ids(self) -> list[str]:
         """The session's runs, in order, as the journal holds them."""
-        ids: list[str] = []
-        journal = self.runtime.journal
-        while journal.get_execution(eid := self.execution_id(len(ids))) is not None:
-            ids.append(eid)
-        return ids
+        return [self.execution_id(i) for i in range(len(self))]
 
     def runs(self) -> list[Run]:
         """A ``Run`` handle on each of the session's runs, in order."""
         return [self.agent.attach(eid, runtime=self.runtime) for eid in self.execution_ids()]
 
-    def _previous(self, ids: list[str], *, strict: bool = True) -> str | None:
-        """The last completed run (the one the next run continues); ``strict`` refuses while one is
-        unfinished."""
+    def _previous(self, count: int, *, strict: bool = True) -> str | None:
+        """The last completed run (the one the next run continues); ``strict`` refuses while the
+        last run is unfinished (``start`` never starts a run while one is, so only the last can be)."""
         journal = self.runtime.journal
-        previous: str | None = None
-        for eid in ids:
+        for index in reversed(range(count)):
+            eid = self.execution_id(index)
             record = journal.get_execution(eid)
             assert record is not None
-            if strict and record.status in ("running", "suspended"):
+            if strict and index == count - 1 and record.status in ("running", "suspended"):
                 raise UsageError(
                     f"session {self.id!r}: run {eid!r} is {record.status}; a session continues one conversation, "
                     "so its next message waits until that run finishes (answer its gates, await it, or "
                     "runtime.recover() it), then start the next run"
                 )
             if record.status == "completed":
-                previous = eid
-        return previous
+                return eid
+        return None
 
     def start(self, message: str, *, view: bool = True) -> Run:
         """Start the session's next run on ``message``; it continues the last completed run's
@@ -99,9 +109,8 @@ class Session:
         """
         if not isinstance(message, str):
             raise UsageError(f"a session run's input is the user's message (a string), got {type(message).__name__}")
-        ids = self.execution_ids()
-        previous = self._previous(ids)
-        index = len(ids)
+        index = len(self)
+        previous = self._previous(index)
         return self.agent.start(
             session_input(message, self.id, previous, index),
             runtime=self.runtime,
@@ -116,7 +125,7 @@ class Session:
     def transcript(self) -> list[Message]:
         """The conversation so far (without the system prompt): the last completed run's, rebuilt
         from the journal. Empty before the first run completes."""
-        previous = self._previous(self.execution_ids(), strict=False)
+        previous = self._previous(len(self), strict=False)
         if previous is None:
             return []
         journal = self.runtime.journal
