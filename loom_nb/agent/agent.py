@@ -237,9 +237,17 @@ class Agent:
         run.drive(rt.start(self.flow_name, input, execution_id=run.id))
         return run
 
-    async def run(self, input: Any, *, runtime: Runtime | None = None, execution_id: str | None = None) -> AgentResult:
-        """Start a run and wait for its result (approvals must come from elsewhere)."""
-        return await self.start(input, runtime=runtime, execution_id=execution_id)
+    async def run(
+        self,
+        input: Any,
+        *,
+        runtime: Runtime | None = None,
+        execution_id: str | None = None,
+        session: Session | str | None = None,
+    ) -> AgentResult:
+        """Start a run (a session's next one with ``session``) and wait for its result (approvals
+        must come from elsewhere)."""
+        return await self.start(input, runtime=runtime, execution_id=execution_id, session=session)
 
     def attach(self, execution_id: str, *, runtime: Runtime | None = None) -> Run:
         """The ``Run`` of an existing execution (e.g. after a kernel restart)."""
