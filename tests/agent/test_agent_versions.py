@@ -11,7 +11,7 @@ import loom_nb as loom
 from loom_nb.errors import UsageError
 from loom_nb.messages import ModelRequest, ModelResponse
 from loom_nb.providers.scripted import ScriptedModel
-from tests.agent.support import calls, make_runtime, tidy_tools
+from tests.agent.support import BatchJournal, calls, make_runtime, prefix_journal, tidy_tools
 
 
 def _model(seen: list[str | None]) -> ScriptedModel:
@@ -92,3 +92,56 @@ def test_a_patch_name_is_used_once() -> None:
         agent.patch("a", max_turns=4)
     with pytest.raises(UsageError, match="change name"):
         agent.patch("")
+
+
+@loom.tool(idempotent=True)
+def search(query: str) -> list[str]:
+    """Search the files (idempotent: a call cut by a crash runs again).
+
+    Args:
+        query: What to look for.
+    """
+    return [f"/tmp/x/{query}.log"]
+
+
+def _searching_agent(seen: list[str | None], *, patched: bool) -> loom.Agent:
+
+    def respond(request: ModelRequest) -> ModelResponse:
+        seen.append(request.messages[0].text)
+        if request.messages[-1].role == "user":
+            return calls(("search", {"query": "stale"}))
+        return ModelResponse.text(f"done ({request.messages[0].text})")
+
+    agent = loom.Agent(model=ScriptedModel(respond), tools=[search], name="versioned", system="Be careful.")
+    return agent.patch("terse", system="Be terse.") if patched else agent
+
+
+@pytest.mark.parametrize("recorded_by", ["old", "patched"])
+async def test_kill_matrix_a_recovered_run_keeps_the_version_it_started_with(recorded_by: str) -> None:
+    """Killed after every commit of a run recorded by the old agent (or by the patched one), then
+    recovered by a process running the patched agent: the same output as uninterrupted, completed
+    model calls never made again, and the marker only in the run that started on the new path."""
+    journal = BatchJournal()
+    rt = make_runtime(journal)
+    seen: list[str | None] = []
+    whole = await _searching_agent(seen, patched=recorded_by == "patched").run("tidy", runtime=rt, execution_id="r")
+    boundaries = list(journal.boundaries)
+    assert len(boundaries) >= 4
+    for cut in boundaries:
+        prefix = prefix_journal(journal, "r", cut)
+        steps = [e for e in prefix.read("r") if e.kind == "step_started"]
+        done = {e.step_id for e in prefix.read("r") if e.kind == "step_completed"}
+        rt2 = make_runtime(prefix)
+        seen2: list[str | None] = []
+        agent = _searching_agent(seen2, patched=True)
+        agent.register(rt2)
+        await rt2.recover()  # nothing to recover after the last commit (the run completed)
+        result = rt2.result("r")
+        assert result.status == "completed", (cut, result)
+        started_new = recorded_by == "patched" or not steps  # nothing recorded yet: the new path
+        output = result.output["output"]
+        assert output == ("done (Be terse.)" if started_new else whole.output), cut
+        markers = [e for e in prefix.read("r") if e.step_id == "#patched:terse"]
+        assert bool(markers) == started_new, cut
+        assert len(seen2) == sum(1 for n in ("#turn:0", "#turn:1") if n not in done), cut
+        assert (await rt2.replay("r")).reproduced, cut
