@@ -30,11 +30,13 @@ from loom_nb.journal import DuckDBJournal
 from loom_nb.kernel import EffectContext, FlowRegistry
 from loom_nb.messages import ModelRequest, ModelResponse
 from loom_nb.testing import FakeClock, SequentialIds
-from tests.crash.agent_crash_flow import CountingCrashJournal
+from tests.crash.agent_crash_flow import CRASH_EXIT_CODE, CountingCrashJournal
 
 SESSION = "s"
 FIRST = "session:chat:s:0"
 EXECUTION_ID = "session:chat:s:1"
+#: The exit status of a process the crash switch killed.
+EXIT_CODE = CRASH_EXIT_CODE
 
 
 def log_call(path: str, what: str, key: str, attempt: int) -> None:

@@ -44,7 +44,7 @@ def test_recovery_of_a_session_run_makes_only_the_remaining_calls(
     tmp_path: Path, crash: int, uninterrupted: dict[str, Any]
 ) -> None:
     died = SCRIPT.run(tmp_path, crash, "start")
-    assert died.returncode == flow.CRASH_EXIT_CODE, died.stderr
+    assert died.returncode == flow.EXIT_CODE, died.stderr
     at_crash = SCRIPT.events(tmp_path)
     assert len(at_crash) == crash
     before = second_run_calls(tmp_path)
