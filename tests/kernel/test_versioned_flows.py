@@ -157,3 +157,13 @@ async def test_check_hooks_add_findings_of_a_flow_layer() -> None:
     rt.check_hooks["tidy"] = lambda h: [CheckFinding("#1", f"prompt changed in {h.execution_id}", "patch it")]
     (c,) = (await rt.check(["p"])).executions
     assert not c.ok and c.findings[0].fix == "patch it"
+
+
+async def test_check_names_a_flow_this_process_does_not_define() -> None:
+    rt, flows = _runtime()
+    _old(flows)
+    await rt.start("tidy", "a", execution_id="p")
+    rt2 = make_runtime(rt.journal, flows=FlowRegistry())  # a restarted kernel before the cell ran
+    (c,) = (await rt2.check()).executions
+    assert not c.ok and c.step is None and "tidy" in c.findings[0].reason
+    assert "define (or import) the flow" in c.findings[0].fix
