@@ -60,3 +60,16 @@ async def test_sessions_frame_lists_each_run_in_session_order() -> None:
     t = f.transcript("session:chat:a:2", 0)
     assert t["role"].tolist() == ["user", "assistant", "user", "assistant", "user"]
     assert dtypes(df) == dtypes(df.astype(SESSION_COLUMNS))
+
+
+def test_the_fold_and_the_sql_agree_on_the_golden_session_runs() -> None:
+    from loom_nb.testing import FakeClock, SequentialIds
+    from tests.agent import golden_session_flows
+    from tests.analysis.test_fold_matches_sql import assert_fold_matches_sql
+
+    rt = loom.Runtime(golden_session_flows.load(), clock=FakeClock(tick=1), ids=SequentialIds())
+    for eid in [f"session:chat:thread-1:{i}" for i in range(3)]:
+        assert_fold_matches_sql(rt, eid)
+        steps = frames(rt).steps(eid)
+        marker = steps[steps["step_id"] == "#patched:short-answers"]
+        assert marker["kind"].tolist() == ["value"], eid
