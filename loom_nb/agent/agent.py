@@ -148,7 +148,9 @@ class Agent:
                 retry=self.model_retry,
             )
         registered: set[str] = set()
-        for config in self._versions.configs:  # a recorded run may call a tool of its own version
+        # A recorded run may call a tool only its own version has; a tool several versions share
+        # (one effect id) runs the newest version's function.
+        for config in reversed(self._versions.configs):
             for t in config.tools:
                 if t.effect_id not in registered:
                     registered.add(t.effect_id)

@@ -145,3 +145,37 @@ async def test_kill_matrix_a_recovered_run_keeps_the_version_it_started_with(rec
         assert bool(markers) == started_new, cut
         assert len(seen2) == sum(1 for n in ("#turn:0", "#turn:1") if n not in done), cut
         assert (await rt2.replay("r")).reproduced, cut
+
+
+async def test_a_patch_may_add_a_tool_and_replace_one_of_the_same_name() -> None:
+    rt = make_runtime()
+
+    @loom.tool(name="search", idempotent=True)
+    def search_v2(query: str) -> list[str]:
+        """Search the files, better.
+
+        Args:
+            query: What to look for.
+        """
+        return [f"/v2/{query}.log"]
+
+    @loom.tool
+    def archive(path: str) -> str:
+        """Archive a file.
+
+        Args:
+            path: The file.
+        """
+        return f"archived {path}"
+
+    def respond(request: ModelRequest) -> ModelResponse:
+        if request.messages[-1].role == "user":
+            return calls(("search", {"query": "stale"}))
+        return ModelResponse.text(request.messages[-1].text)
+
+    agent = loom.Agent(model=ScriptedModel(respond), tools=[search], name="searcher")
+    old = await agent.run("go", runtime=rt)
+    agent.patch("v2", tools=[search_v2, archive])
+    new = await agent.run("go", runtime=rt)
+    assert (old.output, new.output) == ('["/tmp/x/stale.log"]', '["/v2/stale.log"]')
+    assert rt.effects.spec("tools.archive") is not None
