@@ -22,6 +22,7 @@ from loom_nb.agent import (
     Gate,
     Routes,
     Run,
+    Session,
     Skill,
     TieredMemory,
     TranscriptGrowthWarning,
@@ -64,7 +65,16 @@ from loom_nb.errors import (
     RetriesExhaustedError,
     UsageError,
 )
-from loom_nb.kernel import Decision, ExecutionContext, FlowContext, GateRequest, InDoubtResolution, flow
+from loom_nb.kernel import (
+    CheckReport,
+    Decision,
+    ExecutionCheck,
+    ExecutionContext,
+    FlowContext,
+    GateRequest,
+    InDoubtResolution,
+    flow,
+)
 from loom_nb.messages import Message, ModelRequest, ModelResponse, ReasoningBlock, ToolCall, Usage
 from loom_nb.providers import ModelProvider, ScriptedModel
 from loom_nb.providers.anthropic import AnthropicMessages
@@ -109,6 +119,7 @@ __all__ = [
     "AgentResult",
     "AnthropicMessages",
     "ApprovalDecision",
+    "CheckReport",
     "ClaimCheck",
     "ClaimCheckError",
     "Compaction",
@@ -116,6 +127,7 @@ __all__ = [
     "EffectContext",
     "EffectError",
     "EffectTimeout",
+    "ExecutionCheck",
     "ExecutionContext",
     "FlowContext",
     "FlowNotFoundError",
@@ -159,6 +171,7 @@ __all__ = [
     "Run",
     "Runtime",
     "ScriptedModel",
+    "Session",
     "Skill",
     "TieredMemory",
     "Tool",

@@ -58,6 +58,7 @@ def test_the_tutorials_are_there() -> None:
         "05-long-conversations.ipynb",
         "06-real-models.ipynb",
     ]
+    assert "10-sessions-and-versioned-flows.ipynb" in names
 
 
 @pytest.mark.parametrize("path", TUTORIALS, ids=lambda p: p.name)

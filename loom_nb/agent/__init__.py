@@ -14,6 +14,7 @@ from loom_nb.agent.config import (
 from loom_nb.agent.llm import llm_effect, summarizer_effect
 from loom_nb.agent.loop import TranscriptGrowthWarning, agent_loop
 from loom_nb.agent.memory import TieredMemory
+from loom_nb.agent.session import Session
 from loom_nb.agent.transcript import RebuiltRequest, rebuild_requests
 
 __all__ = [
@@ -28,6 +29,7 @@ __all__ = [
     "RebuiltRequest",
     "Routes",
     "Run",
+    "Session",
     "Skill",
     "TieredMemory",
     "TranscriptGrowthWarning",

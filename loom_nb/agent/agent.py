@@ -25,6 +25,8 @@ from loom_nb.agent.config import (
 )
 from loom_nb.agent.llm import llm_effect, summarizer_effect
 from loom_nb.agent.loop import agent_loop
+from loom_nb.agent.session import Session
+from loom_nb.agent.versions import AgentVersions
 from loom_nb.effects.retry import RetryPolicy
 from loom_nb.effects.ring import EffectRing
 from loom_nb.effects.tool import Tool
@@ -98,7 +100,7 @@ class Agent:
         self.model_retry = RetryPolicy(attempts=3) if model_retry is _UNSET else model_retry
         if warn_transcript_bytes is True:
             warn_transcript_bytes = DEFAULT_WARN_BYTES
-        self.config = AgentConfig(
+        config = AgentConfig(
             model=model_id,
             routes=routes,
             tools=tuple(tools),
@@ -106,6 +108,7 @@ class Agent:
             warn_transcript_bytes=warn_transcript_bytes,
             **options,
         )
+        self._versions = AgentVersions(config)
         self._body = self._run_body
         # The process-wide registry: any runtime's ``recover()`` finds the latest agent built under
         # this flow name (a re-run cell replaces it), as a restarted kernel or script expects.
@@ -114,6 +117,16 @@ class Agent:
     def __repr__(self) -> str:
         tools = ", ".join(t.name for t in self.config.tools)
         return f"Agent({self.name!r}, model={self.config.model!r}, tools=[{tools}])"
+
+    @property
+    def config(self) -> AgentConfig:
+        """The configuration new runs use (the newest patch's, if any: see ``patch``)."""
+        return self._versions.latest
+
+    @config.setter
+    def config(self, config: AgentConfig) -> None:
+        change, _ = self._versions.versions[-1]
+        self._versions.versions[-1] = (change, config)
 
     @property
     def model(self) -> ModelProvider | None:
@@ -134,13 +147,20 @@ class Agent:
                 idempotent=True,
                 retry=self.model_retry,
             )
-        for t in self.config.tools:
-            t.register(effects, default_timeout=self.config.tool_timeout)
+        registered: set[str] = set()
+        # A recorded run may call a tool only its own version has; a tool several versions share
+        # (one effect id) runs the newest version's function.
+        for config in reversed(self._versions.configs):
+            for t in config.tools:
+                if t.effect_id not in registered:
+                    registered.add(t.effect_id)
+                    t.register(effects, default_timeout=config.tool_timeout)
         if self.config.claim_check is not None:
             if not isinstance(effects, EffectRing):
                 raise UsageError("claim_check needs loom.Runtime (the effect ring), not the bare kernel runtime")
             effects.add_claim_check(self.config.claim_check)
         runtime.flows.register(self._body, self.flow_name)
+        runtime.check_hooks[self.flow_name] = self._versions.check_hook
         runtime.agents[self.flow_name] = self
 
     async def _run_body(self, ctx: FlowContext, input: Any) -> AgentResult:
@@ -149,12 +169,54 @@ class Agent:
         runtime = ctx.runtime
         if isinstance(runtime, Runtime) and runtime.agents.get(self.flow_name) is not self:
             self.register(runtime)
-        return await agent_loop(ctx, self.config, input)
+        return await agent_loop(ctx, self._versions.for_run(ctx), input)
+
+    def patch(self, change: str, *, tools: Sequence[Tool] | None = None, **options: Unpack[AgentOptions]) -> Agent:
+        """Change the agent for new runs only, behind the patch ``change`` (``ctx.patched``'s meaning).
+
+        New runs record the marker ``#patched:<change>`` at their start and use the agent with
+        ``tools`` and ``options`` (``system``, ``max_turns``...) replaced; a run recorded before the
+        patch replays and resumes with the configuration it started with, so it does not diverge.
+        ``runtime.check()`` lists the recorded runs a change made without a patch would break.
+        Returns the agent (patches chain: each builds on the one before).
+
+        Raises:
+            UsageError: ``change`` is empty or was used by an earlier patch of this agent.
+        """
+        if not isinstance(change, str) or not change.strip() or change != change.strip():
+            raise UsageError(f"agent.patch needs a change name such as 'short-prompt', got {change!r}")
+        updates: dict[str, Any] = dict(options)
+        if tools is not None:
+            for t in tools:
+                if not isinstance(t, Tool):
+                    raise UsageError(f"{t!r} is not a tool: decorate the function with @loom.tool")
+            updates["tools"] = tuple(tools)
+        try:
+            self._versions.add(change, **updates)
+        except ValueError:
+            raise UsageError(
+                f"agent {self.name!r} already has the patch {change!r}: give each change its own name"
+            ) from None
+        return self
+
+    def session(self, session_id: str, *, runtime: Runtime | None = None) -> Session:
+        """The session ``session_id`` of this agent: consecutive runs that continue one conversation
+        (``session.start(message)``). Found again from the journal after a kernel restart."""
+        return Session(self, session_id, runtime=runtime)
 
     def start(
-        self, input: Any, *, runtime: Runtime | None = None, execution_id: str | None = None, view: bool = True
+        self,
+        input: Any,
+        *,
+        runtime: Runtime | None = None,
+        execution_id: str | None = None,
+        view: bool = True,
+        session: Session | str | None = None,
     ) -> Run:
         """Start a run of this agent on ``input`` (the user's message) and return its ``Run``.
+
+        With ``session`` (a ``Session`` or a session id) the run is the session's next one and
+        continues its conversation (``Session.start``).
 
         In a notebook this returns at once (the run is a task on the kernel's loop); in a script it
         returns when the run completes, fails or waits at a gate. An existing ``execution_id``
@@ -162,6 +224,12 @@ class Agent:
         running). ``view=False``
         shows no live view in a notebook (for many runs in one cell).
         """
+        if session is not None:
+            if execution_id is not None:
+                raise UsageError("a session run's execution id is derived from the session: leave execution_id out")
+            if isinstance(session, str):
+                session = self.session(session, runtime=runtime)
+            return session.start(input, view=view)
         rt = runtime or default_runtime()
         self.register(rt)
         eid = rt.ids.new_id() if execution_id is None else require_execution_id(execution_id, "execution_id")
@@ -171,9 +239,17 @@ class Agent:
         run.drive(rt.start(self.flow_name, input, execution_id=run.id))
         return run
 
-    async def run(self, input: Any, *, runtime: Runtime | None = None, execution_id: str | None = None) -> AgentResult:
-        """Start a run and wait for its result (approvals must come from elsewhere)."""
-        return await self.start(input, runtime=runtime, execution_id=execution_id)
+    async def run(
+        self,
+        input: Any,
+        *,
+        runtime: Runtime | None = None,
+        execution_id: str | None = None,
+        session: Session | str | None = None,
+    ) -> AgentResult:
+        """Start a run (a session's next one with ``session``) and wait for its result (approvals
+        must come from elsewhere)."""
+        return await self.start(input, runtime=runtime, execution_id=execution_id, session=session)
 
     def attach(self, execution_id: str, *, runtime: Runtime | None = None) -> Run:
         """The ``Run`` of an existing execution (e.g. after a kernel restart)."""

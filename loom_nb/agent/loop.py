@@ -14,6 +14,7 @@ import warnings
 from collections.abc import Sequence
 from typing import Any
 
+from loom_nb.agent.carry import carried, session_of
 from loom_nb.agent.chunking import chunk_deltas
 from loom_nb.agent.config import (
     APPROVAL_GATE,
@@ -69,11 +70,17 @@ def _msg(m: Message) -> dict[str, Any]:
 class _Turn:
     """Mutable loop state that is a pure function of journaled values."""
 
-    def __init__(self, config: AgentConfig, text: str) -> None:
+    def __init__(
+        self, config: AgentConfig, text: str, carry: tuple[list[Message], dict[str, Any]] | None = None
+    ) -> None:
         first = [Message.system(config.system)] if config.system else []
-        first.append(Message.user(text))
-        self.transcript = Transcript(first)
         self.pending: list[dict[str, Any]] = [_msg(m) for m in first]
+        if carry is not None:  # a session's earlier runs: journaled by reference (agent/carry.py)
+            first.extend(carry[0])
+            self.pending.append(carry[1])
+        first.append(Message.user(text))
+        self.pending.append(_msg(first[-1]))
+        self.transcript = Transcript(first)
         self.prev: str | None = None
         self.tools_sent = False
         self.usage = Usage()
@@ -85,12 +92,15 @@ async def agent_loop(ctx: FlowContext, config: AgentConfig, input: Any) -> Agent
     Args:
         ctx: The execution context of the flow calling it.
         config: The agent's configuration.
-        input: The user's message (a string, or ``{"message": ...}``).
+        input: The user's message (a string, or ``{"message": ...}``; a session run adds
+            ``"session": {"id", "previous", "index"}`` and continues the previous run's conversation).
 
     Returns:
         The final text, the stop reason, the turns taken and the usage.
     """
-    state = _Turn(config, _user_text(input))
+    # Only a session run with a previous run reads the journal (an opaque agent_step has no runtime).
+    carry = carried(ctx.runtime.journal, input) if session_of(input) is not None else None
+    state = _Turn(config, _user_text(input), carry)
     specs = [t.spec for t in config.tools]
     last_text = ""
     for turn in range(config.max_turns):

@@ -6,7 +6,8 @@ journaled input (its ``record=``) is a delta, never the whole transcript::
     {"prev": "<previous node>" | null,
      "add": [{"ref": "<model step>"},        # that step's assistant message (its output)
              {"tool": "<tool step>"},         # that tool step's output as a tool message
-             {"msg": {...}}],                 # a message no step holds (user input, refusal, error)
+             {"msg": {...}},                  # a message no step holds (user input, refusal, error)
+             {"carry": {"execution": e, "node": n}}],  # a session's earlier run: its conversation
      "extra": [{...}],                        # this turn only: skill / memory system messages
      "tools": [{...}],                        # tool specs, on the first model node
      "keep": k}                               # compaction nodes: messages kept after the summary
@@ -17,9 +18,10 @@ any turn sent is a pure fold over the journal: ``rebuild_requests(events)``.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
+from loom_nb.errors import UsageError
 from loom_nb.journal import step_ids
 from loom_nb.journal.canonical import canonical_json
 from loom_nb.journal.events import Event, EventKind
@@ -84,8 +86,15 @@ class RebuiltRequest:
         return f"RebuiltRequest({self.step_id!r}, {len(self.messages)} messages)"
 
 
-def rebuild_requests(events: Iterable[Event]) -> dict[str, RebuiltRequest]:
-    """Rebuild, from the journal alone, the request every model node of one execution sent."""
+#: Resolves a session's carry item: the conversation of ``execution`` as it stood after ``node``.
+Carry = Callable[[str, str], Sequence[Message]]
+
+
+def rebuild_requests(events: Iterable[Event], *, carry: Carry | None = None) -> dict[str, RebuiltRequest]:
+    """Rebuild, from the journal alone, the request every model node of one execution sent.
+
+    A session's run starts from an earlier run's conversation (a ``carry`` item): pass ``carry``
+    (``loom_nb.agent.carry.journal_carry(journal)``) to resolve it."""
     inputs: dict[str, Any] = {}
     outputs: dict[str, Any] = {}
     tainted: dict[str, bool] = {}
@@ -115,6 +124,14 @@ def rebuild_requests(events: Iterable[Event]) -> dict[str, RebuiltRequest]:
                 message = ModelResponse.model_validate(outputs[item["ref"]]).message
                 calls[item["ref"]] = message.tool_calls
                 base.append(message)
+            elif "carry" in item:
+                ref = item["carry"]
+                if carry is None:
+                    raise UsageError(
+                        f"node {sid!r} carries the conversation of execution {ref.get('execution')!r} (a session): "
+                        "pass carry=loom_nb.agent.carry.journal_carry(journal) to rebuild it"
+                    )
+                base.extend(carry(str(ref["execution"]), str(ref["node"])))
             elif "tool" in item:
                 tool_sid = item["tool"]
                 tool = step_ids.parse_step_id(tool_sid)

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 import duckdb
 import pandas as pd
 
+from loom_nb.agent.carry import journal_carry, session_of
 from loom_nb.agent.transcript import rebuild_requests
 from loom_nb.analysis.sql_views import COLUMNS, DECODED, ORDER, VIEW_ORDER, create_views, events_table
 from loom_nb.errors import FlowNotFoundError, UsageError
@@ -167,6 +168,23 @@ def _typed(df: DataFrame, dtypes: Mapping[str, str], decode: Sequence[str] = ())
 
 def _empty(dtypes: Mapping[str, str]) -> DataFrame:
     return pd.DataFrame({c: pd.Series([], dtype=t) for c, t in dtypes.items()})
+
+
+#: The columns of ``Frames.sessions()``.
+SESSION_COLUMNS: dict[str, str] = {
+    "session_id": "str",
+    "index": "int64",
+    "execution_id": "str",
+    "previous": "str",
+    "flow": "str",
+    "status": "str",
+    "message": "str",
+    "output": "object",
+    "turns": "int64",
+    "created_at": "datetime64[us]",
+    "updated_at": "datetime64[us]",
+    "bytes": "int64",
+}
 
 
 @dataclass(frozen=True, kw_only=True, eq=False)
@@ -373,6 +391,39 @@ class Frames:
         turn count toward turn 0)."""
         return self._frame("log_growth", execution_id)
 
+    def sessions(self) -> DataFrame:
+        """One row per run of an agent session, in session order: ``session_id``, ``index``,
+        ``execution_id``, ``previous`` (the run it continues), ``flow``, ``status``, ``message``,
+        ``output``, ``turns``, ``created_at``, ``updated_at``, ``bytes`` (its own events only: the
+        conversation it continues is carried by reference)."""
+        runs = self.executions()
+        rows: list[dict[str, Any]] = []
+        for row in runs.itertuples(index=False):
+            session = session_of(row.input)
+            if session is None:
+                continue
+            output = row.output if isinstance(row.output, dict) else None
+            rows.append(
+                {
+                    "session_id": str(session.get("id")),
+                    "index": int(session.get("index") or 0),
+                    "execution_id": row.execution_id,
+                    "previous": session.get("previous"),
+                    "flow": row.flow,
+                    "status": row.status,
+                    "message": row.input.get("message"),
+                    "output": None if output is None else output.get("output"),
+                    "turns": row.turns,
+                    "created_at": row.created_at,
+                    "updated_at": row.updated_at,
+                    "bytes": row.bytes,
+                }
+            )
+        if not rows:
+            return _empty(SESSION_COLUMNS)
+        df = pd.DataFrame(rows, columns=list(SESSION_COLUMNS)).sort_values(["session_id", "index"])
+        return _typed(df.reset_index(drop=True), SESSION_COLUMNS)
+
     def transcript(self, execution_id: str, turn: int) -> DataFrame:
         """The messages turn ``turn`` sent the model, rebuilt from the journal alone.
 
@@ -382,7 +433,7 @@ class Frames:
         events = self.runtime.journal.read(execution_id)
         if not events:
             raise UsageError(f"no execution {execution_id!r} in the journal {self.runtime.journal.location}")
-        requests = rebuild_requests(events)
+        requests = rebuild_requests(events, carry=journal_carry(self.runtime.journal))
         request = requests.get(step_ids.turn_id(turn))
         if request is None:
             known = ", ".join(requests)

@@ -6,6 +6,7 @@ construction. The grammar (``docs/design.md``, "Step ids")::
 
     #<n>                              counter id of ``ctx.execute`` without ``step_id``
     #value:<n>                        a recorded value (``ctx.now()``, ``ctx.uuid()``...)
+    #patched:<change>                 the marker ``ctx.patched(change)`` records in new runs
     <step>:in_doubt                   the gate of a step left in doubt (kind ``InDoubt``), attempt 1
     <step>:in_doubt:<n>               the same for attempt n > 1 (run again, then cut again)
     #turn:<i>                         the agent loop's model call of turn i
@@ -97,6 +98,15 @@ def counter_id(n: int) -> str:
 def value_id(n: int) -> str:
     """The id of the ``n``-th recorded value (from 1): ``#value:<n>``."""
     return f"#value:{n}"
+
+
+#: The prefix of a patch marker's id: ``#patched:<change>``.
+PATCH_PREFIX: Final = "#patched:"
+
+
+def patch_marker_id(change: str) -> str:
+    """The marker ``ctx.patched(change)`` records in a run that takes the new path: ``#patched:<change>``."""
+    return PATCH_PREFIX + change
 
 
 def in_doubt_gate_id(step_id: str, attempt: int = 1) -> str:

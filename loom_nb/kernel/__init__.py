@@ -4,6 +4,7 @@ recovery.
 The kernel never imports the agent, providers, the notebook layer, httpx, IPython or pandas.
 """
 
+from loom_nb.kernel.check import CheckFinding, CheckReport, ExecutionCheck
 from loom_nb.kernel.context import ExecutionContext, InDoubtResolution
 from loom_nb.kernel.decisions import Decision
 from loom_nb.kernel.effect_registry import (
@@ -23,6 +24,8 @@ from loom_nb.kernel.gates import GateRequest, OpenGate, Suspend
 
 __all__ = [
     "FLOWS",
+    "CheckFinding",
+    "CheckReport",
     "Decision",
     "EffectCall",
     "EffectContext",
@@ -30,6 +33,7 @@ __all__ = [
     "EffectResult",
     "EffectSpec",
     "Engine",
+    "ExecutionCheck",
     "ExecutionContext",
     "ExecutionResult",
     "FlowContext",

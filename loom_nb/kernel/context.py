@@ -96,6 +96,7 @@ class ExecutionContext:
         #: Steps the record holds as started but unsettled (cut in flight); the body re-reaches them.
         self._in_flight = sum(1 for s in history.steps.values() if not s.settled)
         self._new_gates: dict[str, GateRecord] = {}
+        self._patches: dict[str, bool] = {}
         self.waiting: list[str] = []
         #: ``(kind, id)`` of every step, gate, decision and value the body asked for, in order.
         self.trace: list[tuple[str, str]] = []
@@ -488,6 +489,42 @@ class ExecutionContext:
         value = make()
         self.stage(EventKind.VALUE_RECORDED, vid, {"kind": kind, "value": value})
         return value
+
+    def patched(self, change: str) -> bool:
+        """Whether this run takes the new path of ``change`` (the meaning of Temporal's ``patched``).
+
+        A run that reaches this call live (past its recorded prefix, or new) records the marker
+        ``#patched:<change>`` (a ``value_recorded`` event of kind ``patched``) and gets True; a re-run
+        is served the marker and gets True again. A run recorded before the change (re-run while it
+        is still being served its record, and no marker) gets False and takes the old path, so it
+        replays as recorded. The answer is fixed for the execution: a second call returns the first
+        call's answer. Branch on it::
+
+            if ctx.patched("fetch-v2"):
+                rows = await ctx.execute("fetch_v2", query)
+            else:
+                rows = await ctx.execute("fetch", query)
+        """
+        if not isinstance(change, str) or not change or change != change.strip():
+            raise UsageError(f"ctx.patched needs a non-empty change name without surrounding spaces, got {change!r}")
+        known = self._patches.get(change)
+        if known is not None:
+            return known
+        mid = step_ids.patch_marker_id(change)
+        if mid in self._h.values:
+            self._claim(mid)
+            self.trace.append(("value", mid))
+            self._served()
+            taken = True
+        elif self.replaying:
+            taken = False  # recorded before the change: the old path, and no marker
+        else:
+            self._claim(mid)
+            self.trace.append(("value", mid))
+            self.stage(EventKind.VALUE_RECORDED, mid, {"kind": "patched", "value": change})
+            taken = True
+        self._patches[change] = taken
+        return taken
 
     def now(self) -> float:
         """The current time (epoch seconds), recorded; replay returns the recorded value."""

@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import Counter
-from collections.abc import Coroutine, Iterable
+from collections.abc import Coroutine, Iterable, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Self, TypedDict, TypeVar
@@ -25,6 +25,7 @@ from loom_nb.journal.canonical import digest_value, to_jsonable
 from loom_nb.journal.events import Event, EventKind
 from loom_nb.journal.store import JournalStore
 from loom_nb.kernel.async_bridge import run_sync
+from loom_nb.kernel.check import CheckHook, CheckReport, check_executions
 from loom_nb.kernel.context import IN_DOUBT_GATE, ExecutionContext
 from loom_nb.kernel.effect_registry import EffectInvoker, EffectRegistry, Principal
 from loom_nb.kernel.errors_codec import error_from_data, error_summary, error_to_data
@@ -206,6 +207,9 @@ class Engine:
         #: commit (stream chunks at once) and ``on_delta(execution_id, step_id, text)`` for every streamed
         #: delta; returns an unsubscribe (``Observers.subscribe``).
         self.observe = self.observers.subscribe
+        #: A flow layer's own checks of an unfinished execution, by flow name (``check`` runs them;
+        #: an ``Agent`` adds one comparing the system prompt and tool schemas a run recorded).
+        self.check_hooks: dict[str, CheckHook] = {}
         self._closed = False
 
     # -- lifecycle ------------------------------------------------------------------------------
@@ -556,6 +560,14 @@ class Engine:
             trace=tuple(ctx.trace),
         )
 
+    async def check(self, execution_ids: Sequence[str] | None = None) -> CheckReport:
+        """Replay every running or suspended execution (or those named) against the code now loaded,
+        before anything resumes, and report which would diverge, at which step, with the fix.
+
+        Nothing runs and nothing is written. See ``loom_nb.kernel.check``.
+        """
+        return await check_executions(self, execution_ids)
+
     # -- sync wrappers ----------------------------------------------------------------------------
     @staticmethod
     def _sync(coro: Coroutine[Any, Any, T], name: str) -> T:
@@ -576,6 +588,10 @@ class Engine:
     def replay_sync(self, execution_id: str) -> ReplayReport:
         """``replay`` for scripts without an event loop."""
         return self._sync(self.replay(execution_id), "replay")
+
+    def check_sync(self, execution_ids: Sequence[str] | None = None) -> CheckReport:
+        """``check`` for scripts without an event loop."""
+        return self._sync(self.check(execution_ids), "check")
 
     def executions(self, status: str | None = None) -> Iterable[str]:
         """Execution ids in the journal (optionally of one status)."""

@@ -86,6 +86,11 @@ class FlowContext(Protocol):
         """Run ``policy(options)`` once and record the choice; replay returns the recorded choice."""
         ...
 
+    def patched(self, change: str) -> bool:
+        """True when this run takes the new path of ``change``: new runs record a ``#patched:<change>``
+        marker and get True; runs recorded before the change get False and replay the old path."""
+        ...
+
     def now(self) -> float:
         """The current time (epoch seconds), recorded."""
         ...

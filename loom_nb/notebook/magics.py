@@ -1,7 +1,7 @@
 """The ``%loom`` line magic and the ``%%loom_sql`` cell magic.
 
 ``%loom open PATH | runs | pending | show ID | resume ID GATE --approve/--refuse [--reason R] |
-recover | replay ID | status | timeline ID | trace on|off | snapshot PATH``; ``%loom --help`` and
+recover | replay ID | check [ID...] | status | timeline ID | trace on|off | snapshot PATH``; ``%loom --help`` and
 ``%loom SUBCOMMAND --help`` explain each. ``%%loom_sql`` runs its cell as SQL over the journal's
 views and returns a DataFrame. Mistakes (an unknown execution or gate, a journal held by another
 process) are one-line errors.
@@ -24,6 +24,7 @@ from loom_nb.agent.config import APPROVAL_GATE
 from loom_nb.errors import FlowNotFoundError, LoomError
 from loom_nb.journal import step_ids
 from loom_nb.kernel.async_bridge import run_blocking, run_or_schedule
+from loom_nb.kernel.check import CheckReport
 from loom_nb.kernel.context import IN_DOUBT_GATE
 from loom_nb.notebook import extension
 from loom_nb.notebook.runs import display, ensure_registered, find_agent, flow_of, run_for
@@ -77,6 +78,10 @@ def _loom_parser() -> _Parser:
     sub.add_parser("recover", help="finish the executions a crash or restart left running")
     rp = sub.add_parser("replay", help="re-run an execution from its log only and say if it reproduces")
     rp.add_argument("id", metavar="ID", help="the execution id")
+    ck = sub.add_parser(
+        "check", help="replay every running or suspended run against the code now loaded: which would diverge, where"
+    )
+    ck.add_argument("ids", metavar="ID", nargs="*", help="only these executions")
     sub.add_parser("status", help="which journal is open, and what it holds")
     t = sub.add_parser("timeline", help="show the live step timeline of an execution")
     t.add_argument("id", metavar="ID", help="the execution id")
@@ -111,7 +116,7 @@ def _guard(fn: Callable[..., T], *args: Any) -> T | None:
 
 @magics_class
 class LoomMagics(Magics):
-    """``%loom`` (subcommands: open, runs, pending, show, resume, recover, replay, status,
+    """``%loom`` (subcommands: open, runs, pending, show, resume, recover, replay, check, status,
     timeline, trace, snapshot) and ``%%loom_sql``. Run ``%loom --help`` for the list."""
 
     #: The live OpenTelemetry export ``%loom trace on`` started, until ``%loom trace off``.
@@ -120,7 +125,8 @@ class LoomMagics(Magics):
     @line_magic("loom")  # type: ignore[arg-type]
     def loom(self, line: str) -> Any:
         """Look at and drive durable runs: ``%loom open PATH | runs | pending | show ID |
-        resume ID GATE --approve/--refuse [--reason R] | recover | replay ID | status | timeline ID |
+        resume ID GATE --approve/--refuse [--reason R] | recover | replay ID | check [ID...] | status |
+        timeline ID |
         trace on|off | snapshot PATH``.
 
         ``%loom --help`` lists them; ``%loom COMMAND --help`` explains one.
@@ -307,6 +313,11 @@ class LoomMagics(Magics):
             )
         else:
             print(f"loom_nb: replay of {args.id}: DIVERGED ({report.replayed_status}): {report.message}")
+
+    def _cmd_check(self, args: argparse.Namespace) -> CheckReport:
+        runtime = self._runtime()
+        # Shown through its _repr_pretty_; ``report = %loom check`` keeps it.
+        return run_blocking(runtime.check(args.ids or None))
 
     def _cmd_status(self, args: argparse.Namespace) -> None:
         runtime = self._runtime()

@@ -14,7 +14,8 @@ Every widget has a stable CSS class (``loom-run``, ``loom-run-status``, ``loom-t
 ``loom-stream``, ``loom-tools``, ``loom-tool-row``, ``loom-card``, ``loom-approval``,
 ``loom-in-doubt``, ``loom-approve``, ``loom-refuse``, ``loom-reason``, ``loom-output``,
 ``loom-happened``, ``loom-run-again``, ``loom-fail``, ``loom-card-status``, ``loom-answer``,
-``loom-error``, ``loom-usage``, ``loom-thinking`` (the model's reasoning, collapsed)), and every
+``loom-error``, ``loom-usage``, ``loom-thinking`` (the model's reasoning, collapsed), ``loom-session`` (a
+session run: its session, index and the run it continues)), and every
 object a useful ``text/plain`` form for front ends
 without widgets (plain IPython, nbval).
 """
@@ -30,6 +31,7 @@ from typing import Any
 import ipywidgets as widgets
 
 from loom_nb.agent.agent import Run
+from loom_nb.agent.carry import session_of
 from loom_nb.agent.config import APPROVAL_GATE
 from loom_nb.journal import step_ids
 from loom_nb.journal.events import Event, EventKind
@@ -202,6 +204,7 @@ class RunView(TextForm, widgets.VBox):  # type: ignore[misc]
         self.progress = widgets.IntProgress(value=0, min=0, max=self._max_turns() or 1, description="turns")
         self.progress.add_class("loom-turns")
         self.turn_label = html_widget("loom-turn-label")
+        self.session = html_widget("loom-session")
         self.stream = html_widget("loom-stream")
         self.tools = widgets.VBox()
         self.tools.add_class("loom-tools")
@@ -216,6 +219,7 @@ class RunView(TextForm, widgets.VBox):  # type: ignore[misc]
         super().__init__(
             children=[
                 header,
+                self.session,
                 self.stream,
                 self.thinking,
                 self.tools,
@@ -276,6 +280,10 @@ class RunView(TextForm, widgets.VBox):  # type: ignore[misc]
             self._step_changed(kind, touched)
         elif isinstance(touched, GateState):
             self._gate_changed(kind, touched)
+        elif kind == EventKind.EXECUTION_STARTED:
+            label = self.session_text()
+            if label:
+                self.session.value = f"<span class='loom-session'>{html.escape(label)}</span>"
         self._prev_kind = kind
 
     def _gate_changed(self, kind: str, gate: GateState) -> None:
@@ -450,6 +458,15 @@ class RunView(TextForm, widgets.VBox):  # type: ignore[misc]
         super().close()
 
     # -- text -----------------------------------------------------------------------------------
+    def session_text(self) -> str:
+        """Where a session run sits in its session (empty for a run outside a session)."""
+        session = session_of(self.state.input)
+        if session is None:
+            return ""
+        previous = session.get("previous")
+        where = f"continues {previous}" if previous else "its first run"
+        return f"session {session.get('id')}, run {session.get('index')}: {where}"
+
     def text(self) -> str:
         """The whole view as text (what front ends without widgets show). It leaves out timings
         and clock times, so a deterministic run reads the same every time (nbval compares it)."""
@@ -460,6 +477,8 @@ class RunView(TextForm, widgets.VBox):  # type: ignore[misc]
             top = self._max_turns()
             head += f", turn {self.turn}" + (f"/{top}" if top else "")
         lines = [head]
+        if self.session_text():
+            lines.append("  " + self.session_text())
         streamed = "".join(self._parts).strip()
         if streamed:
             lines += ["  " + line for line in streamed.splitlines()]

@@ -27,6 +27,7 @@ from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer
 from opentelemetry.util.types import AttributeValue
 from pydantic import ValidationError
 
+from loom_nb.agent.carry import session_of
 from loom_nb.journal import step_ids
 from loom_nb.journal.canonical import canonical_json
 from loom_nb.journal.events import Event, EventKind
@@ -42,6 +43,10 @@ EXECUTE_TOOL: Final[str] = gen_ai.GenAiOperationNameValues.EXECUTE_TOOL.value
 #: loom_nb's own attributes (no semantic convention covers them).
 LOOM_EXECUTION_ID: Final = "loom.execution_id"
 LOOM_FLOW: Final = "loom.flow"
+#: A session run's place in its session (``gen_ai.conversation.id`` is the session id).
+LOOM_SESSION_INDEX: Final = "loom.session.index"
+#: The run a session run continues.
+LOOM_SESSION_PREVIOUS: Final = "loom.session.previous"
 LOOM_STATUS: Final = "loom.status"
 LOOM_STEP_ID: Final = "loom.step_id"
 LOOM_EFFECT_ID: Final = "loom.effect_id"
@@ -195,6 +200,11 @@ def _execution_spec(state: RunState, start: float, end: float) -> SpanSpec:
     else:
         name = f"{INVOKE_WORKFLOW} {state.flow}"
         attributes |= {gen_ai.GEN_AI_OPERATION_NAME: INVOKE_WORKFLOW, gen_ai.GEN_AI_WORKFLOW_NAME: state.flow}
+    session = session_of(state.input)
+    if session is not None:  # a session's run: the conversation it belongs to
+        attributes |= {gen_ai.GEN_AI_CONVERSATION_ID: str(session.get("id")), LOOM_SESSION_INDEX: int(session["index"])}
+        if session.get("previous"):
+            attributes[LOOM_SESSION_PREVIOUS] = str(session["previous"])
     if state.usage.calls:
         attributes |= {
             gen_ai.GEN_AI_USAGE_INPUT_TOKENS: state.usage.input_tokens,

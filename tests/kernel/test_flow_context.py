@@ -19,6 +19,7 @@ BODY_SURFACE = {
     "get_content",
     "next_step_id",
     "now",
+    "patched",
     "principal",
     "put_content",
     "random",

@@ -4,6 +4,7 @@ synchronously)."""
 
 from __future__ import annotations
 
+import dataclasses
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -355,6 +356,20 @@ def test_replay(ip: Any, capsys: pytest.CaptureFixture[str]) -> None:
     ip.run_line_magic("loom", f"replay {run.id}")
     out = capsys.readouterr().out.strip()
     assert out.startswith(f"loom_nb: replay of {run.id}: reproduced (") and "recorded completed" in out
+
+
+def test_check_lists_a_parked_run_an_unpatched_prompt_edit_would_break(ip: Any) -> None:
+    t, run = suspended_run(ip, "checked")
+    report = ip.run_line_magic("loom", "check")
+    assert report.ok and run.id in str(report)
+    t.agent.patch("fast", system="You tidy, fast.")  # a patch: the parked run keeps its prompt
+    assert ip.run_line_magic("loom", f"check {run.id}").ok
+    edited = TidyAgent("checked")  # the cell edited without a patch (the same name replaces the agent)
+    edited.agent.config = dataclasses.replace(edited.agent.config, system="Something else.")
+    edited.agent.register(loom.default_runtime())
+    report = ip.run_line_magic("loom", f"check {run.id}")
+    (c,) = report.diverging
+    assert c.execution_id == run.id and c.step == "#turn:0" and "system prompt changed" in str(report)
 
 
 def test_pending_with_the_agent_undefined_shows_which_flow_is_missing(

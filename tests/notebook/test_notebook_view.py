@@ -18,6 +18,7 @@ from loom_nb.notebook.cards import ApprovalCard, GateCard, InDoubtCard
 from loom_nb.notebook.run_view import RunView
 from loom_nb.notebook.throttle import Throttle
 from loom_nb.notebook.timeline import TimelineWidget, asset_dir, timeline
+from tests.agent.support import tidy_tools
 from tests.notebook.support import TidyAgent, last_tool_text, make_runtime
 
 GATE = "#turn:1:tool:0:approval"
@@ -353,3 +354,37 @@ async def test_timeline_follows_the_run() -> None:
     assert data["text/plain"] == text
     with pytest.raises(loom.UsageError, match="no execution 'nope'"):
         timeline("nope", runtime=rt)
+
+
+# -- sessions ------------------------------------------------------------------------------------
+async def test_a_session_run_shows_its_session_and_its_card_resumes_it() -> None:
+    deleted: list[str] = []
+    search, delete_file = tidy_tools(deleted)
+
+    def respond(request: ModelRequest) -> loom.ModelResponse:
+        if request.messages[-1].role == "user":  # each new message: delete one file (a gate)
+            return loom.ModelResponse.tool_calls([("delete_file", {"path": f"/tmp/{len(deleted)}"})])
+        return loom.ModelResponse.text(f"{sum(m.role == 'user' for m in request.messages)} message(s) done")
+
+    model = loom.ScriptedModel(respond)
+    agent = loom.Agent(model=model, tools=[search, delete_file], name="chat")
+    rt = make_runtime()
+    session = agent.session("t", runtime=rt)
+    views = []
+    for i, message in enumerate([TASK, "And the other folder?"]):
+        run = session.start(message)
+        view = RunView(run)  # watching live, before the run's first event commits
+        views.append(view)
+        await run.wait(until="paused")
+        label = f"session t, run {i}: " + ("continues session:chat:t:0" if i else "its first run")
+        assert label in html.unescape(view.session.value) and "loom-session" in view.session._dom_classes
+        assert view.text().splitlines()[1] == "  " + label
+        (card,) = view.cards.values()
+        card.approve.click()
+        assert (await run).output == f"{i + 1} message(s) done"
+        assert "completed" in view.status.value
+    assert deleted == ["/tmp/0", "/tmp/1"]
+    again = RunView(Run.attach(rt, "session:chat:t:1", agent=agent))  # read back from the journal
+    assert again.text().splitlines()[1] == "  session t, run 1: continues session:chat:t:0"
+    for v in [*views, again]:
+        v.close()

@@ -1,0 +1,184 @@
+"""``check``: would the code now loaded replay every unfinished execution as recorded?
+
+Runs parked for days meet edited code. Before anything resumes, ``Engine.check`` re-runs the body
+of every ``running`` or ``suspended`` execution purely from its log (no effect runs, nothing is
+written) and compares what it asks for with the record. An execution whose replay asks for the
+recorded steps, gates, decisions and values in order until the record is used up is fine (what
+comes after runs live); one that asks for something else first would diverge at that step. Flow
+layers add checks of their own through ``Engine.check_hooks`` (the agent compares the system prompt
+and the tool schemas a run recorded with the ones it would send now).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from loom_nb.errors import FlowNotFoundError, NonDeterminismError, ReplayDivergedError
+from loom_nb.kernel.context import ExecutionContext
+from loom_nb.kernel.gates import Suspend
+from loom_nb.kernel.history import History
+
+if TYPE_CHECKING:
+    from loom_nb.kernel.engine import Engine
+
+#: The fix ``check`` suggests for a flow whose code changed under a recorded run.
+PATCH_FIX = (
+    "put the change behind `if ctx.patched('<change>'):` (keep the old code in the else branch; an "
+    "agent: `agent.patch('<change>', ...)`) so recorded runs keep the old path and new runs take the "
+    "new one; or restore the old code; or fork the run before this step (or start a new one)"
+)
+
+
+@dataclass(frozen=True)
+class CheckFinding:
+    """One way an execution would not replay as recorded.
+
+    Attributes:
+        step: The step (gate, decision, value) where it would diverge, if known.
+        reason: What differs.
+        fix: What to do about it.
+    """
+
+    step: str | None
+    reason: str
+    fix: str = PATCH_FIX
+
+
+#: A flow layer's own check of one execution (``Engine.check_hooks[flow]``): its findings.
+CheckHook = Callable[[History], Sequence[CheckFinding]]
+
+
+@dataclass(frozen=True)
+class ExecutionCheck:
+    """The check of one unfinished execution against the code now loaded.
+
+    Attributes:
+        execution_id: The execution.
+        flow: Its flow.
+        status: ``running`` or ``suspended`` (as the journal has it).
+        findings: Every way it would not replay as recorded (empty: it resumes safely).
+    """
+
+    execution_id: str
+    flow: str
+    status: str
+    findings: tuple[CheckFinding, ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        """True when the execution would replay its record as recorded."""
+        return not self.findings
+
+    @property
+    def step(self) -> str | None:
+        """The first step where it would diverge (None when ok)."""
+        return next((f.step for f in self.findings if f.step), None)
+
+    def __str__(self) -> str:
+        if self.ok:
+            return f"{self.execution_id} ({self.flow}, {self.status}): ok"
+        lines = [f"{self.execution_id} ({self.flow}, {self.status}): would diverge"]
+        for f in self.findings:
+            where = f" at {f.step}" if f.step else ""
+            lines.append(f"  -{where}: {f.reason}\n    fix: {f.fix}")
+        return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class CheckReport:
+    """What ``Engine.check`` found, one ``ExecutionCheck`` per running or suspended execution.
+
+    Attributes:
+        executions: The checks, in the journal's order.
+    """
+
+    executions: tuple[ExecutionCheck, ...] = field(default=())
+
+    @property
+    def ok(self) -> bool:
+        """True when every execution would replay as recorded."""
+        return all(c.ok for c in self.executions)
+
+    @property
+    def diverging(self) -> list[ExecutionCheck]:
+        """The executions that would diverge."""
+        return [c for c in self.executions if not c.ok]
+
+    def __iter__(self) -> Iterator[ExecutionCheck]:
+        return iter(self.executions)
+
+    def __len__(self) -> int:
+        return len(self.executions)
+
+    def __str__(self) -> str:
+        if not self.executions:
+            return "no running or suspended execution to check"
+        head = (
+            f"{len(self.executions)} execution(s) checked: all replay as recorded"
+            if self.ok
+            else f"{len(self.executions)} execution(s) checked, {len(self.diverging)} would diverge"
+        )
+        return "\n".join([head, *(str(c) for c in self.executions)])
+
+    def _repr_pretty_(self, p: object, cycle: bool) -> None:
+        p.text(str(self))  # type: ignore[attr-defined]
+
+
+def _first_difference(asked: Sequence[tuple[str, str]], recorded: Sequence[tuple[str, str]]) -> int | None:
+    """The index where the replay's requests leave the record before using it up, else None."""
+    for i, item in enumerate(recorded):
+        if i >= len(asked) or asked[i] != item:
+            return i
+    return None
+
+
+async def check_execution(engine: Engine, history: History) -> ExecutionCheck:
+    """Replay one execution purely from its log with the code now loaded and say whether, and where,
+    it would diverge from its record."""
+    from loom_nb.kernel.engine import recorded_trace  # the engine imports this module
+
+    findings: list[CheckFinding] = []
+    try:
+        body = engine.flows.get(history.flow)
+    except FlowNotFoundError as exc:
+        findings.append(CheckFinding(None, str(exc), "define (or import) the flow, then check again"))
+        return ExecutionCheck(history.execution_id, history.flow, history.status, tuple(findings))
+    ctx = ExecutionContext(engine, history, pure=True)
+    error: BaseException | None = None
+    try:
+        await body(ctx, history.input)
+    except Suspend:
+        pass
+    except (ReplayDivergedError, NonDeterminismError) as exc:
+        error = exc
+    except Exception as exc:  # the body fails where the record went on: a divergence too
+        error = exc
+    recorded = recorded_trace(history)
+    at = _first_difference(ctx.trace, recorded)
+    if isinstance(error, NonDeterminismError):
+        findings.append(CheckFinding(ctx.trace[-1][1] if ctx.trace else None, str(error)))
+    elif at is not None:
+        step = recorded[at][1]
+        if at < len(ctx.trace):
+            kind, ident = ctx.trace[at]
+            reason = f"the code now asks for {kind} {ident!r} where the record holds {recorded[at][0]} {step!r}"
+        elif error is not None and not isinstance(error, ReplayDivergedError):
+            reason = f"the code now fails here with {type(error).__name__}: {error}"
+        else:
+            reason = "the code now ends before it reaches this recorded step"
+        findings.append(CheckFinding(step, reason))
+    hook = engine.check_hooks.get(history.flow)
+    if hook is not None:
+        findings.extend(hook(history))
+    return ExecutionCheck(history.execution_id, history.flow, history.status, tuple(findings))
+
+
+async def check_executions(engine: Engine, execution_ids: Sequence[str] | None = None) -> CheckReport:
+    """``Engine.check``: check every running or suspended execution (or the ones named)."""
+    if execution_ids is None:
+        ids = [r.execution_id for r in engine.journal.list_executions() if r.status in ("running", "suspended")]
+    else:
+        ids = list(execution_ids)
+    return CheckReport(tuple([await check_execution(engine, engine.history(eid)) for eid in ids]))
