@@ -96,14 +96,20 @@ def frames(runtime: Runtime | None = None) -> Any:
 
 
 def _batch_frame(batch: Batch) -> Any:
-    # Batch.frame()'s builder until loom_nb.analysis is imported (it registers its own): pandas is
-    # loaded only when a frame is asked for.
+    # Batch.frame()'s builder (and the text a script prints) until loom_nb.analysis is imported (it
+    # registers its own): pandas is loaded only when a frame is asked for.
     from loom_nb.analysis.batch import batch_frame
 
     return batch_frame(batch)
 
 
-set_frame_builder(_batch_frame)
+def _batch_text(batch: Batch) -> str:
+    from loom_nb.analysis.batch import batch_text
+
+    return batch_text(batch)
+
+
+set_frame_builder(_batch_frame, _batch_text)
 
 
 def timeline(execution_id: str, *, runtime: Runtime | None = None) -> Any:

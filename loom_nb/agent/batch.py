@@ -48,13 +48,15 @@ STATUSES: tuple[ItemStatus, ...] = ("queued", "running", "suspended", "completed
 BATCH_HOOKS: list[Callable[[Batch], None]] = []
 
 _frame_builder: Callable[[Batch], Any] | None = None
+_text_builder: Callable[[Batch], str] | None = None
 
 
-def set_frame_builder(builder: Callable[[Batch], Any] | None) -> None:
-    """Register what ``Batch.frame()`` calls (``loom_nb.analysis.batch.batch_frame``): the layer
-    above provides the DataFrame, this one never imports pandas."""
-    global _frame_builder
-    _frame_builder = builder
+def set_frame_builder(builder: Callable[[Batch], Any] | None, text: Callable[[Batch], str] | None = None) -> None:
+    """Register what ``Batch.frame()`` calls (``loom_nb.analysis.batch.batch_frame``) and what a
+    script prints after its progress line (``batch_text``): the layer above provides the DataFrame,
+    this one never imports pandas."""
+    global _frame_builder, _text_builder
+    _frame_builder, _text_builder = builder, text
 
 
 class Limiter:
@@ -353,7 +355,8 @@ class Batch:
                 tasks.append(outcome)
         return tasks
 
-    async def _drive_all(self) -> None:
+    async def drive(self) -> None:
+        """Drive every queued item (at most ``concurrency`` at once), then wait until none moves."""
         tasks = self._launch()
         if tasks:
             await asyncio.wait(tasks)
@@ -455,12 +458,12 @@ def map_agent(
     if in_running_loop():
         for hook in list(BATCH_HOOKS) if view else ():
             hook(batch)
-        batch.task = asyncio.ensure_future(batch._drive_all())
+        batch.task = asyncio.ensure_future(batch.drive())
         return batch
     reporter = TextProgress(batch) if progress else None
-    run_or_schedule(batch._drive_all())
+    run_or_schedule(batch.drive())
     if reporter is not None:
         reporter.finish()
-        if _frame_builder is not None:
-            print(batch.frame())
+        if _text_builder is not None:
+            print(_text_builder(batch))
     return batch

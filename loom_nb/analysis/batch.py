@@ -57,9 +57,13 @@ def batch_frame(batch: Batch) -> DataFrame:
                 "execution_id": item.execution_id,
             }
         )
-    if not rows:
-        return pd.DataFrame({c: pd.Series([], dtype=t) for c, t in BATCH_COLUMNS.items()})
-    return pd.DataFrame(rows, columns=list(BATCH_COLUMNS)).astype(BATCH_COLUMNS)
+    return pd.DataFrame({c: pd.Series([row[c] for row in rows], dtype=t) for c, t in BATCH_COLUMNS.items()})
 
 
-set_frame_builder(batch_frame)
+def batch_text(batch: Batch, *, max_rows: int = 60, max_colwidth: int = 40) -> str:
+    """``batch_frame(batch)`` as text for a terminal: every column, long cells and many rows cut."""
+    text: str = batch_frame(batch).to_string(max_rows=max_rows, max_colwidth=max_colwidth)
+    return text
+
+
+set_frame_builder(batch_frame, batch_text)

@@ -14,6 +14,7 @@ import sys
 from typing import Any
 
 from loom_nb.agent.agent import RUN_HOOKS, Run
+from loom_nb.agent.batch import BATCH_HOOKS
 from loom_nb.errors import LoomError
 from loom_nb.runtime import Runtime, default_runtime, set_default_runtime
 
@@ -116,6 +117,10 @@ def load_ipython_extension(ipython: Any) -> None:
     ipython.register_magics(LoomMagics(ipython))
     if show_run not in RUN_HOOKS:
         RUN_HOOKS.append(show_run)
+    from loom_nb.notebook.batch_view import show_batch
+
+    if show_batch not in BATCH_HOOKS:
+        BATCH_HOOKS.append(show_batch)
     existing = current_runtime()
     if existing is not None and existing is not _opened:
         print(f"loom_nb: using the default runtime already set, journal {existing.journal.location}")
@@ -134,6 +139,10 @@ def unload_ipython_extension(ipython: Any) -> None:
     global _opened
     while show_run in RUN_HOOKS:
         RUN_HOOKS.remove(show_run)
+    from loom_nb.notebook.batch_view import show_batch
+
+    while show_batch in BATCH_HOOKS:
+        BATCH_HOOKS.remove(show_batch)
     runtime, _opened = _opened, None
     if runtime is not None:
         if current_runtime() is runtime:
