@@ -436,8 +436,12 @@ def map_agent(
         rt = default_runtime()
     agent.register(rt)
     items: list[BatchItem] = []
-    for index, (value, eid) in enumerate(zip(values, _item_ids(agent.name, values, ids), strict=True)):
-        record = rt.journal.get_execution(eid)
+    item_ids = _item_ids(agent.name, values, ids)
+    # One query for what the journal holds (not one per item): a re-run batch reads it once.
+    wanted = set(item_ids)
+    known = {rec.execution_id: rec for rec in rt.journal.list_executions() if rec.execution_id in wanted}
+    for index, (value, eid) in enumerate(zip(values, item_ids, strict=True)):
+        record = known.get(eid)
         if record is not None and record.flow != agent.flow_name:
             raise UsageError(
                 f"execution {eid!r} already exists and runs flow {record.flow!r}, not {agent.flow_name!r}: "
