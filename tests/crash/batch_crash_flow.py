@@ -6,10 +6,11 @@ Usage::
 
 Maps an agent over ``INPUTS`` (concurrency 4) on a DuckDB FILE journal, as a script re-run after a
 crash would: the same call every time. Each input takes two model turns (each waiting 2 ms, so the
-items' runs interleave) around one idempotent ``lookup`` call. Every model and tool call appends ``<model|tool> <idempotency_key> <attempt>`` to
-the calls log (flushed and fsynced) when it is made. ``crash`` is ``none`` or N: the process dies
-(exit code 86) right after the commit that brings the events committed by this process to N or
-more. The result (each item's status and output, in input order) is printed as one JSON line.
+items' runs interleave) around one idempotent ``lookup`` call. Every model and tool call appends
+``<model|tool> <idempotency_key> <attempt>`` to the calls log (flushed and fsynced) when it is made.
+``crash`` is ``none`` or N: the process dies (exit code 86) right after the commit that brings the
+events committed by this process to N or more. The result (each item's status and output, in input
+order) is printed as one JSON line.
 """
 
 from __future__ import annotations
