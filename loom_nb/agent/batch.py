@@ -168,6 +168,7 @@ class Batch:
         self._counts: Counter[str] = Counter()
         self._listeners: list[Callable[[Batch, BatchItem], None]] = []
         self._changed: asyncio.Event | None = None
+        self._changed_loop: asyncio.AbstractEventLoop | None = None
         self._unsubscribes: list[Callable[[], None]] = []
         #: The task driving the batch in a running loop (None in a script, once it returned).
         self.task: asyncio.Future[None] | None = None
@@ -271,8 +272,9 @@ class Batch:
     async def wait(self, *, until: Literal["paused", "settled"] = "paused") -> Batch:
         """Wait until no item is queued or running (``paused``: some may wait at a gate) or until
         every item completed or failed (``settled``)."""
-        if self._changed is None:
-            self._changed = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        if self._changed is None or self._changed_loop is not loop:  # a script's next asyncio.run
+            self._changed, self._changed_loop = asyncio.Event(), loop
         for item in self.items:  # once: a finished task's callback may not have run yet
             if item.status in ("running", "queued"):
                 self._item_changed(item)
@@ -449,8 +451,8 @@ def map_agent(
             )
         live = rt.runs.get(eid)
         queued = False
-        if live is not None and live.status == "running" and rt.is_active(eid):
-            run = live  # this process drives it still (the cell ran again while the batch moves)
+        if live is not None and live.status == "running" and (live.limit is not None or rt.is_active(eid)):
+            run = live  # this process drives it, or an earlier batch will (the cell ran again meanwhile)
         elif record is not None and record.status != "running":
             run = Run.attach(rt, eid, agent=agent)  # finished or waiting at a gate: not run again
         else:

@@ -282,3 +282,34 @@ async def test_a_limiter_cancelled_while_waiting_leaves_no_unawaited_coroutine()
     gate.set()
     await first
     assert limiter.peak == 1 and limiter.active == 0
+
+
+def test_a_script_answers_and_waits_again_on_later_loops() -> None:
+    """Each ``approve_all`` in a script runs on an ``asyncio.run`` loop of its own."""
+    rt = make_runtime()
+
+    def respond(request: ModelRequest) -> ModelResponse:
+        user = next(m.text for m in request.messages if m.role == "user")
+        tools = [m for m in request.messages if m.role == "tool"]
+        if len(tools) < 2:
+            return ModelResponse.tool_calls([("act", {"what": f"{user} {len(tools)}"})])
+        return ModelResponse.text("two done")
+
+    agent = loom.Agent(model=loom.ScriptedModel(respond), tools=[act], name="twice", model_retry=None)
+    batch = agent.map(["a", "b"], runtime=rt, progress=False)
+    assert batch.waiting == 2
+    batch.approve_all()
+    assert batch.waiting == 2  # each run asked for a second call
+    batch.approve_all()
+    assert batch.done == 2 and [r.output for r in batch.results if r] == ["two done", "two done"]
+
+
+async def test_the_same_map_run_again_while_the_first_moves_shares_its_runs() -> None:
+    rt, meter = make_runtime(), Meter()
+    agent = make_agent(meter)
+    first = agent.map([f"q{i}" for i in range(6)], concurrency=2, runtime=rt, view=False)
+    second = agent.map([f"q{i}" for i in range(6)], concurrency=2, runtime=rt, view=False)
+    assert [i.run for i in second.items] == [i.run for i in first.items]
+    await first
+    await second
+    assert first.done == second.done == 6 and sorted(meter.calls) == [f"q{i}" for i in range(6)]
