@@ -44,9 +44,10 @@ from loom_nb.runtime import Runtime, default_runtime
 
 _UNSET: Any = object()
 
-#: Wraps the coroutine that drives a run (a start, a recovery, a resume) so that it waits for a slot
-#: first: how ``Agent.map`` bounds every run of a batch by its concurrency, answers included.
-Limit = Callable[[Coroutine[Any, Any, ExecutionResult]], Coroutine[Any, Any, ExecutionResult]]
+#: Given what makes the coroutine that drives a run (a start, a recovery, a resume), returns a
+#: coroutine that waits for a slot first and only then makes and awaits it: how ``Agent.map`` bounds
+#: every run of a batch by its concurrency, answers included.
+Limit = Callable[[Callable[[], Coroutine[Any, Any, ExecutionResult]]], Coroutine[Any, Any, ExecutionResult]]
 
 #: Called with every ``Run`` that ``Agent.start`` creates (the notebook layer shows its live view).
 #: Global because the notebook extension is loaded once per kernel process and shows every run
@@ -560,7 +561,8 @@ class Run:
         if self.status != "running":
             # The engine checks and records the answer here, so a wrong one raises at the call site
             # and the run stays suspended; only the driving on is scheduled.
-            return self.drive(self._bounded(self.runtime.proceed(self.runtime.answer(self.id, gate_id, payload))))
+            answer = self.runtime.answer(self.id, gate_id, payload)
+            return self.drive(self._bounded(lambda: self.runtime.proceed(answer)))
         previous = self._task
         if previous is None or not in_running_loop():
             raise UsageError(f"run {self.id} is still running; wait for it to reach the gate before resuming")
@@ -573,12 +575,14 @@ class Run:
             except LoomError as exc:
                 self._refused = exc
                 raise
-            return await self._bounded(self.runtime.proceed(answer))
+            return await self._bounded(lambda: self.runtime.proceed(answer))
 
         return self.drive(in_turn())
 
-    def _bounded(self, coro: Coroutine[Any, Any, ExecutionResult]) -> Coroutine[Any, Any, ExecutionResult]:
-        return coro if self.limit is None else self.limit(coro)
+    def _bounded(
+        self, make: Callable[[], Coroutine[Any, Any, ExecutionResult]]
+    ) -> Coroutine[Any, Any, ExecutionResult]:
+        return make() if self.limit is None else self.limit(make)
 
     async def wait(self, *, until: str = "settled") -> Run:
         """Wait until the run is ``settled`` (completed or failed) or ``paused`` (also suspended)."""

@@ -83,21 +83,20 @@ class Limiter:
             self._loop, self._semaphore = loop, asyncio.Semaphore(self.concurrency)
         return self._semaphore
 
-    def __call__(self, coro: Coroutine[Any, Any, ExecutionResult]) -> Coroutine[Any, Any, ExecutionResult]:
-        """``coro`` once a slot is free (a ``Run.limit``)."""
-        return self._bounded(coro)
+    def __call__(
+        self, make: Callable[[], Coroutine[Any, Any, ExecutionResult]]
+    ) -> Coroutine[Any, Any, ExecutionResult]:
+        """A coroutine that waits for a free slot, then makes ``make()`` and awaits it (a ``Run.limit``:
+        nothing is made while it waits, so a cancelled wait leaves no coroutine unawaited)."""
+        return self._bounded(make)
 
-    async def _bounded(self, coro: Coroutine[Any, Any, ExecutionResult]) -> ExecutionResult:
+    async def _bounded(self, make: Callable[[], Coroutine[Any, Any, ExecutionResult]]) -> ExecutionResult:
         slot = self._slot()
-        try:
-            await slot.acquire()
-        except BaseException:
-            coro.close()  # cancelled while waiting: it never ran
-            raise
+        await slot.acquire()
         self.active += 1
         self.peak = max(self.peak, self.active)
         try:
-            return await coro
+            return await make()
         finally:
             self.active -= 1
             slot.release()
@@ -329,6 +328,12 @@ class Batch:
         return run_or_schedule(in_a_loop())
 
     # -- driving --------------------------------------------------------------------------------
+    def _first_for(self, item: BatchItem) -> Callable[[], Coroutine[Any, Any, ExecutionResult]]:
+        def make() -> Coroutine[Any, Any, ExecutionResult]:
+            return self._first(item)
+
+        return make
+
     async def _first(self, item: BatchItem) -> ExecutionResult:
         # Holds a slot (the limiter): start the execution, or recover one a crash left running.
         item.started = True
@@ -350,7 +355,7 @@ class Batch:
             if item.started:
                 continue
             try:
-                outcome = item.run.drive(self.limiter(self._first(item)))
+                outcome = item.run.drive(self.limiter(self._first_for(item)))
             except Exception:  # drive recorded it on the run: this item failed, the others go on
                 continue
             if isinstance(outcome, asyncio.Future):

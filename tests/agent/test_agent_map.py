@@ -272,13 +272,17 @@ async def test_a_limiter_cancelled_while_waiting_leaves_no_unawaited_coroutine()
     async def hold() -> Any:
         await gate.wait()
 
-    first = asyncio.ensure_future(limiter(hold()))
+    first = asyncio.ensure_future(limiter(hold))
     await asyncio.sleep(0)
-    second = asyncio.ensure_future(limiter(hold()))
+    second = asyncio.ensure_future(limiter(hold))
     await asyncio.sleep(0)
     second.cancel()
     with pytest.raises(asyncio.CancelledError):
         await second
+    never_started = asyncio.ensure_future(limiter(hold))
+    never_started.cancel()  # before its first step: nothing was made, so nothing is left unawaited
+    with pytest.raises(asyncio.CancelledError):
+        await never_started
     gate.set()
     await first
     assert limiter.peak == 1 and limiter.active == 0
