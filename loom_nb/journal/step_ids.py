@@ -202,6 +202,15 @@ def batch_execution_id(agent_name: str, input: Any, occurrence: int = 1) -> str:
     return base if occurrence == 1 else f"{base}:{occurrence}"
 
 
+_BATCH_ID = re.compile(rf"{_BATCH_PREFIX}(.+):[0-9a-f]{{{BATCH_DIGEST_HEX}}}(?::\d+)?")
+
+
+def batch_agent_name(execution_id: str) -> str | None:
+    """The agent whose batch ``execution_id`` belongs to (an id ``batch_execution_id`` builds), else None."""
+    match = _BATCH_ID.fullmatch(execution_id)
+    return match.group(1) if match else None
+
+
 # -- the parser -----------------------------------------------------------------------------------
 @dataclass(frozen=True, slots=True)
 class StepId:

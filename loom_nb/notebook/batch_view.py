@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import html
 import logging
+from typing import Any
 
 import ipywidgets as widgets
 
@@ -21,7 +22,7 @@ from loom_nb.agent.batch import Batch, BatchItem
 from loom_nb.agent.config import APPROVAL_GATE
 from loom_nb.errors import LoomError
 from loom_nb.notebook.cards import GateCard, card_for
-from loom_nb.notebook.formatting import TextForm, html_widget
+from loom_nb.notebook.formatting import TextForm, html_widget, short_text
 from loom_nb.notebook.throttle import Throttle
 
 log = logging.getLogger("loom_nb")
@@ -66,6 +67,8 @@ class BatchView(TextForm, widgets.VBox):  # type: ignore[misc]
         self.gate_box = widgets.VBox()
         self.gate_box.add_class("loom-batch-gates")
         self.cards: dict[tuple[str, str], GateCard] = {}
+        self._boxes: dict[tuple[str, str], Any] = {}  # each card under a line naming its item
+        self._item_gates: dict[str, set[str]] = {}
         self._dirty: dict[str, BatchItem] = {}
         self.items_synced = 0
         self._throttle = Throttle(self._refresh, interval=interval)
@@ -126,20 +129,30 @@ class BatchView(TextForm, widgets.VBox):  # type: ignore[misc]
         for item in dirty.values():
             changed |= self._sync_cards(item)
         if changed:
-            self.gate_box.children = tuple(self.cards.values())
+            self.gate_box.children = tuple(self._boxes.values())
         waiting = any(card.gate.kind == APPROVAL_GATE and not card.decided for card in self.cards.values())
         self.approve_all.disabled = self.refuse_all.disabled = not waiting
 
     def _sync_cards(self, item: BatchItem) -> bool:
         open_gates = {g.gate_id: g for g in item.gates} if item.status == "suspended" else {}
+        shown = self._item_gates.setdefault(item.execution_id, set())
         changed = False
-        for key in [k for k in self.cards if k[0] == item.execution_id and k[1] not in open_gates]:
-            del self.cards[key]
+        for gate_id in [g for g in shown if g not in open_gates]:
+            shown.discard(gate_id)
+            del self.cards[(item.execution_id, gate_id)]
+            del self._boxes[(item.execution_id, gate_id)]
             changed = True
         for gate_id, gate in open_gates.items():
             key = (item.execution_id, gate_id)
             if key not in self.cards:
-                self.cards[key] = card_for(gate)
+                card = self.cards[key] = card_for(gate)
+                label = html_widget(
+                    "loom-batch-item",
+                    f"<b>item {item.index}</b> <code>{html.escape(item.execution_id)}</code>: "
+                    f"{html.escape(short_text(item.input, 100))}",
+                )
+                self._boxes[key] = widgets.VBox([label, card])
+                shown.add(gate_id)
                 changed = True
         return changed
 
@@ -159,7 +172,7 @@ class BatchView(TextForm, widgets.VBox):  # type: ignore[misc]
     def text(self) -> str:
         """The view as text: the counts line, then one line per open gate."""
         lines = [self.batch.progress_line()]
-        lines += [f"  {card.text()}" for card in self.cards.values()]
+        lines += [f"  item {eid}: {card.text()}" for (eid, _), card in self.cards.items()]
         return "\n".join(lines)
 
 

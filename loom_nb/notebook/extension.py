@@ -16,6 +16,7 @@ from typing import Any
 from loom_nb.agent.agent import RUN_HOOKS, Run
 from loom_nb.agent.batch import BATCH_HOOKS
 from loom_nb.errors import LoomError
+from loom_nb.journal import step_ids
 from loom_nb.runtime import Runtime, default_runtime, set_default_runtime
 
 log = logging.getLogger("loom_nb")
@@ -51,6 +52,12 @@ def crash_report(runtime: Runtime) -> list[str]:
             f"loom_nb: {len(running)} execution(s) left running by a crash or restart ({shown}): "
             "run %loom recover to finish them"
         )
+        batches = sorted({name for eid in running if (name := step_ids.batch_agent_name(eid)) is not None})
+        if batches:
+            lines.append(
+                f"loom_nb: some belong to batches of {', '.join(batches)} (agent.map): running their map "
+                "cell again finishes them too, at the batch's concurrency"
+            )
     gates = runtime.open_gates()
     if gates:
         executions = {g.execution_id for g in gates}

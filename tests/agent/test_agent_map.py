@@ -317,3 +317,11 @@ async def test_the_same_map_run_again_while_the_first_moves_shares_its_runs() ->
     await first
     await second
     assert first.done == second.done == 6 and sorted(meter.calls) == [f"q{i}" for i in range(6)]
+
+
+def test_a_batch_id_names_its_agent() -> None:
+    eid = step_ids.batch_execution_id("my:agent", {"ticket": 1})
+    assert step_ids.batch_agent_name(eid) == "my:agent"
+    assert step_ids.batch_agent_name(step_ids.batch_execution_id("a", "x", 3)) == "a"
+    assert step_ids.batch_agent_name("map:a:notahexdigest000") is None
+    assert step_ids.batch_agent_name("run-1") is None

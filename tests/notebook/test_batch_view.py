@@ -52,8 +52,14 @@ async def test_counts_bar_and_one_card_per_open_gate() -> None:
     assert view.progress.value == 2 and view.progress.max == 4 and view.progress.bar_style == "danger"
     assert batch.counts == {"queued": 0, "running": 0, "suspended": 2, "completed": 1, "failed": 1}
     assert "1/4 done, 1 failed, 2 waiting at a gate" in view.counts.value
-    assert len(view.gate_box.children) == 2 and all(isinstance(c, ApprovalCard) for c in view.gate_box.children)
-    assert view.text().splitlines()[1].strip().startswith("<Gate #turn:0:tool:0:approval: approve send(to='ann')?>")
+    assert len(view.gate_box.children) == 2 and all(isinstance(c, ApprovalCard) for c in view.cards.values())
+    label, card = view.gate_box.children[0].children
+    assert "item 0" in label.value and "send to ann" in label.value and card is next(iter(view.cards.values()))
+    ann = batch.items[0].execution_id
+    assert view.text().splitlines()[1] == (
+        f"  item {ann}: <Gate #turn:0:tool:0:approval: approve send(to='ann')?> -> "
+        f"%loom resume {ann} '#turn:0:tool:0:approval' --approve | --refuse [--reason R]"
+    )
     assert not view.approve_all.disabled
 
 
@@ -78,7 +84,7 @@ async def test_refuse_all_click_and_one_card_clicked_alone() -> None:
     batch = agent().map(["send to a", "send to b", "send to c"], runtime=rt, view=False)
     view = BatchView(batch)
     await settle(view)
-    first = view.gate_box.children[0]
+    first = next(iter(view.cards.values()))
     assert isinstance(first, ApprovalCard)
     first.approve.click()
     await asyncio.sleep(0)
@@ -119,3 +125,21 @@ async def test_the_hook_displays_a_view_in_a_running_loop() -> None:
         BATCH_HOOKS.remove(show_batch)
         runs.display = original  # type: ignore[assignment]
     assert len(shown) == 1 and isinstance(shown[0], BatchView) and batch.done == 1
+
+
+def test_the_crash_report_says_to_run_a_batch_again() -> None:
+    from loom_nb.journal import Event, EventKind, step_ids
+    from loom_nb.notebook.extension import crash_report
+
+    rt = make_runtime()
+    eid = step_ids.batch_execution_id("mailer", "plain")
+    started = {"flow": "agent:mailer", "input": "plain", "principal": {"name": "user", "scopes": []}}
+    rt.journal.append([Event(eid, 1, EventKind.EXECUTION_STARTED, None, 0.0, started)])
+    lines = crash_report(rt)
+    assert lines[0].startswith("loom_nb: 1 execution(s) left running by a crash or restart (map:mailer:")
+    assert lines[1] == (
+        "loom_nb: some belong to batches of mailer (agent.map): running their map cell again finishes them too, "
+        "at the batch's concurrency"
+    )
+    batch = agent().map(["plain"], runtime=rt, progress=False)
+    assert batch.items[0].resumed and batch.done == 1 and crash_report(rt) == []
