@@ -12,9 +12,12 @@ Each item is a short agent run: a model turn that calls one tool, then a model t
 
 For each, items/s at concurrency 1 and 16 (median of ``--runs`` runs, each on a fresh file) and
 their ratio, measured in the same run; then the cost of running the same ``map`` again over the
-finished batch (every item skipped: the resumability check).
+finished batch (every item skipped: the resumability check). Last, the batch view's cost: the same
+map of ``--view-items`` items (in-memory journal, 5 ms per model call, concurrency 16, inside a running
+loop as in a notebook)
+with and without a ``BatchView`` watching it, and how many refreshes and item updates the view made.
 
-Run: ``.venv/bin/python bench/batch.py [--runs 3] [--items 64]``
+Run: ``.venv/bin/python bench/batch.py [--runs 3] [--items 64] [--view-items 1000]``
 """
 
 from __future__ import annotations
@@ -70,10 +73,34 @@ def one(items: int, concurrency: int, latency: float, journal: str) -> tuple[flo
             rt.close()
 
 
+def with_view(items: int, view: bool) -> tuple[float, int, int]:
+    """Seconds for one map of ``items`` inside a running loop, and the view's refreshes and item updates."""
+    from loom_nb.notebook.batch_view import BatchView
+
+    async def body() -> tuple[float, int, int]:
+        rt = loom.Runtime.open(":memory:", flows=FlowRegistry())
+        try:
+            began = time.perf_counter()
+            inputs = [f"item {i}" for i in range(items)]
+            batch = build_agent(0.005).map(inputs, concurrency=16, runtime=rt, view=False)
+            watcher = BatchView(batch) if view else None
+            await batch
+            if watcher is not None:
+                watcher.flush()
+            took = time.perf_counter() - began
+            assert batch.done == items
+            return took, (watcher.refreshes if watcher else 0), (watcher.items_synced if watcher else 0)
+        finally:
+            rt.close()
+
+    return asyncio.run(body())
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--items", type=int, default=64)
+    parser.add_argument("--view-items", type=int, default=1000)
     args = parser.parse_args()
     print(f"agent.map: {args.items} items, 2 model turns + 1 tool call each, DuckDB, median of {args.runs}")
     print(
@@ -94,6 +121,14 @@ def main() -> None:
             f"{journal:>8} {latency * 1e3:>11.0f} ms {r1:>12.1f} {r16:>13.1f} {r16 / r1:>6.2f}x "
             f"{skip_ms:>14.3f} ms/item"
         )
+    plain = statistics.median(with_view(args.view_items, False)[0] for _ in range(args.runs))
+    runs = [with_view(args.view_items, True) for _ in range(args.runs)]
+    viewed = statistics.median(r[0] for r in runs)
+    print(
+        f"batch view, {args.view_items} items (memory, 5 ms model latency, c=16): {plain:.2f} s without a view, "
+        f"{viewed:.2f} s with one ({viewed / plain:.2f}x); refreshes {[r[1] for r in runs]}, "
+        f"item updates {[r[2] for r in runs]}"
+    )
 
 
 if __name__ == "__main__":
