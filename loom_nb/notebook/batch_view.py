@@ -39,7 +39,7 @@ class BatchView(TextForm, widgets.VBox):  # type: ignore[misc]
         batch: The batch.
         progress: The bar (done + failed out of all items).
         counts: The counts line.
-        cards: The card of every open gate, by ``(execution id, gate id)``.
+        cards: The card of every open gate, by ``(execution id, gate id)``, in input order.
         approve_all: The Approve all button; ``refuse_all`` the Refuse all one; ``reason`` their reason box.
         message: The line under the buttons (what the last click did, or why it was refused).
         refreshes: How many refreshes ran (the throttle's count).
@@ -69,6 +69,7 @@ class BatchView(TextForm, widgets.VBox):  # type: ignore[misc]
         self.cards: dict[tuple[str, str], GateCard] = {}
         self._boxes: dict[tuple[str, str], Any] = {}  # each card under a line naming its item
         self._item_gates: dict[str, set[str]] = {}
+        self._index: dict[str, int] = {}
         self._dirty: dict[str, BatchItem] = {}
         self.items_synced = 0
         self._throttle = Throttle(self._refresh, interval=interval)
@@ -128,14 +129,17 @@ class BatchView(TextForm, widgets.VBox):  # type: ignore[misc]
         changed = False
         for item in dirty.values():
             changed |= self._sync_cards(item)
-        if changed:
-            self.gate_box.children = tuple(self._boxes.values())
+        if changed:  # cards in input order, whatever order the items reached their gates in
+            order = sorted(self.cards, key=lambda key: (self._index[key[0]], key[1]))
+            self.cards = {key: self.cards[key] for key in order}
+            self.gate_box.children = tuple(self._boxes[key] for key in order)
         waiting = any(card.gate.kind == APPROVAL_GATE and not card.decided for card in self.cards.values())
         self.approve_all.disabled = self.refuse_all.disabled = not waiting
 
     def _sync_cards(self, item: BatchItem) -> bool:
         open_gates = {g.gate_id: g for g in item.gates} if item.status == "suspended" else {}
         shown = self._item_gates.setdefault(item.execution_id, set())
+        self._index[item.execution_id] = item.index
         changed = False
         for gate_id in [g for g in shown if g not in open_gates]:
             shown.discard(gate_id)
