@@ -18,6 +18,8 @@ from loom_nb.agent import (
     AgentConfig,
     AgentResult,
     ApprovalDecision,
+    Batch,
+    BatchItem,
     Compaction,
     Gate,
     Routes,
@@ -32,6 +34,7 @@ from loom_nb.agent import (
     rebuild_requests,
     summarizer_effect,
 )
+from loom_nb.agent.batch import set_frame_builder
 from loom_nb.agent.step import agent_step
 from loom_nb.effects import ClaimCheck, EffectContext, Principal, Quota, RetryPolicy, Tool, tool
 from loom_nb.effects.mcp import mcp_tools
@@ -92,6 +95,23 @@ def frames(runtime: Runtime | None = None) -> Any:
     return _frames(runtime)
 
 
+def _batch_frame(batch: Batch) -> Any:
+    # Batch.frame()'s builder (and the text a script prints) until loom_nb.analysis is imported (it
+    # registers its own): pandas is loaded only when a frame is asked for.
+    from loom_nb.analysis.batch import batch_frame
+
+    return batch_frame(batch)
+
+
+def _batch_text(batch: Batch) -> str:
+    from loom_nb.analysis.batch import batch_text
+
+    return batch_text(batch)
+
+
+set_frame_builder(_batch_frame, _batch_text)
+
+
 def timeline(execution_id: str, *, runtime: Runtime | None = None) -> Any:
     """A live step timeline widget for one execution (in a notebook)."""
     from loom_nb.notebook.timeline import timeline as _timeline
@@ -119,6 +139,8 @@ __all__ = [
     "AgentResult",
     "AnthropicMessages",
     "ApprovalDecision",
+    "Batch",
+    "BatchItem",
     "CheckReport",
     "ClaimCheck",
     "ClaimCheckError",

@@ -179,6 +179,8 @@ EXPECTED_ALL = sorted(
         "AgentResult",
         "AnthropicMessages",
         "ApprovalDecision",
+        "Batch",
+        "BatchItem",
         "CheckReport",
         "ClaimCheck",
         "ClaimCheckError",
@@ -314,6 +316,7 @@ def test_every_bench_script_imports(script: str) -> None:
 
 # -- loom_nb.analysis: the one other public surface pinned (here, beside loom_nb's) -----------------
 EXPECTED_ANALYSIS_ALL = [
+    "BATCH_COLUMNS",
     "COLUMNS",
     "DIFF_COLUMNS",
     "REPLAY_COLUMNS",
@@ -321,6 +324,7 @@ EXPECTED_ANALYSIS_ALL = [
     "ExecutionDiff",
     "Frames",
     "PolicyEstimate",
+    "batch_frame",
     "create_views",
     "diff",
     "effective_sample_size",

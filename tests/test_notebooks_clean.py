@@ -50,13 +50,15 @@ def all_text(nb: Any) -> str:
 
 def test_the_tutorials_are_there() -> None:
     names = [p.name for p in TUTORIALS]
-    assert names[:6] == [
+    assert names[:8] == [
         "01-quickstart.ipynb",
         "02-approval-gates.ipynb",
         "03-crash-and-recovery.ipynb",
         "04-decisions-and-replay.ipynb",
         "05-long-conversations.ipynb",
         "06-real-models.ipynb",
+        "07-mcp-and-traces.ipynb",
+        "08-batch-runs.ipynb",
     ]
     assert "10-sessions-and-versioned-flows.ipynb" in names
 

@@ -1,6 +1,7 @@
 """The durable agent loop (its rules: ``docs/design.md``, section 6) and its friendly facade."""
 
 from loom_nb.agent.agent import Agent, Gate, Run
+from loom_nb.agent.batch import Batch, BatchItem
 from loom_nb.agent.chunking import DeltaChunker, chunk_deltas
 from loom_nb.agent.config import (
     APPROVAL_GATE,
@@ -23,6 +24,8 @@ __all__ = [
     "AgentConfig",
     "AgentResult",
     "ApprovalDecision",
+    "Batch",
+    "BatchItem",
     "Compaction",
     "DeltaChunker",
     "Gate",

@@ -10,9 +10,10 @@ script (no loop) ``start`` runs until the run completes, fails or waits at a gat
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Coroutine, Generator, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Generator, Iterable, Mapping, Sequence
 from typing import Any, Unpack
 
+from loom_nb.agent.batch import Batch, map_agent
 from loom_nb.agent.config import (
     APPROVAL_GATE,
     DEFAULT_WARN_BYTES,
@@ -42,6 +43,11 @@ from loom_nb.providers.base import ModelProvider
 from loom_nb.runtime import Runtime, default_runtime
 
 _UNSET: Any = object()
+
+#: Given what makes the coroutine that drives a run (a start, a recovery, a resume), returns a
+#: coroutine that waits for a slot first and only then makes and awaits it: how ``Agent.map`` bounds
+#: every run of a batch by its concurrency, answers included.
+Limit = Callable[[Callable[[], Coroutine[Any, Any, ExecutionResult]]], Coroutine[Any, Any, ExecutionResult]]
 
 #: Called with every ``Run`` that ``Agent.start`` creates (the notebook layer shows its live view).
 #: Global because the notebook extension is loaded once per kernel process and shows every run
@@ -251,6 +257,36 @@ class Agent:
         must come from elsewhere)."""
         return await self.start(input, runtime=runtime, execution_id=execution_id, session=session)
 
+    def map(
+        self,
+        inputs: Iterable[Any],
+        concurrency: int = 16,
+        ids: Sequence[str] | None = None,
+        *,
+        runtime: Runtime | None = None,
+        view: bool = True,
+        progress: bool = True,
+    ) -> Batch:
+        """Run this agent on many inputs, at most ``concurrency`` runs moving at once, and return
+        the ``Batch``.
+
+        Each input is its own execution, ``map:<name>:<16 hex of the input's digest>`` unless
+        ``ids`` (one per input) are given. Resumable: the same call again (after a crash or a
+        kernel restart) skips the items the journal holds finished or waiting at a gate, recovers
+        those a crash left running, and starts the rest. A failed item never stops the others;
+        resumes after a gate's answer wait for a slot too.
+
+        In a notebook this returns at once (a progress bar and every open gate in one view, with
+        Approve all / Refuse all, when the extension is loaded; ``view=False``: none). In a script
+        it returns when no item moves, after printing a progress line and the results' DataFrame
+        (``progress=False``: silent). ``batch.frame()`` gives the DataFrame.
+
+        Raises:
+            UsageError: ``concurrency`` below 1, ``ids`` not one distinct id per input, or an id
+                whose execution runs another flow.
+        """
+        return map_agent(self, inputs, concurrency=concurrency, ids=ids, runtime=runtime, view=view, progress=progress)
+
     def attach(self, execution_id: str, *, runtime: Runtime | None = None) -> Run:
         """The ``Run`` of an existing execution (e.g. after a kernel restart)."""
         rt = runtime or default_runtime()
@@ -384,6 +420,9 @@ class Run:
         self._gates: dict[str, Gate] = {}
         self._changed: asyncio.Event | None = None
         self._listeners: list[Callable[[Run], None]] = []
+        #: Bounds the driving of this run (set by ``Agent.map``: the batch's concurrency); every
+        #: resume waits for a slot too. None: unbounded.
+        self.limit: Limit | None = None
         #: The last queued answer (given while the run moved) that the engine refused when its turn
         #: came; nothing was recorded and the run did not change. Answers given to a run that waits
         #: at its gates are refused at the call site instead.
@@ -444,9 +483,16 @@ class Run:
             return self._error
         return self._state.exception() if self._state is not None and self._state.status == "failed" else None
 
-    def on_change(self, listener: Callable[[Run], None]) -> None:
-        """Call ``listener(run)`` whenever the status or the open gates change."""
+    def on_change(self, listener: Callable[[Run], None]) -> Callable[[], None]:
+        """Call ``listener(run)`` whenever the status or the open gates change; returns a function
+        that stops it (calling it twice is harmless)."""
         self._listeners.append(listener)
+
+        def unsubscribe() -> None:
+            if listener in self._listeners:
+                self._listeners.remove(listener)
+
+        return unsubscribe
 
     def _set_state(self, state: ExecutionResult) -> None:
         self._state = state
@@ -515,7 +561,8 @@ class Run:
         if self.status != "running":
             # The engine checks and records the answer here, so a wrong one raises at the call site
             # and the run stays suspended; only the driving on is scheduled.
-            return self.drive(self.runtime.proceed(self.runtime.answer(self.id, gate_id, payload)))
+            answer = self.runtime.answer(self.id, gate_id, payload)
+            return self.drive(self._bounded(lambda: self.runtime.proceed(answer)))
         previous = self._task
         if previous is None or not in_running_loop():
             raise UsageError(f"run {self.id} is still running; wait for it to reach the gate before resuming")
@@ -528,9 +575,14 @@ class Run:
             except LoomError as exc:
                 self._refused = exc
                 raise
-            return await self.runtime.proceed(answer)
+            return await self._bounded(lambda: self.runtime.proceed(answer))
 
         return self.drive(in_turn())
+
+    def _bounded(
+        self, make: Callable[[], Coroutine[Any, Any, ExecutionResult]]
+    ) -> Coroutine[Any, Any, ExecutionResult]:
+        return make() if self.limit is None else self.limit(make)
 
     async def wait(self, *, until: str = "settled") -> Run:
         """Wait until the run is ``settled`` (completed or failed) or ``paused`` (also suspended)."""

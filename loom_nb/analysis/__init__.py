@@ -10,6 +10,7 @@ This layer may import the journal, kernel, effects and agent layers, pandas and 
 matplotlib; never IPython, ipywidgets or ``loom_nb.notebook``.
 """
 
+from loom_nb.analysis.batch import BATCH_COLUMNS, batch_frame
 from loom_nb.analysis.frames import (
     DIFF_COLUMNS,
     REPLAY_COLUMNS,
@@ -31,6 +32,7 @@ from loom_nb.analysis.plots import plot_log_growth, plot_timeline, plot_usage
 from loom_nb.analysis.sql_views import COLUMNS, create_views
 
 __all__ = [
+    "BATCH_COLUMNS",
     "COLUMNS",
     "DIFF_COLUMNS",
     "REPLAY_COLUMNS",
@@ -38,6 +40,7 @@ __all__ = [
     "ExecutionDiff",
     "Frames",
     "PolicyEstimate",
+    "batch_frame",
     "create_views",
     "diff",
     "effective_sample_size",

@@ -18,6 +18,8 @@ construction. The grammar (``docs/design.md``, "Step ids")::
     #turn:<i>:route:elevate:<k>       the k-th elevation decision of turn i
 
 Effect ids: ``tools.<name>``, ``model.<agent name>``, ``agent_step.<name>``; flows ``agent:<name>``.
+Execution ids of a batch (``Agent.map``): ``map:<agent name>:<16 hex>``, the hex being the first 16
+digits of the input's canonical digest, with ``:<k>`` added for the k-th (k >= 2) equal input.
 Changing any of these strings changes what journals hold: do it only with a migration.
 """
 
@@ -25,7 +27,9 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Final, Literal
+from typing import Any, Final, Literal
+
+from loom_nb.journal.canonical import digest_value
 
 #: Gate kind of a tool call's approval.
 APPROVAL_GATE: Final = "AgentToolApproval"
@@ -56,6 +60,9 @@ _TOOL_EFFECT_PREFIX: Final = "tools."
 _MODEL_EFFECT_PREFIX: Final = "model."
 _AGENT_STEP_EFFECT_PREFIX: Final = "agent_step."
 _AGENT_FLOW_PREFIX: Final = "agent:"
+_BATCH_PREFIX: Final = "map:"
+#: How many hex digits of the input's digest a batch execution id keeps (64 bits).
+BATCH_DIGEST_HEX: Final = 16
 _IN_DOUBT_SUFFIX: Final = ":in_doubt"
 _IN_DOUBT_AGAIN: Final = re.compile(r"(.+):in_doubt:(\d+)")
 _APPROVAL_SUFFIX: Final = ":approval"
@@ -179,6 +186,29 @@ def agent_step_effect_id(name: str) -> str:
 def agent_flow_name(agent_name: str) -> str:
     """The flow an agent registers: ``agent:<name>``."""
     return _AGENT_FLOW_PREFIX + agent_name
+
+
+def batch_execution_id(agent_name: str, input: Any, occurrence: int = 1) -> str:
+    """The execution id ``Agent.map`` derives for one input: ``map:<agent name>:<16 hex>``.
+
+    The hex is the start of the input's canonical digest (``digest_value``), so the same input gives
+    the same id in any process: a re-run batch finds the executions it already made. The k-th
+    (``occurrence`` >= 2) equal input of one batch gets ``map:<agent name>:<16 hex>:<k>``.
+    """
+    if occurrence < 1:
+        raise ValueError(f"occurrence counts from 1, not {occurrence}")
+    hex_digits = digest_value(input).removeprefix("sha256:")[:BATCH_DIGEST_HEX]
+    base = f"{_BATCH_PREFIX}{agent_name}:{hex_digits}"
+    return base if occurrence == 1 else f"{base}:{occurrence}"
+
+
+_BATCH_ID = re.compile(rf"{_BATCH_PREFIX}(.+):[0-9a-f]{{{BATCH_DIGEST_HEX}}}(?::\d+)?")
+
+
+def batch_agent_name(execution_id: str) -> str | None:
+    """The agent whose batch ``execution_id`` belongs to (an id ``batch_execution_id`` builds), else None."""
+    match = _BATCH_ID.fullmatch(execution_id)
+    return match.group(1) if match else None
 
 
 # -- the parser -----------------------------------------------------------------------------------

@@ -433,8 +433,12 @@ class Engine:
         finally:
             self._active.discard(h.execution_id)  # the reservation ``answer`` made, whatever happened
 
-    async def recover(self) -> list[ExecutionResult]:
+    async def recover(self, *, execution_ids: Iterable[str] | None = None) -> list[ExecutionResult]:
         """Run on every execution a crash left ``running`` (not those this process is running).
+
+        With ``execution_ids``, only those of them (``Agent.map`` drives each item of a batch on its
+        own this way); an id that is not ``running`` in the journal, or that this process is running,
+        is left alone and not in the results.
 
         A step cut in flight is re-invoked when its effect is idempotent (same idempotency key);
         otherwise it is recorded in doubt and the execution parks on an ``InDoubt`` gate.
@@ -446,12 +450,20 @@ class Engine:
         execution recorded so far stays; ``recover()`` again once the journal is writable).
         """
         results: list[ExecutionResult] = []
-        for rec in self.journal.list_executions("running"):
+        if execution_ids is None:
+            records = self.journal.list_executions("running")
+        else:
+            found = (self.journal.get_execution(eid) for eid in dict.fromkeys(execution_ids))
+            records = [rec for rec in found if rec is not None and rec.status == "running"]
+        for rec in records:
             if rec.execution_id in self._active:
                 continue
             async with self._lock(rec.execution_id):
                 try:
-                    results.append(await self._drive(self.history(rec.execution_id)))
+                    history = self.history(rec.execution_id)
+                    if history.status != "running" or rec.execution_id in self._active:
+                        continue  # another task drove it on while this one waited for its lock
+                    results.append(await self._drive(history))
                 except JournalWriteError:
                     raise  # the journal is failing, not this execution: stop rather than fail them all
                 except Exception as exc:

@@ -14,7 +14,9 @@ import sys
 from typing import Any
 
 from loom_nb.agent.agent import RUN_HOOKS, Run
+from loom_nb.agent.batch import BATCH_HOOKS
 from loom_nb.errors import LoomError
+from loom_nb.journal import step_ids
 from loom_nb.runtime import Runtime, default_runtime, set_default_runtime
 
 log = logging.getLogger("loom_nb")
@@ -50,6 +52,12 @@ def crash_report(runtime: Runtime) -> list[str]:
             f"loom_nb: {len(running)} execution(s) left running by a crash or restart ({shown}): "
             "run %loom recover to finish them"
         )
+        batches = sorted({name for eid in running if (name := step_ids.batch_agent_name(eid)) is not None})
+        if batches:
+            lines.append(
+                f"loom_nb: some belong to batches of {', '.join(batches)} (agent.map): running their map "
+                "cell again finishes them too, at the batch's concurrency"
+            )
     gates = runtime.open_gates()
     if gates:
         executions = {g.execution_id for g in gates}
@@ -116,6 +124,10 @@ def load_ipython_extension(ipython: Any) -> None:
     ipython.register_magics(LoomMagics(ipython))
     if show_run not in RUN_HOOKS:
         RUN_HOOKS.append(show_run)
+    from loom_nb.notebook.batch_view import show_batch
+
+    if show_batch not in BATCH_HOOKS:
+        BATCH_HOOKS.append(show_batch)
     existing = current_runtime()
     if existing is not None and existing is not _opened:
         print(f"loom_nb: using the default runtime already set, journal {existing.journal.location}")
@@ -134,6 +146,10 @@ def unload_ipython_extension(ipython: Any) -> None:
     global _opened
     while show_run in RUN_HOOKS:
         RUN_HOOKS.remove(show_run)
+    from loom_nb.notebook.batch_view import show_batch
+
+    while show_batch in BATCH_HOOKS:
+        BATCH_HOOKS.remove(show_batch)
     runtime, _opened = _opened, None
     if runtime is not None:
         if current_runtime() is runtime:

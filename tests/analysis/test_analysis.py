@@ -618,7 +618,7 @@ async def test_pinned_columns_and_dtypes(kind: str) -> None:
 
 def documented_columns() -> dict[str, dict[str, str]]:
     """The ``| `column` | `dtype` |`` rows under each ``### `view` `` heading of docs/analysis.md,
-    plus the transcript table."""
+    plus the transcript and batch-frame tables."""
     text = (ROOT / "docs" / "analysis.md").read_text()
     out: dict[str, dict[str, str]] = {}
     current: str | None = None
@@ -632,6 +632,10 @@ def documented_columns() -> dict[str, dict[str, str]]:
             current = "transcript"
             out[current] = {}
             continue
+        if line.startswith("`batch.frame()`"):
+            current = "batch"
+            out[current] = {}
+            continue
         if line.startswith("## "):
             current = None
         row = re.match(r"^\| `(\w+)` \| `([\w\[\]]+)` \|", line)
@@ -641,7 +645,9 @@ def documented_columns() -> dict[str, dict[str, str]]:
 
 
 def test_docs_table_matches_the_frames() -> None:
-    assert documented_columns() == EXPECTED
+    documented = documented_columns()
+    assert documented.pop("batch") == analysis.BATCH_COLUMNS  # the batch frame's table (agent.map)
+    assert documented == EXPECTED
 
 
 async def test_views_leave_the_journal_schema_alone(tmp_path: Path) -> None:

@@ -120,3 +120,46 @@ def test_clicking_the_card_in_jupyterlab_resumes_the_run(
         assert shot.stat().st_size > 10_000
     finally:
         page.close()
+
+
+def test_the_batch_view_in_jupyterlab_one_card_then_approve_all(
+    lab: tuple[str, Path], browser: Any, tmp_path: Path
+) -> None:
+    """``agent.map`` in JupyterLab: the batch view counts the items and shows a card per open gate;
+    a card's Approve finishes its item, then Approve all finishes the rest."""
+    from playwright.sync_api import expect
+
+    url, root = lab
+    cells = [
+        f"import os\nos.environ['LOOM_JOURNAL'] = {str(tmp_path / 'batch.duckdb')!r}\n%load_ext loom_nb",
+        AGENT_CELL,
+        "batch = agent.map(['one', 'two', 'three'], concurrency=2)",
+    ]
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(nb, root / "batch.ipynb")
+    page = browser.new_page(viewport={"width": 1300, "height": 1400})
+    try:
+        page.goto(f"{url}/lab/tree/batch.ipynb?reset")
+        page.wait_for_selector(".jp-NotebookPanel .jp-Cell", timeout=60_000)
+        page.wait_for_selector("#jp-main-statusbar >> text=/Idle/", timeout=60_000)
+        page.click("#jp-MainMenu .lm-MenuBar-item:has-text('Run')")
+        page.click("#jp-mainmenu-run li[data-command='runmenu:run-all']")
+        counts = page.locator(".loom-batch-counts")
+        expect(counts).to_contain_text("0/3 done, 0 failed, 3 waiting at a gate", timeout=60_000)
+        cards = page.locator(".loom-batch .loom-card")
+        expect(cards).to_have_count(3)
+        expect(page.locator(".loom-batch-item").first).to_contain_text("item 0")
+        page.screenshot(path=str(tmp_path / "batch-gates.png"), full_page=True)
+        cards.first.locator(".loom-approve").click()
+        expect(counts).to_contain_text("1/3 done, 0 failed, 2 waiting at a gate", timeout=30_000)
+        expect(cards).to_have_count(2)
+        page.locator(".loom-approve-all").click()
+        expect(counts).to_contain_text("3/3 done, 0 failed, 0 waiting at a gate", timeout=30_000)
+        expect(cards).to_have_count(0)
+        expect(page.locator(".loom-approve-all")).to_be_disabled()
+        shot = tmp_path / "batch.png"
+        page.screenshot(path=str(shot), full_page=True)
+        assert shot.stat().st_size > 10_000
+    finally:
+        page.close()

@@ -72,3 +72,35 @@ def test_click_resumes_the_run_in_a_real_kernel_and_after_a_restart(tmp_path: Pa
             "resolved": [{"approved": True, "reason": None}],
         }
         assert "0 open gate(s)" in k.stdout("%loom status")
+
+
+def test_approve_all_clicked_in_a_real_kernel_finishes_the_batch(tmp_path: Path) -> None:
+    """``agent.map`` in a real kernel shows the batch view; a click on Approve all (the comm message a
+    browser sends) answers every gate of the batch, and the runs finish; after a kernel restart the
+    same cells run nothing again."""
+    journal = tmp_path / "batch.duckdb"
+    with KernelSession(tmp_path) as k:
+        k.stdout(load_cell(journal))
+        k.run(AGENT_CELL)
+        outputs = k.run("batch = agent.map(['one', 'two', 'three'], concurrency=2)")
+        assert len(k.widget_models(outputs)) == 1  # the batch view, displayed by the batch hook
+        assert outputs[0]["data"]["text/plain"] == (
+            "batch agent:tidy: 0/3 done, 0 failed, 0 waiting at a gate, 0 running, 3 queued"
+        )
+        # the view refreshes at most every 0.1 s: give its trailing refresh time to run
+        assert k.stdout("import asyncio\nawait batch\nawait asyncio.sleep(0.3)\nprint(batch)").strip() == (
+            "<Batch agent:tidy: 0/3 done, 0 failed, 3 waiting at a gate>"
+        )
+        (approve_all,) = kernel_button_ids(k, "loom-approve-all")
+        k.click(approve_all)
+        report = k.stdout("await batch.wait(until='settled')\nprint(batch)\nprint(len(deleted))")
+        assert report.strip().splitlines() == ["<Batch agent:tidy: 3/3 done, 0 failed, 0 waiting at a gate>", "3"]
+
+        # after a kernel restart the same cells find the batch finished: nothing runs again
+        k.restart()
+        k.stdout(load_cell(journal))
+        k.run(AGENT_CELL)
+        outputs = k.run("batch = agent.map(['one', 'two', 'three'], concurrency=2)")
+        assert outputs[0]["data"]["text/plain"] == "batch agent:tidy: 3/3 done, 0 failed, 0 waiting at a gate"
+        report = k.stdout("await batch\nprint(sum(i.resumed for i in batch.items), len(deleted))")
+        assert report.strip() == "3 0"

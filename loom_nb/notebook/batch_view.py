@@ -1,0 +1,190 @@
+"""``BatchView``: one view of a whole ``Agent.map`` batch: a progress bar with done / failed /
+waiting-at-a-gate counts, and one card for every open gate of the batch, with Approve all / Refuse
+all (``Batch.approve_all`` / ``refuse_all``) beside them.
+
+It watches the batch through ``Batch.on_change``: a change marks its item dirty and asks a
+``Throttle`` for a refresh, and a refresh touches only the dirty items' cards (the counts are kept
+by the batch, item by item). So a batch of n items costs O(n) updates in all, and the browser hears
+at most one refresh per interval, however fast the items move. The cards are the gate cards of the
+live run view (``cards.card_for``): a click calls the same public ``Gate`` methods code calls, and
+the resume waits for a slot of the batch's concurrency like any other.
+"""
+
+from __future__ import annotations
+
+import html
+import logging
+from typing import Any
+
+import ipywidgets as widgets
+
+from loom_nb.agent.batch import Batch, BatchItem
+from loom_nb.agent.config import APPROVAL_GATE
+from loom_nb.errors import LoomError
+from loom_nb.notebook.cards import GateCard, card_for
+from loom_nb.notebook.formatting import TextForm, html_widget, short_text
+from loom_nb.notebook.throttle import Throttle
+
+log = logging.getLogger("loom_nb")
+
+
+class BatchView(TextForm, widgets.VBox):  # type: ignore[misc]
+    """The live view of a batch.
+
+    Args:
+        batch: The batch.
+        interval: The least time between two refreshes, in seconds.
+
+    Attributes:
+        batch: The batch.
+        progress: The bar (done + failed out of all items).
+        counts: The counts line.
+        cards: The card of every open gate, by ``(execution id, gate id)``, in input order.
+        approve_all: The Approve all button; ``refuse_all`` the Refuse all one; ``reason`` their reason box.
+        message: The line under the buttons (what the last click did, or why it was refused).
+        refreshes: How many refreshes ran (the throttle's count).
+        items_synced: How many item updates the refreshes made (each changed item once per refresh).
+    """
+
+    def __init__(self, batch: Batch, *, interval: float = 0.1) -> None:
+        self.batch = batch
+        n = len(batch.items)
+        self.title = html_widget(
+            "loom-batch-title", f"<b>loom batch</b> <code>{html.escape(batch.agent.flow_name)}</code>: {n} item(s)"
+        )
+        self.progress = widgets.IntProgress(value=0, min=0, max=max(n, 1), bar_style="info")
+        self.progress.add_class("loom-batch-progress")
+        self.counts = html_widget("loom-batch-counts")
+        self.reason = widgets.Text(placeholder="reason (optional)")
+        self.reason.add_class("loom-batch-reason")
+        self.approve_all = widgets.Button(description="Approve all", button_style="success", icon="check")
+        self.approve_all.add_class("loom-approve-all")
+        self.refuse_all = widgets.Button(description="Refuse all", button_style="danger", icon="times")
+        self.refuse_all.add_class("loom-refuse-all")
+        self.approve_all.on_click(lambda _: self._answer_all(approve=True))
+        self.refuse_all.on_click(lambda _: self._answer_all(approve=False))
+        self.message = html_widget("loom-batch-message")
+        self.gate_box = widgets.VBox()
+        self.gate_box.add_class("loom-batch-gates")
+        self.cards: dict[tuple[str, str], GateCard] = {}
+        self._boxes: dict[tuple[str, str], Any] = {}  # each card under a line naming its item
+        self._item_gates: dict[str, set[str]] = {}
+        self._index: dict[str, int] = {}
+        self._dirty: dict[str, BatchItem] = {}
+        self.items_synced = 0
+        self._throttle = Throttle(self._refresh, interval=interval)
+        super().__init__(
+            children=[
+                self.title,
+                self.progress,
+                self.counts,
+                widgets.HBox([self.approve_all, self.refuse_all, self.reason]),
+                self.message,
+                self.gate_box,
+            ]
+        )
+        self.add_class("loom-batch")
+        for item in batch.items:
+            if item.status == "suspended":
+                self._dirty[item.execution_id] = item
+        self._unsubscribe = batch.on_change(self._on_item)
+        self._throttle.request()
+        self._throttle.flush()
+
+    @property
+    def refreshes(self) -> int:
+        """How many refreshes ran."""
+        return self._throttle.calls
+
+    def _on_item(self, batch: Batch, item: BatchItem) -> None:
+        self._dirty[item.execution_id] = item
+        self._throttle.request()
+
+    def flush(self) -> None:
+        """Refresh now if a change is waiting (tests; the throttle does it on its own)."""
+        self._throttle.flush()
+
+    def close(self) -> None:
+        """Stop watching the batch and close the widget."""
+        self._unsubscribe()
+        super().close()
+
+    # -- rendering --------------------------------------------------------------------------------
+    def _refresh(self) -> None:
+        try:
+            self._render()
+        except Exception:  # a view must never stop a batch
+            log.exception("loom_nb: the batch view of %s failed to update", self.batch.agent.flow_name)
+
+    def _render(self) -> None:
+        batch = self.batch
+        c = batch.counts
+        self.progress.value = c["completed"] + c["failed"]
+        self.progress.bar_style = (
+            "danger" if c["failed"] else "warning" if c["suspended"] else "success" if not batch.moving else "info"
+        )
+        self.counts.value = html.escape(batch.progress_line())
+        dirty, self._dirty = self._dirty, {}
+        self.items_synced += len(dirty)
+        changed = False
+        for item in dirty.values():
+            changed |= self._sync_cards(item)
+        if changed:  # cards in input order, whatever order the items reached their gates in
+            order = sorted(self.cards, key=lambda key: (self._index[key[0]], key[1]))
+            self.cards = {key: self.cards[key] for key in order}
+            self.gate_box.children = tuple(self._boxes[key] for key in order)
+        waiting = any(card.gate.kind == APPROVAL_GATE and not card.decided for card in self.cards.values())
+        self.approve_all.disabled = self.refuse_all.disabled = not waiting
+
+    def _sync_cards(self, item: BatchItem) -> bool:
+        open_gates = {g.gate_id: g for g in item.gates} if item.status == "suspended" else {}
+        shown = self._item_gates.setdefault(item.execution_id, set())
+        self._index[item.execution_id] = item.index
+        changed = False
+        for gate_id in [g for g in shown if g not in open_gates]:
+            shown.discard(gate_id)
+            del self.cards[(item.execution_id, gate_id)]
+            del self._boxes[(item.execution_id, gate_id)]
+            changed = True
+        for gate_id, gate in open_gates.items():
+            key = (item.execution_id, gate_id)
+            if key not in self.cards:
+                card = self.cards[key] = card_for(gate)
+                label = html_widget(
+                    "loom-batch-item",
+                    f"<b>item {item.index}</b> <code>{html.escape(item.execution_id)}</code>: "
+                    f"{html.escape(short_text(item.input, 100))}",
+                )
+                self._boxes[key] = widgets.VBox([label, card])
+                shown.add(gate_id)
+                changed = True
+        return changed
+
+    def _answer_all(self, *, approve: bool) -> None:
+        reason = self.reason.value.strip() or None
+        try:
+            answered = self.batch.approve_all(reason) if approve else self.batch.refuse_all(reason)
+        except LoomError as exc:
+            self.message.value = f"<span class='loom-error'>{html.escape(str(exc))}</span>"
+            answered = None
+        if isinstance(answered, list):
+            verb = "approved" if approve else "refused"
+            self.message.value = html.escape(f"{len(answered)} gate(s) {verb}; the runs go on")
+        self._throttle.request()
+
+    # -- text -------------------------------------------------------------------------------------
+    def text(self) -> str:
+        """The view as text: the counts line, then one line per open gate."""
+        lines = [self.batch.progress_line()]
+        lines += [f"  item {eid}: {card.text()}" for (eid, _), card in self.cards.items()]
+        return "\n".join(lines)
+
+
+def show_batch(batch: Batch) -> None:
+    """The ``BATCH_HOOKS`` entry: display ``batch``'s view in the current cell."""
+    try:
+        from loom_nb.notebook.runs import display
+
+        display(BatchView(batch))
+    except Exception:  # a view must never stop a batch
+        log.exception("loom_nb could not display the view of batch %s", batch.agent.flow_name)

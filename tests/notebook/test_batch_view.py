@@ -1,0 +1,145 @@
+"""The batch view (no kernel: ``Button.click()`` runs the handlers a real click runs): counts and a
+progress bar, one card per open gate of the batch, Approve all / Refuse all, a card clicked alone,
+and a refresh cost that stays linear in the number of items."""
+
+from __future__ import annotations
+
+import asyncio
+
+import loom_nb as loom
+from loom_nb.agent.batch import BATCH_HOOKS
+from loom_nb.messages import ModelRequest, ModelResponse
+from loom_nb.notebook.batch_view import BatchView, show_batch
+from loom_nb.notebook.cards import ApprovalCard
+from tests.notebook.support import make_runtime
+
+
+@loom.tool(needs_approval=True)
+def send(to: str) -> str:
+    """Send a message.
+
+    Args:
+        to: Who to send it to.
+    """
+    return f"sent to {to}"
+
+
+def respond(request: ModelRequest) -> ModelResponse:
+    user = next(m.text for m in request.messages if m.role == "user")
+    if user.startswith("fail"):
+        raise ValueError("broken input")
+    tool = next((m for m in request.messages if m.role == "tool"), None)
+    if user.startswith("send") and tool is None:
+        return ModelResponse.tool_calls([("send", {"to": user.split()[-1]})])
+    return ModelResponse.text(f"done: {user}" + (f" / {tool.text}" if tool else ""))
+
+
+def agent() -> loom.Agent:
+    return loom.Agent(model=loom.ScriptedModel(respond), tools=[send], name="mailer", model_retry=None)
+
+
+async def settle(view: BatchView) -> None:
+    await view.batch
+    view.flush()
+
+
+async def test_counts_bar_and_one_card_per_open_gate() -> None:
+    rt = make_runtime()
+    batch = agent().map(["send to ann", "send to bob", "plain", "fail now"], runtime=rt, view=False)
+    view = BatchView(batch)
+    assert view.text() == "batch agent:mailer: 0/4 done, 0 failed, 0 waiting at a gate, 0 running, 4 queued"
+    await settle(view)
+    assert view.progress.value == 2 and view.progress.max == 4 and view.progress.bar_style == "danger"
+    assert batch.counts == {"queued": 0, "running": 0, "suspended": 2, "completed": 1, "failed": 1}
+    assert "1/4 done, 1 failed, 2 waiting at a gate" in view.counts.value
+    assert len(view.gate_box.children) == 2 and all(isinstance(c, ApprovalCard) for c in view.cards.values())
+    label, card = view.gate_box.children[0].children
+    assert "item 0" in label.value and "send to ann" in label.value and card is next(iter(view.cards.values()))
+    ann = batch.items[0].execution_id
+    assert view.text().splitlines()[1] == (
+        f"  item {ann}: <Gate #turn:0:tool:0:approval: approve send(to='ann')?> -> "
+        f"%loom resume {ann} '#turn:0:tool:0:approval' --approve | --refuse [--reason R]"
+    )
+    assert not view.approve_all.disabled
+
+
+async def test_approve_all_click_answers_every_gate_and_the_cards_go() -> None:
+    rt = make_runtime()
+    batch = agent().map([f"send to p{i}" for i in range(5)], concurrency=2, runtime=rt, view=False)
+    view = BatchView(batch)
+    await settle(view)
+    assert len(view.cards) == 5
+    view.reason.value = "all fine"
+    view.approve_all.click()
+    assert "5 gate(s) approved" in view.message.value
+    await batch.wait(until="settled")
+    view.flush()
+    assert batch.done == 5 and view.progress.value == 5 and view.progress.bar_style == "success"
+    assert view.cards == {} and view.gate_box.children == () and view.approve_all.disabled
+    assert batch.results[0] is not None and batch.results[0].output == "done: send to p0 / sent to p0"
+
+
+async def test_refuse_all_click_and_one_card_clicked_alone() -> None:
+    rt = make_runtime()
+    batch = agent().map(["send to a", "send to b", "send to c"], runtime=rt, view=False)
+    view = BatchView(batch)
+    await settle(view)
+    first = next(iter(view.cards.values()))
+    assert isinstance(first, ApprovalCard)
+    first.approve.click()
+    await asyncio.sleep(0)
+    await settle(view)
+    assert batch.items[0].status == "completed" and len(view.cards) == 2
+    view.refuse_all.click()
+    await batch.wait(until="settled")
+    view.flush()
+    outputs = [r.output for r in batch.results if r is not None]
+    assert outputs[0].endswith("sent to a")
+    assert all("refused" in o for o in outputs[1:]) and view.cards == {}
+
+
+async def test_refreshes_are_throttled_and_touch_only_changed_items() -> None:
+    rt = make_runtime()
+    n = 200
+    batch = agent().map([f"plain {i}" for i in range(n)], concurrency=16, runtime=rt, view=False)
+    view = BatchView(batch, interval=10.0)  # a long interval: every change inside it coalesces
+    await batch
+    assert view.refreshes == 1  # the first one, at construction; the rest wait for the interval
+    view.flush()
+    assert view.refreshes == 2 and batch.done == n
+    assert view.items_synced == n  # each changed item once, however many times it changed
+    view.close()
+
+
+async def test_the_hook_displays_a_view_in_a_running_loop() -> None:
+    shown: list[object] = []
+    import loom_nb.notebook.runs as runs
+
+    original = runs.display
+    runs.display = shown.append  # type: ignore[assignment]
+    BATCH_HOOKS.append(show_batch)
+    try:
+        batch = agent().map(["plain"], runtime=make_runtime())
+        await batch
+    finally:
+        BATCH_HOOKS.remove(show_batch)
+        runs.display = original  # type: ignore[assignment]
+    assert len(shown) == 1 and isinstance(shown[0], BatchView) and batch.done == 1
+
+
+def test_the_crash_report_says_to_run_a_batch_again() -> None:
+    from loom_nb.journal import Event, EventKind, step_ids
+    from loom_nb.notebook.extension import crash_report
+
+    rt = make_runtime()
+    eid = step_ids.batch_execution_id("mailer", "plain")
+    started = {"flow": "agent:mailer", "input": "plain", "principal": {"name": "user", "scopes": []}}
+    rt.journal.append([Event(eid, 1, EventKind.EXECUTION_STARTED, None, 0.0, started)])
+    lines = crash_report(rt)
+    assert lines[0].startswith("loom_nb: 1 execution(s) left running by a crash or restart (map:mailer:")
+    assert lines[1] == (
+        "loom_nb: some belong to batches of mailer (agent.map): running their map cell again finishes them too, "
+        "at the batch's concurrency"
+    )
+    batch = agent().map(["plain"], runtime=rt, progress=False)
+    assert batch.items[0].resumed and batch.done == 1 and crash_report(rt) == []
