@@ -32,7 +32,9 @@
     │   ├── ProviderTimeout        no answer in time, or the connection failed (retryable)
     │   └── ProviderProtocolError  a malformed response or stream
     │       └── ProviderStreamCut  a stream that ended cleanly before its last event (retryable)
-    └── FlowNotFoundError          a flow name no cell has registered (also a UsageError)
+    ├── FlowNotFoundError          a flow name no cell has registered (also a UsageError)
+    ├── RunCancelledError          awaiting a run that was cancelled (``execution_cancelled``)
+    └── WaitInterrupted            an interrupt stopped ``await run`` (the run itself goes on)
 
 ``Suspend`` derives from ``BaseException`` so a user's ``except Exception`` cannot swallow it.
 Every error keeps its constructor arguments in ``args`` so it pickles and can be rebuilt from
@@ -69,6 +71,20 @@ class ResumeValidationError(UsageError):
 
 class FlowNotFoundError(UsageError):
     """A flow or effect is looked up by a name nothing registered in this process."""
+
+
+class RunCancelledError(LoomError):
+    """The run was cancelled (``run.cancel()``, ``%loom cancel``, the Stop button): it is recorded as
+    ``cancelled`` and never goes on. Start a new run (another execution id) to try again."""
+
+
+class WaitInterrupted(LoomError):
+    """An interrupt (Kernel > Interrupt, a cancelled task) stopped waiting for a run; the run itself
+    goes on in the background. In a notebook it shows as its one-line message, not a traceback."""
+
+    def _render_traceback_(self) -> list[str]:
+        # IPython shows what this returns instead of a traceback: the message is the whole story.
+        return [f"{type(self).__name__}: {self}"]
 
 
 class JournalError(LoomError):

@@ -176,6 +176,9 @@ EXPECTED_ALL = sorted(
     [
         "Agent",
         "AgentConfig",
+        "InputIgnoredWarning",
+        "RunCancelledError",
+        "WaitInterrupted",
         "AgentResult",
         "AnthropicMessages",
         "ApprovalDecision",

@@ -10,6 +10,8 @@ script (no loop) ``start`` runs until the run completes, fails or waits at a gat
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import warnings
 from collections.abc import Callable, Coroutine, Generator, Iterable, Mapping, Sequence
 from typing import Any, Unpack
 
@@ -31,8 +33,10 @@ from loom_nb.agent.versions import AgentVersions
 from loom_nb.effects.retry import RetryPolicy
 from loom_nb.effects.ring import EffectRing
 from loom_nb.effects.tool import Tool
-from loom_nb.errors import LoomError, UsageError
+from loom_nb.errors import LoomError, UsageError, WaitInterrupted
 from loom_nb.journal import step_ids
+from loom_nb.journal.canonical import digest_value, to_jsonable
+from loom_nb.journal.events import TERMINAL_STATUSES
 from loom_nb.kernel.async_bridge import in_running_loop, run_or_schedule
 from loom_nb.kernel.context import IN_DOUBT_GATE, InDoubtResolution
 from loom_nb.kernel.engine import ExecutionResult, require_execution_id
@@ -53,6 +57,22 @@ Limit = Callable[[Callable[[], Coroutine[Any, Any, ExecutionResult]]], Coroutine
 #: Global because the notebook extension is loaded once per kernel process and shows every run
 #: started in it, on whatever runtime it runs.
 RUN_HOOKS: list[Callable[[Run], None]] = []
+
+#: What ``Run.wait(until=...)`` accepts besides a status: ``settled`` (completed, failed or
+#: cancelled) and ``paused`` (settled, or suspended at gates).
+WAIT_UNTIL: dict[str, frozenset[str]] = {
+    "settled": TERMINAL_STATUSES,
+    "paused": TERMINAL_STATUSES | {"suspended"},
+}
+
+
+#: How often a waiting ``Run.wait`` wakes the event loop (so an interrupt lands within this time).
+WAKE_SECONDS = 0.25
+
+
+class InputIgnoredWarning(UserWarning):
+    """``agent.start(input, execution_id=...)`` named an execution that exists with another input:
+    the recorded input wins (a durable run never changes its input); the run returned is that one."""
 
 
 class Agent:
@@ -226,9 +246,13 @@ class Agent:
 
         In a notebook this returns at once (the run is a task on the kernel's loop); in a script it
         returns when the run completes, fails or waits at a gate. An existing ``execution_id``
-        returns that run as the journal has it (``runtime.recover()`` continues one a crash left
-        running). ``view=False``
-        shows no live view in a notebook (for many runs in one cell).
+        returns this kernel's one ``Run`` of that execution (the same object every time, as the
+        journal has it; ``runtime.recover()`` continues one a crash left running); its recorded
+        input wins (``InputIgnoredWarning`` when ``input`` differs). ``view=False`` shows no live
+        view in a notebook (for many runs in one cell).
+
+        Raises:
+            UsageError: ``execution_id`` exists and runs another flow (another agent).
         """
         if session is not None:
             if execution_id is not None:
@@ -238,11 +262,40 @@ class Agent:
             return session.start(input, view=view)
         rt = runtime or default_runtime()
         self.register(rt)
-        eid = rt.ids.new_id() if execution_id is None else require_execution_id(execution_id, "execution_id")
-        run = Run(rt, eid, agent=self)
+        if execution_id is None:
+            eid = rt.ids.new_id()
+        else:
+            eid = require_execution_id(execution_id, "execution_id")
+            if rt.journal.get_execution(eid) is not None:
+                return self._existing(rt, eid, input, view=view)
+        run = Run.of(rt, eid, agent=self)
         for hook in list(RUN_HOOKS) if view else ():
             hook(run)
         run.drive(rt.start(self.flow_name, input, execution_id=run.id))
+        return run
+
+    def _existing(self, rt: Runtime, eid: str, input: Any, *, view: bool) -> Run:
+        """``start`` on an execution id the journal holds: this kernel's one ``Run`` of it."""
+        record = rt.journal.get_execution(eid)
+        assert record is not None
+        if record.flow != self.flow_name:
+            raise UsageError(
+                f"execution {eid!r} already exists and runs flow {record.flow!r}, not {self.flow_name!r} "
+                f"(agent {self.name!r}): pick another execution_id, or look at it with %loom show {eid}"
+            )
+        recorded = rt.history(eid).input
+        if digest_value(to_jsonable(input)) != digest_value(recorded):
+            warnings.warn(
+                InputIgnoredWarning(
+                    f"execution {eid!r} already exists with the input {recorded!r}; the input given now "
+                    f"({to_jsonable(input)!r}) is ignored and the recorded run is returned: pick another "
+                    "execution_id to start a new run"
+                ),
+                stacklevel=3,
+            )
+        run = Run.of(rt, eid, agent=self)
+        for hook in list(RUN_HOOKS) if view else ():
+            hook(run)
         return run
 
     async def run(
@@ -288,7 +341,11 @@ class Agent:
         return map_agent(self, inputs, concurrency=concurrency, ids=ids, runtime=runtime, view=view, progress=progress)
 
     def attach(self, execution_id: str, *, runtime: Runtime | None = None) -> Run:
-        """The ``Run`` of an existing execution (e.g. after a kernel restart)."""
+        """This kernel's ``Run`` of an existing execution (e.g. after a kernel restart).
+
+        Raises:
+            UsageError: no such execution in the journal.
+        """
         rt = runtime or default_runtime()
         self.register(rt)
         return Run.attach(rt, execution_id, agent=self)
@@ -430,15 +487,46 @@ class Run:
         self._refused: LoomError | None = None
 
     @classmethod
+    def of(cls, runtime: Runtime, execution_id: str, *, agent: Agent | None = None) -> Run:
+        """This kernel's one ``Run`` of ``execution_id`` on ``runtime``: the live one (``start``,
+        ``attach``, ``%loom pending`` and the cards all hand out this object, so they follow one
+        state), else a new one, read from the journal when the execution exists.
+
+        ``agent``, when given, becomes the run's agent (a re-run cell's new ``Agent`` replaces the old).
+        """
+        run = runtime.runs.get(execution_id)
+        if run is None:
+            run = cls(runtime, execution_id, agent=agent)
+            runtime.runs[execution_id] = run
+            if runtime.journal.get_execution(execution_id) is not None:
+                run.refresh()
+        elif agent is not None:
+            run.agent = agent
+        return run
+
+    @classmethod
     def attach(cls, runtime: Runtime, execution_id: str, *, agent: Agent | None = None) -> Run:
-        """A handle on an existing execution, read from the journal."""
-        run = cls(runtime, execution_id, agent=agent)
+        """This kernel's ``Run`` of an existing execution, read from the journal (``Run.of``).
+
+        Raises:
+            UsageError: no such execution in the journal.
+        """
+        if runtime.journal.get_execution(execution_id) is None:
+            runtime.result(execution_id)  # raises the UsageError that names the journal
+        run = cls.of(runtime, execution_id, agent=agent)
         run.refresh()
         return run
 
     def refresh(self) -> None:
-        """Read where the execution stands from the journal (its status, gates, output or error)."""
-        self._set_state(self.runtime.result(self.id))
+        """Read where the execution stands from the journal (its status, gates, output or error).
+
+        Unless the run is moving in this kernel, the journal is the truth: an error its last driving
+        raised without recording it (a crash, a failed write) is forgotten once the journal moved on.
+        """
+        state = self.runtime.result(self.id)
+        if self._task is None and self._error is not None and state.status != "running":
+            self._error = None
+        self._set_state(state)
 
     # -- state ----------------------------------------------------------------------------------
     def _absorb(self) -> None:
@@ -449,7 +537,7 @@ class Run:
 
     @property
     def status(self) -> str:
-        """``running``, ``suspended``, ``completed`` or ``failed``."""
+        """``running``, ``suspended``, ``completed``, ``failed`` or ``cancelled``."""
         self._absorb()
         if self._task is not None:
             return "running"
@@ -478,10 +566,11 @@ class Run:
         return None
 
     def exception(self) -> BaseException | None:
-        """The failure once failed, else None."""
         if self._error is not None:
             return self._error
-        return self._state.exception() if self._state is not None and self._state.status == "failed" else None
+        """The failure once failed (``RunCancelledError`` once cancelled), else None."""
+        state = self._state
+        return state.exception() if state is not None and state.status in ("failed", "cancelled") else None
 
     def on_change(self, listener: Callable[[Run], None]) -> Callable[[], None]:
         """Call ``listener(run)`` whenever the status or the open gates change; returns a function
@@ -510,7 +599,7 @@ class Run:
             extra = f", waiting on {len(self.gates)} gate(s)"
         elif self.status == "completed" and self.result is not None:
             extra = f", output={self.result.output[:60]!r}"
-        elif self.status == "failed":
+        elif self.status in ("failed", "cancelled"):
             exc = self.exception()
             extra = f", error={type(exc).__name__}: {exc}" if exc else ""
         return f"<Run {self.id} {self.status}{extra}>"
@@ -584,15 +673,70 @@ class Run:
     ) -> Coroutine[Any, Any, ExecutionResult]:
         return make() if self.limit is None else self.limit(make)
 
-    async def wait(self, *, until: str = "settled") -> Run:
-        """Wait until the run is ``settled`` (completed or failed) or ``paused`` (also suspended)."""
-        stops = {"completed", "failed"} | ({"suspended"} if until == "paused" else set())
+    def cancel(self, reason: str | None = None) -> Any:
+        """Stop the run for good: it is recorded ``cancelled`` and never goes on (``Engine.cancel``).
+
+        A step cut in flight is recorded in doubt when its tool is not idempotent. In a notebook this
+        returns a task at once (await it to wait until the cancel is recorded); in a script it
+        returns the run's new ``ExecutionResult``. Awaiting the run then raises ``RunCancelledError``.
+
+        Raises:
+            UsageError: the run already completed or failed.
+        """
+        status = self.status
+        if status in TERMINAL_STATUSES and status != "cancelled":
+            raise UsageError(f"run {self.id} already {status}; there is nothing to cancel")
+        if self._task is None or not in_running_loop():
+            return self.drive(self.runtime.cancel(self.id, reason))
+        # The task that drives the body records the cancel and settles this run.
+        return asyncio.ensure_future(self.runtime.cancel(self.id, reason))
+
+    async def wait(self, *, until: str = "settled", timeout: float | None = None) -> Run:
+        """Wait until the run is ``settled`` (completed, failed or cancelled), ``paused`` (settled or
+        suspended at gates), or has the status ``until``; returns the run.
+
+        Works whether the gates were answered by a click, a cell or ``%loom resume`` (a tutorial
+        can ``await run.wait(until="paused")`` and branch on ``run.status``).
+
+        Raises:
+            UsageError: an unknown ``until``.
+            TimeoutError: ``timeout`` seconds passed first (the run goes on).
+            WaitInterrupted: the wait was interrupted (Kernel > Interrupt); the run goes on.
+        """
+        stops = WAIT_UNTIL.get(until)
+        if stops is None:
+            known = {"running", "suspended", *TERMINAL_STATUSES}
+            if until not in known:
+                raise UsageError(
+                    f"Run.wait(until={until!r}): use 'settled', 'paused' or a status ({', '.join(sorted(known))})"
+                )
+            stops = frozenset({until, *TERMINAL_STATUSES})
+        try:
+            if timeout is None:
+                await self._wait_for(stops)
+            else:
+                await asyncio.wait_for(self._wait_for(stops), timeout)
+        except TimeoutError:
+            raise TimeoutError(
+                f"run {self.id} is still {self.status} after {timeout} s (it goes on; wait again, or run.cancel())"
+            ) from None
+        except asyncio.CancelledError:
+            raise WaitInterrupted(
+                f"stopped waiting for run {self.id}; the run goes on ({self.status}). "
+                f"To stop it: run.cancel() or %loom cancel {self.id}"
+            ) from None
+        return self
+
+    async def _wait_for(self, stops: frozenset[str]) -> None:
         if self._changed is None:
             self._changed = asyncio.Event()
         while self.status not in stops:
             self._changed.clear()
-            await self._changed.wait()
-        return self
+            # Wake up every WAKE_SECONDS even when nothing changed: ipykernel turns Kernel > Interrupt
+            # into a cancel of the cell that is only seen once the event loop wakes up, so a quiet run
+            # would otherwise leave the interrupt pending until its next event.
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._changed.wait(), WAKE_SECONDS)
 
     def __await__(self) -> Generator[Any, None, AgentResult]:
         return self._result().__await__()

@@ -461,7 +461,7 @@ def map_agent(
         elif record is not None and record.status != "running":
             run = Run.attach(rt, eid, agent=agent)  # finished or waiting at a gate: not run again
         else:
-            run, queued = Run(rt, eid, agent=agent), True  # new, or left running by a crash
+            run, queued = Run.of(rt, eid, agent=agent), True  # new, or left running by a crash
         run.limit = limiter
         rt.runs[eid] = run
         items.append(BatchItem(index, value, run, resumed=record is not None, queued=queued))

@@ -198,7 +198,8 @@ ORDER: Final[dict[str, str]] = {
 }
 
 _LIFECYCLE = (
-    "('execution_started', 'execution_suspended', 'execution_resumed', 'execution_completed', 'execution_failed')"
+    "('execution_started', 'execution_suspended', 'execution_resumed', 'execution_completed', 'execution_failed', "
+    "'execution_cancelled')"
 )
 
 
@@ -239,6 +240,7 @@ SELECT execution_id,
            WHEN 'execution_suspended' THEN 'suspended'
            WHEN 'execution_completed' THEN 'completed'
            WHEN 'execution_failed' THEN 'failed'
+           WHEN 'execution_cancelled' THEN 'cancelled'
            ELSE 'running' END AS status,
        created_at,
        updated_at,

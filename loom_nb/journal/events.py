@@ -28,6 +28,7 @@ class EventKind(StrEnum):
     EXECUTION_RESUMED = "execution_resumed"
     EXECUTION_COMPLETED = "execution_completed"
     EXECUTION_FAILED = "execution_failed"
+    EXECUTION_CANCELLED = "execution_cancelled"
 
 
 #: Event kinds that change an execution's status, and the status they set.
@@ -37,7 +38,11 @@ STATUS_OF_KIND: dict[str, str] = {
     EventKind.EXECUTION_RESUMED: "running",
     EventKind.EXECUTION_COMPLETED: "completed",
     EventKind.EXECUTION_FAILED: "failed",
+    EventKind.EXECUTION_CANCELLED: "cancelled",
 }
+
+#: The statuses an execution never leaves: nothing resumes, recovers or cancels it any more.
+TERMINAL_STATUSES: frozenset[str] = frozenset({"completed", "failed", "cancelled"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,7 +73,7 @@ class ExecutionRecord:
     Attributes:
         execution_id: The execution's id.
         flow: The registered name of the flow it runs.
-        status: ``running``, ``suspended``, ``completed`` or ``failed``.
+        status: ``running``, ``suspended``, ``completed``, ``failed`` or ``cancelled``.
         created_at: When it started (epoch seconds).
         updated_at: When its status last changed (epoch seconds).
     """

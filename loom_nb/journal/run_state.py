@@ -172,9 +172,11 @@ class RunState:
         flow: Its flow.
         input: Its input.
         principal: Who started it.
-        status: ``new`` (no event yet), ``running``, ``suspended``, ``completed`` or ``failed``.
+        status: ``new`` (no event yet), ``running``, ``suspended``, ``completed``, ``failed`` or
+            ``cancelled``.
         output: Its output, once completed.
         error: Its error, once failed.
+        cancel_reason: Why it was cancelled (None without a reason, or when not cancelled).
         steps: Steps by id, in the order of their first event.
         gates: Gates by id, in the order they opened.
         decisions: Recorded decisions by id.
@@ -192,6 +194,7 @@ class RunState:
     status: str = "new"
     output: Any = None
     error: dict[str, Any] | None = None
+    cancel_reason: str | None = None
     steps: dict[str, StepState] = field(default_factory=dict)
     gates: dict[str, GateState] = field(default_factory=dict)
     decisions: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -246,6 +249,9 @@ class RunState:
             self.output = d.get("output")
         elif e.kind == EventKind.EXECUTION_FAILED:
             self.error = dict(d.get("error") or {})
+        elif e.kind == EventKind.EXECUTION_CANCELLED:
+            reason = d.get("reason")
+            self.cancel_reason = str(reason) if reason is not None else None
 
     def _apply_step(self, e: Event) -> StepState:
         d, sid = e.data, e.step_id or ""

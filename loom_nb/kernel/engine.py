@@ -19,10 +19,11 @@ from loom_nb.errors import (
     JournalWriteError,
     NonDeterminismError,
     ReplayDivergedError,
+    RunCancelledError,
     UsageError,
 )
 from loom_nb.journal.canonical import digest_value, to_jsonable
-from loom_nb.journal.events import Event, EventKind
+from loom_nb.journal.events import TERMINAL_STATUSES, Event, EventKind
 from loom_nb.journal.store import JournalStore
 from loom_nb.kernel.async_bridge import run_sync
 from loom_nb.kernel.check import CheckHook, CheckReport, check_executions
@@ -46,9 +47,10 @@ class ExecutionResult:
 
     Attributes:
         execution_id: The execution.
-        status: ``running``, ``suspended``, ``completed`` or ``failed``.
+        status: ``running``, ``suspended``, ``completed``, ``failed`` or ``cancelled``.
         output: The body's return value (plain JSON) when completed.
-        error: The journaled failure (type, message, ...) when failed.
+        error: The journaled failure (type, message, ...) when failed; when cancelled, the
+            ``RunCancelledError`` that awaiting the run raises.
         gates: The open gates when suspended.
     """
 
@@ -80,7 +82,7 @@ class ReplayReport:
             decisions and values in the same order and ended the same way.
         recorded_status: The status in the journal.
         replayed_status: How the replay ended (``completed``, ``suspended``, ``failed``,
-            ``diverged``).
+            ``diverged``; ``cancelled`` when it stopped where a cancelled run's record stops).
         served: How many recorded outcomes the replay was served.
         message: What differed, or "reproduced".
         seconds: Wall time of the replay, from the runtime clock.
@@ -142,6 +144,14 @@ def recorded_trace(history: History) -> list[tuple[str, str]]:
     return trace
 
 
+def cancelled_error(execution_id: str, reason: str | None) -> RunCancelledError:
+    """The ``RunCancelledError`` of a cancelled execution (what awaiting it raises)."""
+    why = f" ({reason})" if reason else ""
+    return RunCancelledError(
+        f"execution {execution_id!r} was cancelled{why}; it will not go on: start a new run to try again"
+    )
+
+
 def require_execution_id(value: Any, argument: str) -> str:
     """``value`` when it is a usable execution id (a non-empty string without surrounding spaces).
 
@@ -201,6 +211,10 @@ class Engine:
         self.principal = principal or Principal()
         self._locks: dict[str, asyncio.Lock] = {}
         self._active: set[str] = set()
+        #: The task driving each execution's body in this process (``cancel`` cancels it).
+        self._driving: dict[str, asyncio.Task[Any]] = {}
+        #: Cancels asked for and not yet recorded: execution id -> reason.
+        self._cancels: dict[str, str | None] = {}
         #: Who watches committed events and streamed deltas (``observe`` subscribes here).
         self.observers = Observers()
         #: ``observe(on_event, *, on_delta=None, execution_id=None)``: call ``on_event(event)`` after events
@@ -256,7 +270,10 @@ class Engine:
         """Where an execution stands, from the journal."""
         h = self._known(execution_id)
         gates = tuple(_gate(execution_id, g) for g in h.open_gates()) if h.status == "suspended" else ()
-        return ExecutionResult(execution_id=execution_id, status=h.status, output=h.output, error=h.error, gates=gates)
+        error = h.error
+        if h.status == "cancelled":
+            error = error_to_data(cancelled_error(execution_id, h.cancel_reason))
+        return ExecutionResult(execution_id=execution_id, status=h.status, output=h.output, error=error, gates=gates)
 
     def open_gates(self, execution_id: str | None = None) -> list[OpenGate]:
         """Open gates of one suspended execution, or of every suspended execution."""
@@ -292,7 +309,13 @@ class Engine:
                 {"flow": history.flow, "input": history.input, "principal": history.principal},
             )
         self._active.add(eid)
+        task = asyncio.current_task()
+        if task is not None:
+            self._driving[eid] = task
         try:
+            if eid in self._cancels:  # cancelled between the answer that resumed it and now
+                ctx.commit()
+                return self._record_cancel(eid)
             try:
                 output = to_jsonable(await body(ctx, history.input))
             except Suspend:
@@ -319,6 +342,13 @@ class Engine:
                 ctx.stage(EventKind.EXECUTION_FAILED, None, {"error": error})
                 ctx.commit()
                 return ExecutionResult(execution_id=eid, status="failed", error=error)
+            except asyncio.CancelledError:
+                ctx.commit()  # nothing recorded is lost
+                if eid not in self._cancels:
+                    raise  # not a cancel of the run (the loop is closing): it stays running for recover()
+                if task is not None:
+                    task.uncancel()
+                return self._record_cancel(eid)
             except BaseException:
                 ctx.commit()  # nothing recorded is lost; the execution stays running for recover()
                 raise
@@ -327,6 +357,8 @@ class Engine:
             return ExecutionResult(execution_id=eid, status="completed", output=output)
         finally:
             self._active.discard(eid)
+            if task is not None and self._driving.get(eid) is task:
+                del self._driving[eid]
 
     async def start(
         self,
@@ -483,6 +515,67 @@ class Engine:
                     )
         return results
 
+    async def cancel(self, execution_id: str, reason: str | None = None) -> ExecutionResult:
+        """Cancel an execution: it is recorded ``cancelled`` (``execution_cancelled``) and never goes on.
+
+        A run this process is driving is stopped at its next ``await`` (its task is cancelled); a
+        suspended run, or one a crash left running, is recorded at once. A step cut in flight is
+        recorded in doubt when its effect is not idempotent (it may have taken effect), else failed
+        with ``RunCancelledError``. Cancelling a cancelled execution returns it as it is.
+
+        Raises:
+            UsageError: unknown execution, or one that already completed or failed.
+        """
+        h = self._known(execution_id)
+        if h.status == "cancelled":
+            return self.result(execution_id)
+        if h.status in TERMINAL_STATUSES:
+            raise UsageError(f"execution {execution_id!r} already {h.status}; there is nothing to cancel")
+        self._cancels[execution_id] = reason
+        task = self._driving.get(execution_id)
+        if task is not None and task is not asyncio.current_task() and not task.done():
+            task.cancel(f"execution {execution_id} cancelled")
+        while True:
+            async with self._lock(execution_id):
+                if execution_id not in self._cancels:  # the driving task recorded it
+                    return self.result(execution_id)
+                if execution_id not in self._active:  # nothing drives it: record the cancel here
+                    h = self.history(execution_id)
+                    if h.status in TERMINAL_STATUSES:
+                        self._cancels.pop(execution_id, None)
+                        return self.result(execution_id)
+                    return self._record_cancel(execution_id, h)
+            # An answer resumed it and its driving has not begun: that driving records the cancel.
+            await asyncio.sleep(0.005)
+
+    def _record_cancel(self, execution_id: str, history: History | None = None) -> ExecutionResult:
+        """Append ``execution_cancelled`` (after putting the steps cut in flight in doubt or failed)."""
+        reason = self._cancels.pop(execution_id, None)
+        h = history if history is not None else self.history(execution_id)
+        now = self.clock.now()
+        error = cancelled_error(execution_id, reason)
+        events: list[Event] = []
+
+        def add(kind: str, step_id: str | None, data: dict[str, Any]) -> None:
+            events.append(Event(execution_id, h.last_seq + len(events) + 1, kind, step_id, now, data))
+
+        for step in h.steps.values():
+            if step.settled or step.in_doubt or step.attempts == 0:
+                continue
+            try:
+                idempotent = self.effects.spec(step.effect).idempotent
+            except EffectNotFoundError:
+                idempotent = False
+            if idempotent or step.retry_pending:
+                data = {"effect": step.effect, "attempt": step.attempts, "will_retry": False}
+                add(EventKind.STEP_FAILED, step.step_id, {**data, "error": error_to_data(error)})
+            else:
+                add(EventKind.STEP_IN_DOUBT, step.step_id, {"effect": step.effect, "attempt": step.attempts})
+        add(EventKind.EXECUTION_CANCELLED, None, {"reason": reason})
+        self.journal.append(events)
+        self.observers.notify_events(events)
+        return ExecutionResult(execution_id=execution_id, status="cancelled", error=error_to_data(error))
+
     async def fork(self, execution_id: str, at_step: str, *, new_execution_id: str | None = None) -> ExecutionResult:
         """Start a new execution that is served ``execution_id``'s recorded prefix up to (not
         including) ``at_step``, then runs live from there: time travel without re-running the prefix.
@@ -507,6 +600,7 @@ class Engine:
             EventKind.EXECUTION_RESUMED,
             EventKind.EXECUTION_COMPLETED,
             EventKind.EXECUTION_FAILED,
+            EventKind.EXECUTION_CANCELLED,
         }
         eid = (
             self.ids.new_id()
@@ -540,17 +634,24 @@ class Engine:
         ctx = ExecutionContext(self, h, pure=True)
         began = self.clock.now()
         status, message, output = "completed", "", None
+        cut_short = False
         try:
             output = to_jsonable(await body(ctx, h.input))
         except Suspend:
             status = "suspended"
         except (ReplayDivergedError, NonDeterminismError) as exc:
             status, message = "diverged", str(exc)
+            cut_short = isinstance(exc, ReplayDivergedError)  # it reached what the record never finished
         except Exception as exc:
             status = "failed"
             if h.error is not None and error_to_data(exc).get("type") != h.error.get("type"):
                 message = f"the replay failed with {type(exc).__name__} but the record failed otherwise"
         expected = recorded_trace(h)
+        stopped = status == "suspended" or cut_short
+        if h.status == "cancelled" and stopped and expected in (ctx.trace, ctx.trace[:-1]):
+            # The cancel stopped the recorded run where the replay stops: at a gate, at the step cut
+            # in flight, or before the next step (a pure replay cannot run it).
+            status, message = "cancelled", ""
         if not message and ctx.trace != expected:
             missing = Counter(expected) - Counter(ctx.trace)
             extra = Counter(ctx.trace) - Counter(expected)
@@ -592,6 +693,10 @@ class Engine:
     def resume_sync(self, execution_id: str, gate_id: str, payload: Any = None) -> ExecutionResult:
         """``resume`` for scripts without an event loop."""
         return self._sync(self.resume(execution_id, gate_id, payload), "resume")
+
+    def cancel_sync(self, execution_id: str, reason: str | None = None) -> ExecutionResult:
+        """``cancel`` for scripts without an event loop."""
+        return self._sync(self.cancel(execution_id, reason), "cancel")
 
     def recover_sync(self) -> list[ExecutionResult]:
         """``recover`` for scripts without an event loop."""

@@ -177,6 +177,16 @@ class GateCard(TextForm, widgets.VBox):  # type: ignore[misc]
         self.decision = f"{text} at {_clock(at)}"
         self.status.value = f"<b>{html.escape(self.decision[0].upper() + self.decision[1:])}</b>"
 
+    def close(self, why: str) -> None:
+        """Disable an unanswered card whose gate is no longer open (``why``: e.g. the run was cancelled)."""
+        if self.outcome:
+            return
+        self.decided = True
+        self._lock(True)
+        self.add_class("loom-decided")
+        self.outcome = why
+        self.status.value = f"<i>{html.escape(why)}</i>"
+
     def resolved(self, payload: Any, at: float) -> None:
         """Show the journal's record of this gate's resolution (from whoever resolved it)."""
         self.show_problem(None)

@@ -1,16 +1,23 @@
 """``%load_ext loom_nb``: open the kernel's journal, register the magics, show every run live.
 
-The journal is ``$LOOM_JOURNAL`` or ``./loom.duckdb`` (``%loom open PATH`` switches). Loading
-prints one line naming the journal, then what a crash left behind: executions left running (``%loom
-recover``) and open gates (``%loom pending``). A journal held by another process is reported in
-one line, not a traceback; the magics stay available to open another file.
+The journal is ``$LOOM_JOURNAL``, else the one this notebook used before, else ``./loom.duckdb``
+(``%loom open PATH`` switches). The journal a notebook opens is remembered beside it, in
+``.loom-journals.json`` (notebook file name -> journal path), so ``%load_ext`` after a kernel restart
+opens the same file even when it was chosen with ``%loom open`` or ``$LOOM_JOURNAL`` (the notebook is
+known from ``$JPY_SESSION_NAME``, which Jupyter's server sets for a notebook's kernel; without it
+nothing is read or written). Loading prints one line naming the journal, whether it is new and where
+the choice came from, then what a crash left behind: executions left running (``%loom recover``) and
+open gates (``%loom pending``). A journal held by another process is reported in one line, not a
+traceback; the magics stay available to open another file.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import sys
+from pathlib import Path
 from typing import Any
 
 from loom_nb.agent.agent import RUN_HOOKS, Run
@@ -23,15 +30,78 @@ log = logging.getLogger("loom_nb")
 
 DEFAULT_JOURNAL = "loom.duckdb"
 ENV_VAR = "LOOM_JOURNAL"
+#: The record of the journal each notebook of a folder used, kept in that folder.
+RECORD_FILE = ".loom-journals.json"
+#: The variable Jupyter's server sets to the path of the notebook a kernel runs for.
+SESSION_VAR = "JPY_SESSION_NAME"
 
 #: The runtime this extension opened (and will close), if any. Global because IPython loads and
 #: unloads an extension through module functions: the module is the extension's one owner.
 _opened: Runtime | None = None
 
 
+def notebook() -> Path | None:
+    """The notebook this kernel runs for (``$JPY_SESSION_NAME``; relative to the working directory,
+    which is the notebook's folder in Jupyter), or None when not known (a console, nbclient)."""
+    name = os.environ.get(SESSION_VAR)
+    if not name or not name.endswith(".ipynb"):
+        return None
+    path = Path(name)
+    return path if path.is_absolute() else Path.cwd() / path.name
+
+
+def _read_record(record: Path) -> dict[str, str]:
+    try:
+        data = json.loads(record.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    journals = data.get("journals") if isinstance(data, dict) else None
+    return {str(k): str(v) for k, v in journals.items()} if isinstance(journals, dict) else {}
+
+
+def remembered_journal() -> str | None:
+    """The journal this notebook opened last (from ``.loom-journals.json`` beside it), if any."""
+    nb = notebook()
+    if nb is None:
+        return None
+    path = _read_record(nb.parent / RECORD_FILE).get(nb.name)
+    if path is None:
+        return None
+    return path if os.path.isabs(path) else str(nb.parent / path)
+
+
+def remember_journal(path: str) -> None:
+    """Record ``path`` as this notebook's journal in ``.loom-journals.json`` beside it (relative to
+    the notebook's folder when inside it). Nothing happens when the notebook is not known."""
+    nb = notebook()
+    if nb is None or path == ":memory:":
+        return
+    record = nb.parent / RECORD_FILE
+    target = os.path.abspath(path)
+    relative = os.path.relpath(target, nb.parent)
+    journals = _read_record(record)
+    journals[nb.name] = target if relative.startswith("..") else relative
+    try:
+        record.write_text(json.dumps({"journals": journals}, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    except OSError as exc:  # a read-only folder: the journal still opens, it is just not remembered
+        log.warning("loom_nb: could not record the journal in %s: %s", record, exc)
+
+
+def journal_choice() -> tuple[str, str]:
+    """The journal ``%load_ext loom_nb`` opens and why: ``$LOOM_JOURNAL``, else the journal this
+    notebook used before (``.loom-journals.json``), else ``loom.duckdb``."""
+    env = os.environ.get(ENV_VAR)
+    if env:
+        return env, f"from ${ENV_VAR}"
+    remembered = remembered_journal()
+    if remembered is not None:
+        return remembered, f"the one this notebook used before ({RECORD_FILE})"
+    return DEFAULT_JOURNAL, "the default"
+
+
 def journal_path() -> str:
-    """The journal ``%load_ext loom_nb`` opens: ``$LOOM_JOURNAL`` or ``loom.duckdb``."""
-    return os.environ.get(ENV_VAR) or DEFAULT_JOURNAL
+    """The journal ``%load_ext loom_nb`` opens (``journal_choice``)."""
+    return journal_choice()[0]
 
 
 def current_runtime() -> Runtime | None:
@@ -71,10 +141,12 @@ def _same_file(a: str, b: str) -> bool:
     return a != ":memory:" and os.path.realpath(a) == os.path.realpath(b)
 
 
-def open_journal(path: str, *, quiet: bool = False) -> Runtime:
-    """Open ``path`` as the kernel's default runtime (closing the one this extension opened).
+def open_journal(path: str, *, quiet: bool = False, why: str = "") -> Runtime:
+    """Open ``path`` as the kernel's default runtime (closing the one this extension opened), and
+    remember it as this notebook's journal.
 
-    Prints one line naming the journal, then the crash report.
+    Prints one line naming the journal, whether it is new (and ``why`` it was chosen), then the crash
+    report.
 
     Raises:
         JournalLockedError: another process holds the file.
@@ -93,13 +165,18 @@ def open_journal(path: str, *, quiet: bool = False) -> Runtime:
             )
     if old is not None and not old.closed and _same_file(old.journal.location, path):
         old.close()  # one read-write journal per file in a process: reopening it replaces it
+    new = path == ":memory:" or not os.path.exists(path)
     runtime = Runtime.open(path)
     if old is not None:
         old.close()
     _opened = runtime
     set_default_runtime(runtime)
+    remember_journal(path)
     if not quiet:
-        print(f"loom_nb: journal {path} is open (%loom status, %loom runs, %loom pending)")
+        count = len(runtime.journal.list_executions())
+        what = "a new journal" if new else f"{count} execution(s)"
+        what += f", {why}" if why else ""
+        print(f"loom_nb: journal {path} is open: {what} (%loom status, %loom runs, %loom pending)")
         for line in crash_report(runtime):
             print(line)
     return runtime
@@ -134,9 +211,9 @@ def load_ipython_extension(ipython: Any) -> None:
         for line in crash_report(existing):
             print(line)
         return
-    path = journal_path()
+    path, why = journal_choice()
     try:
-        open_journal(path)
+        open_journal(path, why="" if why == "the default" else why)
     except LoomError as exc:
         print(f"loom_nb: {exc} (%loom open PATH opens another file)", file=sys.stderr)
 

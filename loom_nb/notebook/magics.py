@@ -1,10 +1,10 @@
 """The ``%loom`` line magic and the ``%%loom_sql`` cell magic.
 
 ``%loom open PATH | runs | pending | show ID | resume ID GATE --approve/--refuse [--reason R] |
-recover | replay ID | check [ID...] | status | timeline ID | trace on|off | snapshot PATH``; ``%loom --help`` and
-``%loom SUBCOMMAND --help`` explain each. ``%%loom_sql`` runs its cell as SQL over the journal's
-views and returns a DataFrame. Mistakes (an unknown execution or gate, a journal held by another
-process) are one-line errors.
+cancel ID [--reason R] | recover | replay ID | check [ID...] | status | timeline ID | trace on|off |
+snapshot PATH``; ``%loom --help`` and ``%loom SUBCOMMAND --help`` explain each. ``%%loom_sql`` runs its
+cell as SQL over the journal's views and returns a DataFrame. Mistakes (an unknown execution or gate, a
+journal held by another process) are one-line errors.
 """
 
 from __future__ import annotations
@@ -56,7 +56,9 @@ def _loom_parser() -> _Parser:
     o = sub.add_parser("open", help="open PATH as this kernel's journal (a DuckDB file)")
     o.add_argument("path", metavar="PATH", help="the DuckDB file (created if missing)")
     r = sub.add_parser("runs", help="list the executions in the journal (a DataFrame)")
-    r.add_argument("--status", choices=["running", "suspended", "completed", "failed"], help="only this status")
+    r.add_argument(
+        "--status", choices=["running", "suspended", "completed", "failed", "cancelled"], help="only this status"
+    )
     r.add_argument("--last", type=int, metavar="N", help="only the N most recent")
     sub.add_parser("pending", help="show a card for every open gate (after a restart too)")
     s = sub.add_parser("show", help="show the live view of an execution")
@@ -75,6 +77,9 @@ def _loom_parser() -> _Parser:
     act.add_argument("--run-again", action="store_true", help="in doubt: run the step again")
     act.add_argument("--fail", action="store_true", help="in doubt: record the step as failed")
     rs.add_argument("--reason", help="why (the model sees it on refusal)")
+    c = sub.add_parser("cancel", help="stop a run for good (recorded as cancelled)")
+    c.add_argument("id", metavar="ID", help="the execution id")
+    c.add_argument("--reason", help="why (recorded with the cancel)")
     sub.add_parser("recover", help="finish the executions a crash or restart left running")
     rp = sub.add_parser("replay", help="re-run an execution from its log only and say if it reproduces")
     rp.add_argument("id", metavar="ID", help="the execution id")
@@ -116,7 +121,7 @@ def _guard(fn: Callable[..., T], *args: Any) -> T | None:
 
 @magics_class
 class LoomMagics(Magics):
-    """``%loom`` (subcommands: open, runs, pending, show, resume, recover, replay, check, status,
+    """``%loom`` (subcommands: open, runs, pending, show, resume, cancel, recover, replay, check, status,
     timeline, trace, snapshot) and ``%%loom_sql``. Run ``%loom --help`` for the list."""
 
     #: The live OpenTelemetry export ``%loom trace on`` started, until ``%loom trace off``.
@@ -125,9 +130,8 @@ class LoomMagics(Magics):
     @line_magic("loom")  # type: ignore[arg-type]
     def loom(self, line: str) -> Any:
         """Look at and drive durable runs: ``%loom open PATH | runs | pending | show ID |
-        resume ID GATE --approve/--refuse [--reason R] | recover | replay ID | check [ID...] | status |
-        timeline ID |
-        trace on|off | snapshot PATH``.
+        resume ID GATE --approve/--refuse [--reason R] | cancel ID | recover | replay ID | check [ID...] |
+        status | timeline ID | trace on|off | snapshot PATH``.
 
         ``%loom --help`` lists them; ``%loom COMMAND --help`` explains one.
         """
@@ -258,6 +262,19 @@ class LoomMagics(Magics):
                 gate.fail(args.reason)
                 done = "marked as failed"
         print(f"loom_nb: gate {gate.gate_id} of execution {run.id} {done}; the run goes on (now {run.status})")
+        return run
+
+    def _cmd_cancel(self, args: argparse.Namespace) -> Run:
+        run = run_for(self._runtime(), args.id)
+        status = run.status
+        if status == "cancelled":
+            print(f"loom_nb: execution {run.id} was already cancelled")
+            return run
+        outcome = run.cancel(args.reason)
+        if isinstance(outcome, asyncio.Future):
+            print(f"loom_nb: cancelling execution {run.id} (it was {status}); its view shows when it stops")
+        else:
+            print(f"loom_nb: execution {run.id} cancelled (it was {status})")
         return run
 
     def _cmd_recover(self, args: argparse.Namespace) -> None:

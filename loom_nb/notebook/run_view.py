@@ -15,7 +15,8 @@ Every widget has a stable CSS class (``loom-run``, ``loom-run-status``, ``loom-t
 ``loom-in-doubt``, ``loom-approve``, ``loom-refuse``, ``loom-reason``, ``loom-output``,
 ``loom-happened``, ``loom-run-again``, ``loom-fail``, ``loom-card-status``, ``loom-answer``,
 ``loom-error``, ``loom-usage``, ``loom-thinking`` (the model's reasoning, collapsed), ``loom-session`` (a
-session run: its session, index and the run it continues)), and every
+session run: its session, index and the run it continues), ``loom-stop`` (the Stop button:
+``run.cancel()``)), and every
 object a useful ``text/plain`` form for front ends
 without widgets (plain IPython, nbval).
 """
@@ -34,7 +35,7 @@ from loom_nb.agent.agent import Run
 from loom_nb.agent.carry import session_of
 from loom_nb.agent.config import APPROVAL_GATE
 from loom_nb.journal import step_ids
-from loom_nb.journal.events import Event, EventKind
+from loom_nb.journal.events import STATUS_OF_KIND, Event, EventKind
 from loom_nb.journal.run_state import GateState, RunState, StepState
 from loom_nb.kernel.errors_codec import error_summary
 from loom_nb.notebook.cards import GateCard, card_for
@@ -50,6 +51,7 @@ STYLE = """<style>
 .loom-badge { padding: 1px 8px; border-radius: 9px; color: #fff; font-size: 12px; }
 .loom-badge-running { background: #1976d2; } .loom-badge-suspended { background: #ef6c00; }
 .loom-badge-completed { background: #2e7d32; } .loom-badge-failed { background: #c62828; }
+.loom-badge-cancelled { background: #616161; }
 .loom-stream pre, .loom-answer pre, .loom-error pre { white-space: pre-wrap; margin: 2px 0; font-size: 13px; }
 .loom-tool-row { font-size: 12px; }
 .loom-tool-row code { font-size: 12px; }
@@ -214,8 +216,11 @@ class RunView(TextForm, widgets.VBox):  # type: ignore[misc]
         self.answer = html_widget("loom-answer")
         self.error = html_widget("loom-error")
         self.usage = html_widget("loom-usage")
+        self.stop = widgets.Button(description="Stop", icon="stop", tooltip="Cancel this run for good")
+        self.stop.add_class("loom-stop")
+        self.stop.on_click(self._on_stop)
         style = html_widget("loom-style", STYLE)
-        header = widgets.HBox([style, self.title, self.status, self.progress, self.turn_label])
+        header = widgets.HBox([style, self.title, self.status, self.progress, self.turn_label, self.stop])
         super().__init__(
             children=[
                 header,
@@ -360,8 +365,25 @@ class RunView(TextForm, widgets.VBox):  # type: ignore[misc]
         except Exception:  # a view must never break the run's listeners
             log.exception("loom_nb: the live view of run %s failed to update", run.id)
 
+    def _on_stop(self, _: Any) -> None:
+        self.stop.disabled, self.stop.description = True, "Stopping…"
+        try:
+            self.run.cancel("stopped from the live view")
+        except Exception as exc:  # e.g. it completed meanwhile: say so on the button
+            self.stop.description = f"Not stopped: {exc}"[:80]
+            log.warning("loom_nb: could not stop run %s: %s", self.run.id, exc)
+
     def _update(self, run: Run) -> None:
         status = run.status
+        if status in ("completed", "failed", "cancelled"):
+            self.stop.layout.display = "none"
+            for card in self.cards.values():
+                card.close(f"closed: the run {status}")
+            if status == "cancelled":  # calls the cancel cut before they ran (or finished)
+                for row in self.tool_rows.values():
+                    if row.status in ("awaiting approval", "approved", "running", "retrying"):
+                        row.status = "cancelled"
+                        row.render()
         self.status.value = f"<span class='loom-badge loom-badge-{status}'>{status}</span>"
         self.progress.bar_style = {"completed": "success", "failed": "danger", "suspended": "warning"}.get(
             status, "info"
@@ -377,10 +399,10 @@ class RunView(TextForm, widgets.VBox):  # type: ignore[misc]
                 self._usage["turns"] = result.turns
                 self.turn = max(self.turn, result.turns)
             self._settled()
-        elif status == "failed":
+        elif status in ("failed", "cancelled"):
             exc = run.exception()
-            text = f"{type(exc).__name__}: {exc}" if exc is not None else "failed"
-            self.error.value = f"<b>Failed</b><pre>{html.escape(text)}</pre>"
+            text = f"{type(exc).__name__}: {exc}" if exc is not None else status
+            self.error.value = f"<b>{status.capitalize()}</b><pre>{html.escape(text)}</pre>"
             self._settled()
 
     def _show_gates(self, run: Run) -> None:
@@ -491,7 +513,7 @@ class RunView(TextForm, widgets.VBox):  # type: ignore[misc]
         result = run.result if status == "completed" else None
         if result is not None:
             lines.append(f"  answer: {result.output}")
-        if status == "failed":
+        if status in ("failed", "cancelled"):
             exc = run.exception()
             lines.append(f"  error: {type(exc).__name__}: {exc}" if exc is not None else "  error")
         usage = self.usage_text()
@@ -501,10 +523,13 @@ class RunView(TextForm, widgets.VBox):  # type: ignore[misc]
 
 
 class RecoveryView(TextForm, widgets.VBox):  # type: ignore[misc]
-    """What ``%loom recover`` is doing: a line, then the view of every recovered execution.
+    """What ``%loom recover`` is doing: a progress bar and a line per execution (the step it is at,
+    or how it ended) while it recovers, then the view of every recovered execution.
 
     Attributes:
         execution_ids: The executions being recovered.
+        ended: How each execution that got going ended so far (``suspended``, ``completed``...), by id.
+        at: The step each execution being recovered started last, by id.
         views: Their views, once recovered.
         not_recovered: Why each execution that could not go on yet was left running, by id.
         error: Why the recovery failed, if it did.
@@ -513,13 +538,48 @@ class RecoveryView(TextForm, widgets.VBox):  # type: ignore[misc]
     def __init__(self, runtime: Any, execution_ids: list[str]) -> None:
         self.runtime = runtime
         self.execution_ids = list(execution_ids)
+        self.ended: dict[str, str] = {}
+        self.at: dict[str, str] = {}
         self.views: list[RunView] = []
         self.not_recovered: dict[str, str] = {}
         self.error: str | None = None
         self.task: asyncio.Future[Any] | None = None
-        self.line = html_widget("loom-recovery-status", f"recovering {len(self.execution_ids)} execution(s)…")
-        super().__init__(children=[self.line])
+        self.progress = widgets.IntProgress(value=0, min=0, max=max(len(self.execution_ids), 1))
+        self.progress.add_class("loom-recovery-progress")
+        self.line = html_widget("loom-recovery-status", html.escape(self.progress_text()))
+        super().__init__(children=[self.progress, self.line])
         self.add_class("loom-recovery")
+        self._unsubscribe: Callable[[], None] | None = runtime.observe(self._on_event)
+
+    def _on_event(self, e: Event) -> None:
+        if e.execution_id not in self.execution_ids or self._unsubscribe is None:
+            return
+        status = STATUS_OF_KIND.get(e.kind)
+        if status is not None and status != "running":
+            self.ended[e.execution_id] = status
+        elif e.kind == EventKind.STEP_STARTED:
+            effect = str(e.data.get("effect", ""))
+            self.at[e.execution_id] = f"step {e.step_id} ({effect})" if effect else f"step {e.step_id}"
+        else:
+            return
+        self.progress.value = len(self.ended)
+        self.line.value = "<br>".join(html.escape(line) for line in self.progress_text().splitlines())
+
+    def progress_text(self) -> str:
+        """Where the recovery stands: how many executions ended, and what each one is doing."""
+        n = len(self.execution_ids)
+        lines = [f"recovering {n} execution(s)… {len(self.ended)}/{n} done"]
+        for eid in self.execution_ids:
+            if eid in self.ended:
+                lines.append(f"  {eid}: {self.ended[eid]}")
+            elif eid in self.at:
+                lines.append(f"  {eid}: at {self.at[eid]}")
+        return "\n".join(lines)
+
+    def _stop_watching(self) -> None:
+        if self._unsubscribe is not None:
+            self._unsubscribe()
+            self._unsubscribe = None
 
     def finished(self, task: asyncio.Future[Any]) -> None:
         """Done-callback of the recovery task: show its outcome."""
@@ -533,11 +593,13 @@ class RecoveryView(TextForm, widgets.VBox):  # type: ignore[misc]
 
     def fail(self, error: str) -> None:
         """Show why the recovery failed."""
+        self._stop_watching()
         self.error = error
         self.line.value = f"<pre class='loom-error'>recovery failed: {html.escape(error)}</pre>"
 
     def done(self, results: list[Any]) -> None:
         """Show each recovered execution's view (cards for any gate it now waits on)."""
+        self._stop_watching()
         stuck = [r for r in results if r.status == "running" and r.error is not None]
         self.not_recovered = {r.execution_id: error_summary(r.error) for r in stuck}
         self.views = [RunView(attach(self.runtime, r.execution_id)) for r in results if r not in stuck]
@@ -546,15 +608,17 @@ class RecoveryView(TextForm, widgets.VBox):  # type: ignore[misc]
             f"<span class='loom-error'>not recovered: {html.escape(eid)}: {html.escape(why)}</span>"
             for eid, why in self.not_recovered.items()
         ]
+        self.progress.value = self.progress.max
+        self.progress.layout.display = "none"
         self.line.value = "<br>".join(lines)
-        self.children = (self.line, *self.views)
+        self.children = (self.progress, self.line, *self.views)
 
     def text(self) -> str:
         """The recovery as text."""
         if self.error:
             return f"loom_nb: recovery failed: {self.error}"
         if not self.views and not self.not_recovered:
-            return f"loom_nb: recovering {len(self.execution_ids)} execution(s)…"
+            return "loom_nb: " + self.progress_text()
         lines = [v.text() for v in self.views]
         lines += [f"loom_nb: not recovered: {eid}: {why}" for eid, why in self.not_recovered.items()]
         return "\n".join(lines)

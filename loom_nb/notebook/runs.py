@@ -1,11 +1,11 @@
 """Which ``Run`` object stands for an execution in this kernel, and making its flow runnable.
 
-Every run the kernel starts (through ``RUN_HOOKS``) or attaches (``%loom pending``, ``show``,
-``resume``) is remembered by its runtime (``Runtime.runs``), so a magic and a card act on the same
-``Run`` the live view watches. After a kernel restart an execution's flow is only known once the
-cell that defines its agent ran again: ``ensure_registered`` looks for that ``Agent`` among those
-registered on the runtime and in the notebook's namespace and registers it, or returns the
-``FlowNotFoundError`` message saying what to run.
+An execution has one live ``Run`` per runtime (``Run.of``, kept in ``Runtime.runs``): every run the
+kernel starts or attaches (``%loom pending``, ``show``, ``resume``, ``cancel``) is that object, so a
+magic, a card and every live view of it follow one state. After a kernel restart an execution's flow
+is only known once the cell that defines its agent ran again: ``ensure_registered`` looks for that
+``Agent`` among those registered on the runtime and in the notebook's namespace and registers it, or
+returns the ``FlowNotFoundError`` message saying what to run.
 """
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ from loom_nb.runtime import Runtime
 
 
 def remember(run: Run) -> Run:
-    """Remember ``run`` as this kernel's handle on its execution (on its runtime); returns it."""
-    run.runtime.runs[run.id] = run
-    return run
+    """Remember ``run`` as this kernel's handle on its execution (on its runtime), unless one is
+    remembered already; returns the one remembered (``Run.of``)."""
+    return run.runtime.runs.setdefault(run.id, run)
 
 
 def live_run(runtime: Runtime, execution_id: str) -> Run | None:
@@ -38,11 +38,41 @@ def _user_namespace() -> dict[str, Any]:
     return ns if isinstance(ns, dict) else {}
 
 
-def display(obj: Any) -> None:
-    """Display ``obj`` in the current cell (IPython's ``display``)."""
+def display(obj: Any) -> Any:
+    """Display ``obj`` in the current cell (IPython's ``display``, with a display id); returns the
+    display handle (None outside IPython).
+
+    A live view of a run (an object with a ``run``) has its display updated whenever the run's status
+    or gates change, so the text and HTML forms a saved notebook keeps (GitHub, nbviewer, nbval)
+    show the run's latest state, not the state when it was first displayed.
+    """
     from IPython.display import display as ipython_display
 
-    ipython_display(obj)  # type: ignore[no-untyped-call]
+    handle = ipython_display(obj, display_id=True)  # type: ignore[no-untyped-call]
+    run = getattr(obj, "run", None)
+    if handle is not None and isinstance(run, Run):
+        follow_display(run, obj, handle)
+    return handle
+
+
+def follow_display(run: Run, view: Any, handle: Any) -> None:
+    """Update ``handle`` (a display of ``view``) each time ``run``'s status or gates change, after the
+    view updated itself, until the view is closed."""
+    last: list[str] = []
+
+    def update(_: Run) -> None:
+        if getattr(view, "comm", True) is None:  # the view was closed
+            return
+        try:
+            text = repr(view)
+            if last and last[0] == text:
+                return
+            last[:] = [text]
+            handle.update(view)
+        except Exception:  # a display must never stop a run
+            return
+
+    run.on_change(update)
 
 
 def find_agent(runtime: Runtime, flow_name: str) -> Agent | None:
@@ -107,8 +137,8 @@ def run_for(runtime: Runtime, execution_id: str) -> Run:
 
 
 def attach(runtime: Runtime, execution_id: str) -> Run:
-    """A fresh ``Run`` attached to ``execution_id`` from the journal (with its agent registered, if
-    the notebook defines it), remembered as this kernel's handle on the execution.
+    """This kernel's ``Run`` of ``execution_id`` (``Run.attach``: the live one, else one read from the
+    journal), with its agent registered if the notebook defines it.
 
     Raises:
         UsageError: no such execution in the journal.
@@ -116,4 +146,4 @@ def attach(runtime: Runtime, execution_id: str) -> Run:
     agent = find_agent(runtime, flow_of(runtime, execution_id))
     if agent is not None:
         agent.register(runtime)
-    return remember(Run.attach(runtime, execution_id, agent=agent))
+    return Run.attach(runtime, execution_id, agent=agent)

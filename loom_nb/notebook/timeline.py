@@ -19,7 +19,7 @@ import traitlets
 
 from loom_nb.errors import UsageError
 from loom_nb.journal import step_ids
-from loom_nb.journal.events import Event, EventKind
+from loom_nb.journal.events import TERMINAL_STATUSES, Event, EventKind
 from loom_nb.journal.run_state import GateState, RunState, StepState
 from loom_nb.notebook.formatting import TextForm
 from loom_nb.notebook.throttle import Throttle
@@ -86,7 +86,7 @@ class TimelineWidget(TextForm, anywidget.AnyWidget):
 
     def _on_event(self, event: Event) -> None:
         self._apply(event)
-        if self._status in ("completed", "failed"):
+        if self._status in TERMINAL_STATUSES:
             self._throttle.flush()
             self._sync()
             self.stop()

@@ -35,13 +35,13 @@ if TYPE_CHECKING:
 INSTALL_HINT = "pip install 'loom_nb[otel]'"
 
 #: The events after which a live export emits an execution's trace.
-SETTLED = frozenset({EventKind.EXECUTION_COMPLETED, EventKind.EXECUTION_FAILED})
+SETTLED = frozenset({EventKind.EXECUTION_COMPLETED, EventKind.EXECUTION_FAILED, EventKind.EXECUTION_CANCELLED})
 
 
 class TraceExport:
     """A live export of every execution of one runtime, made by ``export``.
 
-    Each time an execution settles (completes or fails; also when it suspends, with
+    Each time an execution settles (completes, fails or is cancelled; also when it suspends, with
     ``on_suspend=True``), its events up to that point are read back from the journal and emitted as
     one trace. Each settle is exported once: the handle remembers the ``(execution_id, seq)`` of the
     events it exported, so an event delivered twice does not export twice. A run that suspends and is

@@ -46,15 +46,15 @@ async def test_a_queued_answer_refused_in_its_turn_leaves_the_run_suspended() ->
     assert resolved(rt, "q-1") == ["#turn:0:tool:0:approval"]
 
 
-async def test_another_agents_execution_id_fails_the_run_instead_of_being_swallowed() -> None:
+async def test_another_agents_execution_id_raises_at_once_in_the_cell() -> None:
     rt = runtime()
-    await loom.Agent(model=loom.ScriptedModel([loom.ModelResponse.text("hi")]), name="first").start(
-        "x", runtime=rt, execution_id="shared"
-    )
-    run = agent("second").start("tidy", runtime=rt, execution_id="shared")
+    first = loom.Agent(model=loom.ScriptedModel([loom.ModelResponse.text("hi")]), name="first")
+    await first.start("x", runtime=rt, execution_id="shared")
     with pytest.raises(loom.UsageError, match=r"already exists and runs flow 'agent:first', not 'agent:second'"):
-        await run
-    assert run.status == "failed" and run.last_error is None
+        agent("second").start("tidy", runtime=rt, execution_id="shared")
+    run = loom.Run.of(rt, "shared")
+    assert run.status == "completed" and run.result is not None and run.result.output == "hi"
+    assert len(rt.journal.read("shared")) == len(rt.history("shared").events)
 
 
 def test_in_a_script_a_wrong_answer_raises_at_the_call_and_records_nothing() -> None:

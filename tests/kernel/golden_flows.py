@@ -3,9 +3,13 @@
 The golden journal is a contract: a kernel change that alters what a run journals (event kinds,
 step ids, payload shapes, digests) shows up as a diff against it, and old journals must still replay.
 
-Regenerate it (only for a deliberate, migrated change of the journal's shapes) with::
+``golden/kernel_order_cancelled.jsonl`` is the same flow cancelled while its charge was in flight.
+Write a golden file that is missing with::
 
     .venv/bin/python tests/kernel/golden_flows.py --write
+
+and regenerate existing ones (only for a deliberate, migrated change of the journal's shapes) with
+``--write --force``.
 
 which records ``golden_order`` with ``FakeClock(tick=1)``, ``SequentialIds`` and ``SeededRandom(7)``
 on an ``InMemoryJournal`` and writes one event per line (canonical JSON with ``execution_id``, ``seq``,
@@ -28,6 +32,9 @@ from loom_nb.kernel import Decision, Engine, ExecutionContext, FlowRegistry, Gat
 from loom_nb.testing import FakeClock, SeededRandom, SequentialIds
 
 GOLDEN = Path(__file__).with_name("golden") / "kernel_order.jsonl"
+#: The same flow cancelled while its non-idempotent charge was in flight (``execution_cancelled``).
+GOLDEN_CANCELLED = Path(__file__).with_name("golden") / "kernel_order_cancelled.jsonl"
+CANCEL_REASON = "the customer called"
 EXECUTION_ID = "golden-1"
 FLOW_NAME = "golden_order"
 INPUT = {"sku": "A-1", "qty": 2}
@@ -132,6 +139,28 @@ async def record() -> list[Event]:
     return journal.read(EXECUTION_ID)
 
 
+async def record_cancelled() -> list[Event]:
+    """Run the golden flow past both gates, then cancel it while the (non-idempotent) charge is in
+    flight: the charge is recorded in doubt, then ``execution_cancelled``. Returns its events."""
+    journal = InMemoryJournal()
+    rt = make_runtime(journal)
+    charging = asyncio.Event()
+
+    async def hanging_charge(value: Any) -> Any:
+        charging.set()
+        await asyncio.Event().wait()  # never answers: the cancel cuts it
+
+    rt.effects.register("payments.charge", hanging_charge)
+    await rt.start(FLOW_NAME, INPUT, execution_id=EXECUTION_ID)
+    await rt.resume(EXECUTION_ID, "finance", {"approved": True})
+    resumed = asyncio.ensure_future(rt.resume(EXECUTION_ID, "manager", {"approved": True}))
+    await charging.wait()
+    result = await rt.cancel(EXECUTION_ID, CANCEL_REASON)
+    assert result.status == "cancelled", result
+    assert (await resumed).status == "cancelled"
+    return journal.read(EXECUTION_ID)
+
+
 def to_lines(events: list[Event]) -> list[str]:
     """One canonical JSON line per event."""
     return [
@@ -164,14 +193,19 @@ def load(path: Path = GOLDEN, *, upto_seq: int | None = None) -> InMemoryJournal
 
 
 def main(argv: list[str]) -> int:
-    """``--write`` rewrites the golden file; otherwise print the lines a fresh recording gives."""
-    text = "\n".join(to_lines(asyncio.run(record()))) + "\n"
-    if "--write" in argv:
-        GOLDEN.parent.mkdir(exist_ok=True)
-        GOLDEN.write_text(text, encoding="utf-8")
-        print(f"wrote {GOLDEN} ({text.count(chr(10))} events)")
-    else:
-        sys.stdout.write(text)
+    """``--write`` writes the golden files that do not exist yet (``--write --force`` rewrites them);
+    otherwise print the lines a fresh recording gives."""
+    for path, recorder in ((GOLDEN, record), (GOLDEN_CANCELLED, record_cancelled)):
+        text = "\n".join(to_lines(asyncio.run(recorder()))) + "\n"
+        if "--write" in argv:
+            if path.exists() and "--force" not in argv:
+                print(f"kept {path} (it exists; --force rewrites it)")
+                continue
+            path.parent.mkdir(exist_ok=True)
+            path.write_text(text, encoding="utf-8")
+            print(f"wrote {path} ({text.count(chr(10))} events)")
+        else:
+            sys.stdout.write(text)
     return 0
 
 

@@ -23,7 +23,8 @@ def test_click_resumes_the_run_in_a_real_kernel_and_after_a_restart(tmp_path: Pa
     journal = tmp_path / "kernel.duckdb"
     with KernelSession(tmp_path) as k:
         assert k.stdout(load_cell(journal)).strip() == (
-            f"loom_nb: journal {journal} is open (%loom status, %loom runs, %loom pending)"
+            f"loom_nb: journal {journal} is open: a new journal, from $LOOM_JOURNAL "
+            "(%loom status, %loom runs, %loom pending)"
         )
         k.run(AGENT_CELL)
         outputs = k.run(f"run = agent.start({TASK!r})")

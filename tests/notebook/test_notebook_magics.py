@@ -5,6 +5,7 @@ synchronously)."""
 from __future__ import annotations
 
 import dataclasses
+import json
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -24,6 +25,7 @@ from loom_nb.notebook.run_view import RunView
 from tests.notebook.support import TidyAgent
 
 GATE = "#turn:1:tool:0:approval"
+TASK = "Remove the stale files in /tmp/x"
 
 
 @pytest.fixture(scope="module")
@@ -92,7 +94,10 @@ def test_load_ext_prints_one_line_naming_the_journal(
     shell.run_line_magic("load_ext", "loom_nb")
     try:
         out = capsys.readouterr().out.strip().splitlines()
-        assert out == [f"loom_nb: journal {journal} is open (%loom status, %loom runs, %loom pending)"]
+        assert out == [
+            f"loom_nb: journal {journal} is open: a new journal, from $LOOM_JOURNAL "
+            "(%loom status, %loom runs, %loom pending)"
+        ]
         assert loom.default_runtime().journal.location == str(journal)
         assert extension.show_run in RUN_HOOKS
     finally:
@@ -175,7 +180,11 @@ def test_starting_a_run_displays_its_live_view(ip: Any, capsys: pytest.CaptureFi
 def test_open_switches_the_journal(ip: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     first = loom.default_runtime()
     ip.run_line_magic("loom", f"open {tmp_path / 'second.duckdb'}")
-    assert capsys.readouterr().out.strip().endswith("second.duckdb is open (%loom status, %loom runs, %loom pending)")
+    assert (
+        capsys.readouterr()
+        .out.strip()
+        .endswith("second.duckdb is open: a new journal (%loom status, %loom runs, %loom pending)")
+    )
     assert loom.default_runtime().journal.location == str(tmp_path / "second.duckdb")
     assert first.closed
 
@@ -412,3 +421,54 @@ def test_pending_finds_an_agent_that_no_variable_holds(
     card.approve.click()
     assert view.run.status == "completed" and t.deleted == ["/tmp/x/stale.log"]
     assert agent is t.agent
+
+
+def test_load_ext_after_a_restart_opens_the_journal_this_notebook_used(
+    shell: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.delenv("LOOM_JOURNAL", raising=False)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("JPY_SESSION_NAME", str(tmp_path / "work.ipynb"))  # what Jupyter's server sets
+    suffix = "(%loom status, %loom runs, %loom pending)"
+    shell.run_line_magic("load_ext", "loom_nb")
+    try:
+        assert capsys.readouterr().out.strip() == f"loom_nb: journal loom.duckdb is open: a new journal {suffix}"
+        shell.run_line_magic("loom", "open mine.duckdb")
+        assert capsys.readouterr().out.strip() == f"loom_nb: journal mine.duckdb is open: a new journal {suffix}"
+        TidyAgent().agent.start(TASK, execution_id="kept-1", view=False)
+    finally:
+        shell.run_line_magic("unload_ext", "loom_nb")
+    record = json.loads((tmp_path / ".loom-journals.json").read_text())
+    assert record == {"journals": {"work.ipynb": "mine.duckdb"}}
+    capsys.readouterr()
+    shell.run_line_magic("load_ext", "loom_nb")  # the kernel restarted
+    try:
+        lines = capsys.readouterr().out.strip().splitlines()
+        assert lines[0] == (
+            f"loom_nb: journal {tmp_path / 'mine.duckdb'} is open: 1 execution(s), "
+            f"the one this notebook used before (.loom-journals.json) {suffix}"
+        )
+        assert lines[1] == "loom_nb: 1 gate(s) open in 1 execution(s): run %loom pending to show them"
+    finally:
+        shell.run_line_magic("unload_ext", "loom_nb")
+
+
+def test_cancel_stops_a_suspended_run_and_says_so(ip: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    _, run = suspended_run(ip)
+    capsys.readouterr()
+    assert ip.run_line_magic("loom", f"cancel {run.id} --reason 'no longer needed'") is run
+    out = capsys.readouterr().out.splitlines()
+    assert f"loom_nb: execution {run.id} cancelled (it was suspended)" in out
+    assert f"loom run {run.id} (agent:tidy): cancelled, turn 2/20" in out  # the view's display, updated
+    assert run.status == "cancelled" and run.gates == []
+    assert rt_events(run)[-1].data == {"reason": "no longer needed"}
+    ip.run_line_magic("loom", f"cancel {run.id}")
+    assert capsys.readouterr().out.strip() == f"loom_nb: execution {run.id} was already cancelled"
+    df = ip.run_line_magic("loom", "runs --status cancelled")
+    assert df.execution_id.tolist() == [run.id]
+    err = one_line_error(ip, capsys, f"%loom resume {run.id} 0 --approve")
+    assert "has no open gate '0' (open gates: none: the run is cancelled)" in err
+
+
+def rt_events(run: loom.Run) -> list[Event]:
+    return run.runtime.journal.read(run.id)

@@ -31,9 +31,8 @@ def test_each_runtime_keeps_its_own_run_handles() -> None:
     first, second = runtime(), runtime()
     run = greeter().start("hello", runtime=first, execution_id="same-id", view=False)
     greeter().start("hello", runtime=second, execution_id="same-id", view=False)
-    assert live_run(first, "same-id") is None  # only what the notebook remembers
+    assert live_run(first, "same-id") is run  # one Run per execution per runtime (Run.of)
     assert remember(run) is run
     assert live_run(first, "same-id") is run and run_for(first, "same-id") is run
-    assert live_run(second, "same-id") is None
     attached = run_for(second, "same-id")
     assert attached is not run and attached.runtime is second and live_run(second, "same-id") is attached

@@ -470,3 +470,14 @@ def test_no_events_give_no_spans_and_emitting_none_is_refused(recorder: Recorder
     assert span_specs([]) == []
     with pytest.raises(ValueError, match="no spans to emit"):
         emit(recorder.provider.get_tracer("test"), [])
+
+
+async def test_a_cancelled_run_is_exported_when_it_is_cancelled(rt: loom.Runtime, recorder: Recorder) -> None:
+    export = loom.tracing.export(rt, recorder.provider)
+    run = tidy_agent().start("Remove the stale files in /tmp/x", runtime=rt)
+    await run.wait(until="paused")
+    await run.cancel("not today")
+    assert rt.journal.read(run.id)[-1].kind == EventKind.EXECUTION_CANCELLED
+    assert [e for e, _ in export.traces] == [run.id]
+    (root,) = [span for span in recorder.spans() if span.parent is None]
+    assert dict(root.attributes or {})["loom.status"] == "cancelled"

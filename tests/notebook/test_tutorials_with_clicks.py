@@ -1,0 +1,72 @@
+"""Tutorials 01 and 02 work when the reader clicks the cards instead of letting the cells answer: their
+cells run in a real kernel, in order, with clicks (the comm message a browser sends for a Button) where a
+reader would click, and no cell fails."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.notebook.support import REPO, KernelSession, kernel_button_ids
+
+pytestmark = pytest.mark.slow
+
+
+def code_cells(name: str) -> list[str]:
+    nb = json.loads((REPO / "notebooks" / name).read_text(encoding="utf-8"))
+    return ["".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code"]
+
+
+def stdout_of(outputs: list[dict[str, object]]) -> str:
+    return "".join(str(o.get("text", "")) for o in outputs if o.get("output_type") == "stream")
+
+
+def run_until(k: KernelSession, cells: list[str], marker: str) -> list[str]:
+    """Run the cells up to and including the first one containing ``marker``; returns the rest."""
+    while cells:
+        source = cells.pop(0)
+        k.run(source)
+        if marker in source:
+            return cells
+    raise AssertionError(f"no cell contains {marker!r}")
+
+
+def test_quickstart_with_a_click_on_approve(tmp_path: Path) -> None:
+    with KernelSession(tmp_path) as k:
+        cells = run_until(k, code_cells("01-quickstart.ipynb"), 'await run.wait(until="paused")')
+        (approve,) = kernel_button_ids(k, "loom-approve")
+        k.click(approve)  # the reader clicks Approve on the card
+        answer_cell = cells.pop(0)
+        assert answer_cell.startswith('if run.status == "suspended":')
+        assert stdout_of(k.run(answer_cell)) == "completed\n"
+        result = stdout_of(k.run(cells.pop(0)))
+        assert result.startswith("Done: deleted report-2023.csv. notes.md stays.\nend_turn after 3 turns\n")
+        for source in cells:
+            k.run(source)  # every later cell runs without an error
+        assert kernel_button_ids(k, "loom-approve") == []
+
+
+def test_approval_gates_with_clicks_on_the_cards_and_the_pending_card(tmp_path: Path) -> None:
+    with KernelSession(tmp_path) as k:
+        cells = run_until(k, code_cells("02-approval-gates.ipynb"), 'await run.wait(until="paused")')
+        first, second, _third = kernel_button_ids(k, "loom-approve")
+        k.click(first)  # the reader approves a.log and b.log on their cards, and leaves the audit file
+        k.click(second)
+        out = stdout_of(k.run(cells.pop(0)))
+        assert out.splitlines() == [
+            "answered audit-2024.csv; deleted so far: ['a.log', 'b.log']",
+            "deleted: ['a.log', 'b.log']",
+        ]
+        cells = run_until(k, cells, "%loom pending")
+        buttons = kernel_button_ids(k, "loom-approve")
+        assert len(buttons) == 2  # the card in the start cell's view and the one %loom pending showed
+        k.click(buttons[-1])  # Approve on the pending card
+        resume_cell = cells.pop(0)
+        assert "%loom resume" in resume_cell
+        assert stdout_of(k.run(resume_cell)) == ""  # already answered: the cell does not resume again
+        out = stdout_of(k.run(cells.pop(0)))
+        assert out.startswith("Deleted: old-cache.tmp.\n")
+        assert "2 execution(s) (2 completed); 0 open gate(s)" in out
+        assert kernel_button_ids(k, "loom-approve") == []  # both cards of that gate say it was decided
