@@ -16,6 +16,7 @@ from typing import Any
 
 from loom_nb.agent.carry import carried, session_of
 from loom_nb.agent.chunking import chunk_deltas
+from loom_nb.agent.compaction import BACKWARD_RULE, keep_rule_of, whole_calls
 from loom_nb.agent.config import (
     APPROVAL_GATE,
     AgentConfig,
@@ -259,15 +260,17 @@ async def _maybe_compact(ctx: FlowContext, config: AgentConfig, state: _Turn, tu
     if keep is None:
         return
     # Never keep a tool result without the assistant message that called it: providers refuse a
-    # request whose tool results answer no call. Extend the kept suffix back to that message.
-    while keep < rest and messages[len(messages) - keep].role == "tool":
-        keep += 1
+    # request whose tool results answer no call. The rule a recorded node was made with applies again.
+    node = step_ids.compaction_id(turn)
+    rule = keep_rule_of(ctx.recorded_input(node), step_id=node)
+    keep = whole_calls([m.role for m in messages[n_sys:]], keep, rule=rule)
     if keep >= rest:
         return
     folded = messages[n_sys : len(messages) - keep]
     request = ModelRequest(messages=(Message.system(SUMMARIZE_INSTRUCTION), *folded))
-    node = step_ids.compaction_id(turn)
-    record = {"prev": state.prev, "add": state.pending, "keep": keep}
+    record: dict[str, Any] = {"prev": state.prev, "add": state.pending, "keep": keep}
+    if rule != BACKWARD_RULE:
+        record["keep_rule"] = rule
     output = await ctx.execute(compaction.effect_id, request, step_id=node, record=record)
     if contains_envelope(output):
         raise ClaimCheckError(

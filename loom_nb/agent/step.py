@@ -66,6 +66,9 @@ class _OpaqueContext:
     def recorded(self, ident: str) -> bool:
         return False  # nothing inside the opaque step is journaled: it re-runs whole
 
+    def recorded_input(self, step_id: str) -> Any:
+        return None  # nothing inside the opaque step is journaled
+
     async def gates(self, requests: Sequence[GateRequest]) -> list[Any]:
         raise UsageError(
             f"agent_step cannot wait at gates ({', '.join(r.gate_id for r in requests)}): a tool needs "

@@ -42,7 +42,10 @@ async def test_a_backward_rule_run_cut_at_every_event_recovers_with_the_rule_it_
         rt = golden.make_runtime(journal)
         (result,) = await rt.recover()
         assert result.status == "completed", (cut, result.error)
-        assert result.output == final.data["output"], cut
+        # The same answer in as many turns (the usage may differ: a compaction the cut journal did
+        # not hold yet is made under today's rule, which sends fewer messages).
+        done = final.data["output"]
+        assert (result.output["output"], result.output["turns"]) == (done["output"], done["turns"]), cut
         again = journal.read(golden.EXECUTION_ID)
         # Every compaction the cut journal held keeps its recorded input (and so the old rule).
         held = compactions(events[: cut + 1])
