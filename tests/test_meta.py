@@ -214,6 +214,7 @@ EXPECTED_ALL = sorted(
         "NonDeterminismError",
         "NotAuthorizedError",
         "OutcomeUnknownError",
+        "OutputValidationError",
         "OpenAIChat",
         "OpenAIResponses",
         "Principal",

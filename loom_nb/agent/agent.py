@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Coroutine, Generator, Iterable, Mapping, Sequence
-from typing import Any, Unpack
+from typing import Any, Generic, Unpack, cast, overload
 
 from loom_nb.agent.batch import Batch, map_agent
 from loom_nb.agent.config import (
@@ -21,11 +21,13 @@ from loom_nb.agent.config import (
     AgentOptions,
     AgentResult,
     ApprovalDecision,
+    Out,
     Routes,
     Skill,
 )
 from loom_nb.agent.llm import llm_effect, summarizer_effect
 from loom_nb.agent.loop import agent_loop
+from loom_nb.agent.output import OutputMode, OutputSpec
 from loom_nb.agent.session import Session
 from loom_nb.agent.versions import AgentVersions
 from loom_nb.effects.retry import RetryPolicy
@@ -55,8 +57,11 @@ Limit = Callable[[Callable[[], Coroutine[Any, Any, ExecutionResult]]], Coroutine
 RUN_HOOKS: list[Callable[[Run], None]] = []
 
 
-class Agent:
+class Agent(Generic[Out]):
     """An agent: a model (or routes), tools and a system prompt, run durably.
+
+    ``Agent[Out]`` answers with an ``Out`` (``str`` unless ``output_type=`` says otherwise), so
+    ``(await agent.start(...)).output`` is typed for mypy and editors.
 
     Args:
         model: A ``ModelProvider`` (e.g. ``ScriptedModel``, ``OpenAIChat``) or a registered model
@@ -70,11 +75,51 @@ class Agent:
         skills: Skills a selector may add to a turn.
         warn_transcript_bytes: Warn once per run past this many uncompacted transcript bytes (True:
             the default limit; False: never).
+        output_type: The type of the final answer: ``str`` (the default), a pydantic model, a
+            dataclass, a ``TypedDict`` or ``list[...]`` of them (``loom_nb.agent.output``).
+        output_mode: ``auto`` (native structured output where the provider has it, else a
+            ``final_result`` tool), ``native`` or ``tool``.
+        output_retries: Failed validations sent back to the model before ``OutputValidationError``.
         **options: The other ``AgentConfig`` fields, documented there (``AgentOptions``): ``system``,
             ``max_turns``, ``compaction``, ``claim_check``, ``needs_approval``, ``refusal_text``,
             ``skill_selector``, ``memory``, ``recall_limit``, ``stream``, ``chunk_min_chars``,
             ``parallel_tools``, ``tool_timeout``.
     """
+
+    @overload
+    def __init__(
+        self: Agent[str],
+        model: ModelProvider | str | None = None,
+        *,
+        tools: Sequence[Tool] = (),
+        name: str = "agent",
+        routes: Routes | None = None,
+        models: Mapping[str, ModelProvider] | None = None,
+        summarizer: ModelProvider | None = None,
+        model_retry: RetryPolicy | None = _UNSET,
+        skills: Sequence[Skill] = (),
+        warn_transcript_bytes: int | bool = DEFAULT_WARN_BYTES,
+        output_mode: OutputMode = "auto",
+        **options: Unpack[AgentOptions],
+    ) -> None: ...
+
+    @overload
+    def __init__(
+        self: Agent[Out],
+        model: ModelProvider | str | None = None,
+        *,
+        tools: Sequence[Tool] = (),
+        name: str = "agent",
+        routes: Routes | None = None,
+        models: Mapping[str, ModelProvider] | None = None,
+        summarizer: ModelProvider | None = None,
+        model_retry: RetryPolicy | None = _UNSET,
+        skills: Sequence[Skill] = (),
+        warn_transcript_bytes: int | bool = DEFAULT_WARN_BYTES,
+        output_type: type[Out],
+        output_mode: OutputMode = "auto",
+        **options: Unpack[AgentOptions],
+    ) -> None: ...
 
     def __init__(
         self,
@@ -88,6 +133,8 @@ class Agent:
         model_retry: RetryPolicy | None = _UNSET,
         skills: Sequence[Skill] = (),
         warn_transcript_bytes: int | bool = DEFAULT_WARN_BYTES,
+        output_type: Any = str,
+        output_mode: OutputMode = "auto",
         **options: Unpack[AgentOptions],
     ) -> None:
         for t in tools:
@@ -112,6 +159,8 @@ class Agent:
             tools=tuple(tools),
             skills=tuple(skills),
             warn_transcript_bytes=warn_transcript_bytes,
+            output_type=output_type,
+            output_mode=_resolve_mode(output_mode, self._providers.get(model_id or "")),
             **options,
         )
         self._versions = AgentVersions(config)
@@ -169,7 +218,7 @@ class Agent:
         runtime.check_hooks[self.flow_name] = self._versions.check_hook
         runtime.agents[self.flow_name] = self
 
-    async def _run_body(self, ctx: FlowContext, input: Any) -> AgentResult:
+    async def _run_body(self, ctx: FlowContext, input: Any) -> AgentResult[Any]:
         # Found by flow name in the process-wide registry (a script's ``rt.recover()`` after a crash,
         # before anything called ``start``): the runtime gets this agent's effects on first use.
         runtime = ctx.runtime
@@ -210,6 +259,11 @@ class Agent:
         (``session.start(message)``). Found again from the journal after a kernel restart."""
         return Session(self, session_id, runtime=runtime)
 
+    @property
+    def output(self) -> OutputSpec[Out] | None:
+        """How the typed answer is asked for and checked (None for a text agent)."""
+        return self.config.output
+
     def start(
         self,
         input: Any,
@@ -218,7 +272,7 @@ class Agent:
         execution_id: str | None = None,
         view: bool = True,
         session: Session | str | None = None,
-    ) -> Run:
+    ) -> Run[Out]:
         """Start a run of this agent on ``input`` (the user's message) and return its ``Run``.
 
         With ``session`` (a ``Session`` or a session id) the run is the session's next one and
@@ -239,7 +293,7 @@ class Agent:
         rt = runtime or default_runtime()
         self.register(rt)
         eid = rt.ids.new_id() if execution_id is None else require_execution_id(execution_id, "execution_id")
-        run = Run(rt, eid, agent=self)
+        run: Run[Out] = Run(rt, eid, agent=self)
         for hook in list(RUN_HOOKS) if view else ():
             hook(run)
         run.drive(rt.start(self.flow_name, input, execution_id=run.id))
@@ -252,7 +306,7 @@ class Agent:
         runtime: Runtime | None = None,
         execution_id: str | None = None,
         session: Session | str | None = None,
-    ) -> AgentResult:
+    ) -> AgentResult[Out]:
         """Start a run (a session's next one with ``session``) and wait for its result (approvals
         must come from elsewhere)."""
         return await self.start(input, runtime=runtime, execution_id=execution_id, session=session)
@@ -287,11 +341,20 @@ class Agent:
         """
         return map_agent(self, inputs, concurrency=concurrency, ids=ids, runtime=runtime, view=view, progress=progress)
 
-    def attach(self, execution_id: str, *, runtime: Runtime | None = None) -> Run:
+    def attach(self, execution_id: str, *, runtime: Runtime | None = None) -> Run[Out]:
         """The ``Run`` of an existing execution (e.g. after a kernel restart)."""
         rt = runtime or default_runtime()
         self.register(rt)
-        return Run.attach(rt, execution_id, agent=self)
+        run: Run[Out] = Run(rt, execution_id, agent=self)
+        run.refresh()
+        return run
+
+
+def _resolve_mode(mode: OutputMode, provider: ModelProvider | None) -> OutputMode:
+    """``auto``: native structured output when the provider has it (``native_output``), else a tool."""
+    if mode != "auto":
+        return mode
+    return "native" if getattr(provider, "native_output", False) is True else "tool"
 
 
 class Resumption:
@@ -401,8 +464,10 @@ class Gate:
             raise UsageError(f"gate {self.gate_id!r} is a {self.kind} gate, not {kind}")
 
 
-class Run:
+class Run(Generic[Out]):
     """A handle on one agent execution: status, open gates, result; awaitable.
+
+    ``Run[Out]``: ``result.output`` (and ``await run``) is the agent's ``Out``.
 
     Attributes:
         id: The execution id.
@@ -410,7 +475,7 @@ class Run:
         agent: The agent (None when attached without one).
     """
 
-    def __init__(self, runtime: Runtime, execution_id: str, *, agent: Agent | None = None) -> None:
+    def __init__(self, runtime: Runtime, execution_id: str, *, agent: Agent[Out] | None = None) -> None:
         self.id = execution_id
         self.runtime = runtime
         self.agent = agent
@@ -430,9 +495,9 @@ class Run:
         self._refused: LoomError | None = None
 
     @classmethod
-    def attach(cls, runtime: Runtime, execution_id: str, *, agent: Agent | None = None) -> Run:
+    def attach(cls, runtime: Runtime, execution_id: str, *, agent: Agent[Any] | None = None) -> Run[Any]:
         """A handle on an existing execution, read from the journal."""
-        run = cls(runtime, execution_id, agent=agent)
+        run: Run[Any] = cls(runtime, execution_id, agent=agent)
         run.refresh()
         return run
 
@@ -471,10 +536,14 @@ class Run:
         return gate
 
     @property
-    def result(self) -> AgentResult | None:
-        """The result once completed, else None."""
+    def result(self) -> AgentResult[Out] | None:
+        """The result once completed, else None (``output`` validated as the agent's output type)."""
         if self.status == "completed" and self._state is not None:
-            return AgentResult.model_validate(self._state.output)
+            result: AgentResult[Any] = AgentResult.model_validate(self._state.output)
+            spec = self.agent.output if self.agent is not None else None
+            if spec is not None and result.stop_reason == "end_turn":
+                result = result.model_copy(update={"output": spec.load(result.output)})
+            return cast("AgentResult[Out]", result)
         return None
 
     def exception(self) -> BaseException | None:
@@ -509,7 +578,8 @@ class Run:
         if self.status == "suspended":
             extra = f", waiting on {len(self.gates)} gate(s)"
         elif self.status == "completed" and self.result is not None:
-            extra = f", output={self.result.output[:60]!r}"
+            output = self.result.output
+            extra = f", output={output[:60]!r}" if isinstance(output, str) else f", output={repr(output)[:80]}"
         elif self.status == "failed":
             exc = self.exception()
             extra = f", error={type(exc).__name__}: {exc}" if exc else ""
@@ -594,10 +664,10 @@ class Run:
             await self._changed.wait()
         return self
 
-    def __await__(self) -> Generator[Any, None, AgentResult]:
+    def __await__(self) -> Generator[Any, None, AgentResult[Out]]:
         return self._result().__await__()
 
-    async def _result(self) -> AgentResult:
+    async def _result(self) -> AgentResult[Out]:
         await self.wait()
         exc = self.exception()
         if exc is not None:

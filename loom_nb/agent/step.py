@@ -93,18 +93,18 @@ class _OpaqueContext:
 
 def agent_step(
     config: AgentConfig, *, name: str = "agent", step_id: str = "agent"
-) -> Callable[[FlowContext, Any], Awaitable[AgentResult]]:
+) -> Callable[[FlowContext, Any], Awaitable[AgentResult[Any]]]:
     """The whole agent loop as one step: ``result = await agent_step(config)(ctx, "question")``.
 
     The step's effect is ``agent_step.<name>`` (registered on first use; a persisted id).
     """
     effect_id = step_ids.agent_step_effect_id(name)
 
-    async def run(ctx: FlowContext, input: Any) -> AgentResult:
+    async def run(ctx: FlowContext, input: Any) -> AgentResult[Any]:
         rt = ctx.runtime
         if effect_id not in rt.effects:
 
-            async def whole_loop(loop_input: Any, effect_context: EffectContext) -> AgentResult:
+            async def whole_loop(loop_input: Any, effect_context: EffectContext) -> AgentResult[Any]:
                 inner = _OpaqueContext(rt, effect_context)
                 return await agent_loop(cast(FlowContext, inner), config, loop_input)
 
