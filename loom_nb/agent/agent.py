@@ -27,7 +27,7 @@ from loom_nb.agent.config import (
 )
 from loom_nb.agent.llm import llm_effect, summarizer_effect
 from loom_nb.agent.loop import agent_loop
-from loom_nb.agent.output import OutputMode, OutputSpec
+from loom_nb.agent.output import OutputMode, OutputSpec, output_text
 from loom_nb.agent.session import Session
 from loom_nb.agent.versions import AgentVersions
 from loom_nb.effects.retry import RetryPolicy
@@ -579,7 +579,7 @@ class Run(Generic[Out]):
             extra = f", waiting on {len(self.gates)} gate(s)"
         elif self.status == "completed" and self.result is not None:
             output = self.result.output
-            extra = f", output={output[:60]!r}" if isinstance(output, str) else f", output={repr(output)[:80]}"
+            extra = f", output={output[:60]!r}" if isinstance(output, str) else f", output={output_text(output)[:80]}"
         elif self.status == "failed":
             exc = self.exception()
             extra = f", error={type(exc).__name__}: {exc}" if exc else ""

@@ -30,9 +30,12 @@ import typing
 from collections.abc import Mapping
 from typing import Any, Generic, Literal, TypeVar, get_args, get_origin
 
+import pydantic_core
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from loom_nb.errors import OutputValidationError, UsageError
+from loom_nb.journal import step_ids
+from loom_nb.journal.run_state import RunState
 from loom_nb.messages import Message, ModelResponse, OutputFormat, ToolCall, ToolSpec
 
 OutputMode = Literal["auto", "native", "tool"]
@@ -328,3 +331,58 @@ class TypedAnswers:
             f"max_turns={max_turns} turns ({len(self.failures)} failed). Raise max_turns or ask for the "
             "answer sooner in the system prompt."
         )
+
+
+def output_text(value: Any, *, indent: int | None = None) -> str:
+    """How an answer is shown (the live view, ``Run`` reprs): text as it is, a typed value as JSON,
+    prefixed with its type's name (``Forecast {"city": ...}``)."""
+    if isinstance(value, str):
+        return value
+    body = pydantic_core.to_json(value, indent=indent).decode()
+    return f"{type(value).__name__} {body}"
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class RecordedOutput:
+    """A typed-output run as its journal holds it (what ``frames().outputs()`` shows).
+
+    Attributes:
+        output_type: The output type's name (``module:Qualname``, ``list[...]``...).
+        mode: ``native`` or ``tool``.
+        attempts: Model turns that gave a final answer (valid or not).
+        failed_attempts: Those that failed validation.
+        output: The answer's JSON once the run completed, else None.
+    """
+
+    output_type: str
+    mode: str
+    attempts: int
+    failed_attempts: int
+    output: Any
+
+
+def recorded_output(state: RunState) -> RecordedOutput | None:
+    """Read a run's typed output from its folded journal (None for a text agent or another flow)."""
+    steps = [s for s in state.steps.values() if s.kind == step_ids.MODEL_KIND]
+    first = steps[0].input if steps else None
+    if not isinstance(first, dict) or not isinstance(first.get("output"), dict):
+        return None
+    record = first["output"]
+    mode = str(record.get("mode"))
+    attempts = 0
+    for step in steps:
+        if not step.completed or not isinstance(step.output, dict):
+            continue
+        message = step.output.get("message") or {}
+        calls = message.get("tool_calls") or ()
+        answered = any(c.get("name") == FINAL_RESULT_TOOL for c in calls) if mode == "tool" else not calls
+        attempts += answered
+    completed = state.status == "completed"
+    output = state.output.get("output") if completed and isinstance(state.output, dict) else None
+    return RecordedOutput(
+        output_type=str(record.get("type")),
+        mode=mode,
+        attempts=attempts,
+        failed_attempts=attempts - 1 if completed else attempts,
+        output=output,
+    )
