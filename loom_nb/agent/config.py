@@ -69,9 +69,11 @@ class Compaction:
             folded) passes this; the kept suffix is then the longest newest run within
             ``after_bytes / 2``, at least 1 message, at most ``keep_recent``, and the fold is skipped
             when that suffix is the whole transcript.
-        keep_recent: Messages kept verbatim after a fold (the most, for the byte trigger). Either
-            rule's suffix is extended back so that it never starts with a tool result whose
-            assistant call was folded away (providers refuse such requests).
+        keep_recent: Messages kept verbatim after a fold (at most, for either trigger). Either
+            rule's suffix is shrunk forwards so that it never starts with a tool result whose
+            assistant call is folded (providers refuse such requests; the orphaned result is folded
+            into the summary), except when the newest message is such a result: then its call comes
+            too (``docs/design.md``, section 6.7).
     """
 
     effect_id: str
