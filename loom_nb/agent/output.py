@@ -220,7 +220,7 @@ def describe_error(exc: BaseException) -> str:
         return "The answer failed validation:\n" + "\n".join(lines)
     if isinstance(exc, json.JSONDecodeError):
         return f"The answer is not valid JSON: {exc.msg} at character {exc.pos}."
-    return f"The answer failed validation: {exc}"
+    return f"The answer failed validation: {exc}."
 
 
 def output_spec(output_type: Any, mode: str, retries: int) -> OutputSpec[Any] | None:
@@ -266,7 +266,7 @@ def judge(spec: OutputSpec[Any], message: Message) -> Verdict | None:
         if answers:
             value = spec.validate_call(message.tool_calls[answers[0]])
         elif spec.mode == "tool":
-            raise ValueError(f"the answer was text, not a call of {FINAL_RESULT_TOOL}")
+            raise ValueError(f"the answer was text, not a call of the {FINAL_RESULT_TOOL} tool")
         else:
             value = spec.validate_text(message.text)
     except (ValidationError, ValueError) as exc:
@@ -314,9 +314,9 @@ class TypedAnswers:
             steps = ", ".join(sid for sid, _ in self.failures)
             raise OutputValidationError(
                 f"execution {self.execution_id!r}: the final answer failed {type_name(self.spec.output_type)} "
-                f"{len(self.failures)} times (steps {steps}; output_retries={self.spec.retries}). Last error: "
-                f"{verdict.error} Make the type easier to fill, say more in the system prompt, or allow "
-                "more output_retries."
+                f"{len(self.failures)} times (steps {steps}; output_retries={self.spec.retries}). Make the type "
+                "easier to fill, say more in the system prompt, or allow more output_retries. Last error: "
+                f"{verdict.error}"
             )
         return verdict
 
