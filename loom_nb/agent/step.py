@@ -110,6 +110,10 @@ def agent_step(
 
             rt.effects.register(effect_id, whole_loop, kind="agent")
         output = await ctx.execute(effect_id, input, step_id=step_id)
-        return AgentResult.model_validate(output)
+        result: AgentResult[Any] = AgentResult.model_validate(output)
+        spec = config.output
+        if spec is not None and result.stop_reason == "end_turn":
+            result = result.model_copy(update={"output": spec.load(result.output)})  # typed, as recorded JSON
+        return result
 
     return run

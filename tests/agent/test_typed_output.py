@@ -268,3 +268,21 @@ def test_bad_options_are_usage_errors() -> None:
 
     with pytest.raises(UsageError, match="a tool is named 'final_result'"):
         loom.Agent(ScriptedModel([]), output_type=City, tools=[final_result])
+
+
+async def test_agent_step_returns_the_typed_answer_too() -> None:
+    from loom_nb.agent import AgentConfig
+    from loom_nb.agent.step import agent_step
+    from tests.agent.support import MODEL, register_model
+
+    rt = make_runtime()
+    register_model(rt, ScriptedModel([answer({"name": "Oslo", "population": 1})]))
+    step = agent_step(AgentConfig(model=MODEL, output_type=City), name="typed-step")
+
+    async def body(ctx: Any, input: Any) -> Any:
+        result = await step(ctx, input)
+        assert result.output == City(name="Oslo", population=1)
+        return result.output.name
+
+    rt.flows.register(body, "typed-step-flow")
+    assert (await rt.start("typed-step-flow", "Which city?")).output == "Oslo"
