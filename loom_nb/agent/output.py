@@ -17,8 +17,9 @@ message. Both are journaled in the next turn's delta, like every message; each a
 step of its own. After ``output_retries`` failed retries the run fails with
 ``OutputValidationError``.
 
-What is persisted: the first model node's input carries ``"output": {"type", "mode", "schema"}`` (a
-changed output type is a changed input: replay reports it); the result is ``AgentResult.output``
+What is persisted: the first model node's input carries ``"output": {"type", "mode"}`` (and the
+``schema`` in native mode; in tool mode the ``final_result`` spec holds it), so a changed output
+type is a changed input: replay reports it; the result is ``AgentResult.output``
 dumped to JSON in ``execution_completed``. Text agents journal exactly what they did before.
 """
 
@@ -153,8 +154,13 @@ class OutputSpec(Generic[Out]):
         return OutputFormat(name=self.name, json_schema=self.wire_schema) if self.mode == "native" else None
 
     def record(self) -> dict[str, Any]:
-        """What the first model node journals about the output type."""
-        return {"type": type_name(self.output_type), "mode": self.mode, "schema": self.wire_schema}
+        """What the first model node journals about the output type: its name and mode, and in
+        ``native`` mode its schema (in ``tool`` mode the ``final_result`` spec, journaled with the
+        tools, holds it)."""
+        record: dict[str, Any] = {"type": type_name(self.output_type), "mode": self.mode}
+        if self.mode == "native":
+            record["schema"] = self.wire_schema
+        return record
 
     # -- the answer ------------------------------------------------------------------------------
     def answer_calls(self, message: Message) -> list[int]:

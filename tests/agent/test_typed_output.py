@@ -13,7 +13,7 @@ from typing_extensions import TypedDict  # pydantic needs it on Python < 3.12
 
 import loom_nb as loom
 from loom_nb.agent import rebuild_requests
-from loom_nb.agent.output import FINAL_RESULT_TOOL, OutputSpec
+from loom_nb.agent.output import FINAL_RESULT_TOOL, OutputSpec, type_name
 from loom_nb.errors import OutputValidationError, UsageError
 from loom_nb.journal.events import EventKind
 from loom_nb.messages import ModelResponse
@@ -91,8 +91,8 @@ async def test_a_final_result_call_is_validated_into_the_output_type(
     assert [t.name for t in request.tools] == [FINAL_RESULT_TOOL]
     assert request.tools[0].parameters == OutputSpec(output_type).wire_schema
     first = node_inputs(rt, run.id)["#turn:0"]
-    assert first["output"]["mode"] == "tool"
-    assert first["output"]["schema"] == OutputSpec(output_type).wire_schema
+    assert first["output"] == {"type": type_name(output_type), "mode": "tool"}
+    assert first["tools"][-1]["parameters"] == OutputSpec(output_type).wire_schema  # the schema, once
     # The journal holds the answer's JSON; a run attached later reads it back typed.
     done = rt.journal.read(run.id)[-1]
     assert done.kind == EventKind.EXECUTION_COMPLETED
@@ -110,7 +110,12 @@ async def test_native_mode_sends_the_schema_and_reads_the_text() -> None:
     assert request.output is not None and request.output.name == "City" and request.output.strict
     assert request.output.json_schema["additionalProperties"] is False
     assert request.output.json_schema["required"] == ["name", "population"]
-    assert node_inputs(rt, run.id)["#turn:0"]["output"]["mode"] == "native"
+    recorded = node_inputs(rt, run.id)["#turn:0"]["output"]
+    assert recorded == {
+        "type": "tests.agent.test_typed_output:City",
+        "mode": "native",
+        "schema": request.output.json_schema,
+    }
 
 
 async def test_a_text_agent_journals_exactly_what_it_did_before() -> None:
