@@ -291,3 +291,25 @@ async def test_agent_step_returns_the_typed_answer_too() -> None:
 
     rt.flows.register(body, "typed-step-flow")
     assert (await rt.start("typed-step-flow", "Which city?")).output == "Oslo"
+
+
+async def test_a_typed_run_compacts_and_rebuilds_its_requests_from_the_journal() -> None:
+    """Retries and compaction together: the failed answers' error results fold like any tool result."""
+    from loom_nb.agent import Compaction
+
+    script = [
+        answer({"name": "Oslo"}),
+        answer({"name": "Oslo", "population": "x"}),
+        answer({"name": "Oslo", "population": 1}),
+    ]
+    model = ScriptedModel(script)
+    summarizer = ScriptedModel(lambda r: ModelResponse.text("summary"))
+    compaction = Compaction(effect_id="model.summarizer", after_messages=2, keep_recent=1)
+    rt, run = await start(agent(model, summarizer=summarizer, compaction=compaction))
+    assert (await run).output == City(name="Oslo", population=1)
+    sids = list(node_inputs(rt, run.id))
+    assert "#turn:2:compact" in sids
+    rebuilt = rebuild_requests(rt.journal.read(run.id))
+    assert [rebuilt[s].messages for s in sids if not s.endswith(":compact")] == [r.messages for r in model.history]
+    assert model.history[2].messages[0].text.startswith("[Summary")
+    assert (await rt.replay(run.id)).reproduced
