@@ -1,4 +1,4 @@
-"""Typed output (``docs/design.md``, section 6.13): ``Agent(output_type=...)`` validates the final answer
+"""Typed output (``docs/design.md``, section 6.14): ``Agent(output_type=...)`` validates the final answer
 with pydantic, through a ``final_result`` tool or the wire's native structured output; a failed
 answer goes back to the model, a bounded number of times, every attempt journaled."""
 
@@ -313,3 +313,40 @@ async def test_a_typed_run_compacts_and_rebuilds_its_requests_from_the_journal()
     assert [rebuilt[s].messages for s in sids if not s.endswith(":compact")] == [r.messages for r in model.history]
     assert model.history[2].messages[0].text.startswith("[Summary")
     assert (await rt.replay(run.id)).reproduced
+
+
+async def test_check_sees_a_typed_run_as_it_was_and_names_a_changed_output_type() -> None:
+    @loom.tool(needs_approval=True)
+    def confirm(city: str) -> str:
+        """Confirm a city (asks first)."""
+        return city
+
+    script = [ModelResponse.tool_calls([("confirm", {"city": "Oslo"})]), answer({"name": "Oslo", "population": 1})]
+    rt = make_runtime()
+    run = agent(ScriptedModel(script), tools=[confirm]).start("Which city?", runtime=rt, view=False)
+    await run.wait(until="paused")
+    assert run.status == "suspended"
+    assert (await rt.check()).ok  # the final_result tool and the output record match the code
+
+    agent(ScriptedModel(script), Point, tools=[confirm]).register(rt)
+    (parked,) = (await rt.check()).diverging
+    reasons = " | ".join(f.reason for f in parked.findings)
+    assert "the output type changed since the run started (tests.agent.test_typed_output:City -> " in reasons
+    assert "tests.agent.test_typed_output:Point)" in reasons
+    assert "'final_result' has another schema or description" in reasons
+    assert any("agent.patch('<change>', output_type=...)" in f.fix for f in parked.findings)
+
+
+async def test_a_typed_sessions_next_run_reads_the_accepted_answer() -> None:
+    """The final_result call a typed run ended with is carried with an 'accepted' result, never as an
+    unanswered call (a provider refuses a call without a result)."""
+    model = ScriptedModel([answer({"name": "Oslo", "population": 1}), answer({"name": "Bergen", "population": 2})])
+    rt = make_runtime()
+    session = agent(model).session("t", runtime=rt)
+    first = await session.run("Which city?")
+    second = await session.run("And another?")
+    assert (first.output, second.output) == (City(name="Oslo", population=1), City(name="Bergen", population=2))
+    sent = model.history[1].messages
+    assert [m.role for m in sent] == ["user", "assistant", "tool", "user"]
+    assert sent[2].text == "The final answer was accepted." and not sent[2].is_error
+    assert sent[2].tool_call_id == sent[1].tool_calls[0].id
