@@ -16,13 +16,13 @@ import weakref
 from collections.abc import Sequence
 from typing import Any
 
+from loom_nb.agent.output import FINAL_RESULT_TOOL
 from loom_nb.agent.transcript import (
     Carry,
     rebuild_requests,
     system_prefix_len,
     tool_message,
 )
-from loom_nb.agent.output import FINAL_RESULT_TOOL
 from loom_nb.errors import UsageError
 from loom_nb.journal import step_ids
 from loom_nb.journal.events import Event, EventKind
