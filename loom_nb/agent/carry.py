@@ -93,7 +93,7 @@ def conversation(journal: JournalStore, execution_id: str, node: str) -> list[Me
         if done is not None:
             messages.append(tool_message(call, done.data.get("output"), tainted=bool(done.data.get("tainted"))))
         elif call.name == FINAL_RESULT_TOOL:
-            # A typed run ends at its final_result call, which no step answers (6.14): it was the answer.
+            # A typed run ends at its final_result call, which no step answers (6.15): it was the answer.
             messages.append(Message.tool(call, ACCEPTED_ANSWER))
         else:
             messages.append(Message.tool(call, UNANSWERED_CALL, is_error=True))

@@ -1,4 +1,4 @@
-"""Typed output: ``Agent(output_type=...)`` (``docs/design.md``, section 6.14).
+"""Typed output: ``Agent(output_type=...)`` (``docs/design.md``, section 6.15).
 
 The final answer is validated with a pydantic ``TypeAdapter`` of ``output_type`` (a pydantic model, a
 dataclass, a ``TypedDict``, ``list[...]``, or ``str``, the default, which changes nothing). It reaches

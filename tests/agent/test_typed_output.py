@@ -1,4 +1,4 @@
-"""Typed output (``docs/design.md``, section 6.14): ``Agent(output_type=...)`` validates the final answer
+"""Typed output (``docs/design.md``, section 6.15): ``Agent(output_type=...)`` validates the final answer
 with pydantic, through a ``final_result`` tool or the wire's native structured output; a failed
 answer goes back to the model, a bounded number of times, every attempt journaled."""
 

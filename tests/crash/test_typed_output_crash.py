@@ -1,4 +1,4 @@
-"""The kill matrix of a typed-output run (``docs/design.md``, section 6.14): a real process running a
+"""The kill matrix of a typed-output run (``docs/design.md``, section 6.15): a real process running a
 ``loom.Agent(output_type=Trip)`` over a DuckDB file is killed after every commit of the run (a failed
 answer sent back, then a valid one), and a fresh process recovers it. The recovered process makes
 ONLY the remaining calls, the typed result equals the uninterrupted run's, and nothing committed
