@@ -191,7 +191,7 @@ def _demo(journal: str, assume: bool | None) -> int:
         if state.status == "failed":
             print(f"\nThe run failed: {state.error}")
             return 1
-        result = AgentResult.model_validate(state.output)
+        result = AgentResult[str].model_validate(state.output)
         print(f"\nAnswer: {result.output}\n({result.turns} turns, stop reason: {result.stop_reason})\n")
         print(_steps_table(runtime, state.execution_id))
         print(f"\nThe journal is {journal}; run `make lab` to analyse it in JupyterLab.")

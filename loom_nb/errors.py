@@ -30,8 +30,9 @@
     ├── ProviderError              a model provider's failure
     │   ├── ProviderHTTPError      status, body, retry_after
     │   ├── ProviderTimeout        no answer in time, or the connection failed (retryable)
-    │   └── ProviderProtocolError  a malformed response or stream
-    │       └── ProviderStreamCut  a stream that ended cleanly before its last event (retryable)
+    │   ├── ProviderProtocolError  a malformed response or stream
+    │   │   └── ProviderStreamCut  a stream that ended cleanly before its last event (retryable)
+    │   └── OutputValidationError  the final answer failed the agent's output type on every retry
     ├── FlowNotFoundError          a flow name no cell has registered (also a UsageError)
     ├── RunCancelledError          awaiting a run that was cancelled (``execution_cancelled``)
     └── WaitInterrupted            an interrupt stopped ``await run`` (the run itself goes on)
@@ -260,6 +261,13 @@ class ProviderStreamCut(ProviderProtocolError):
     """
 
     retryable = True
+
+
+class OutputValidationError(ProviderError):
+    """The model's final answer failed the agent's ``output_type`` on its first try and on every one of
+    the ``output_retries`` retries (each error was sent back to the model), or it refused or ran out
+    of turns where a typed answer was due. The message names the execution, the attempts and the
+    last validation error."""
 
 
 def rebuild_error(cls: type[BaseException], args: tuple[Any, ...], state: dict[str, Any]) -> BaseException:

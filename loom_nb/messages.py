@@ -213,6 +213,23 @@ class ToolSpec(BaseModel):
     parameters: dict[str, Any] = Field(default_factory=lambda: {"type": "object", "properties": {}})
 
 
+class OutputFormat(BaseModel):
+    """A JSON schema the model's final answer must follow, sent as the wire's native structured
+    output (OpenAI chat ``response_format``, Responses ``text.format``, both with ``strict``).
+
+    Attributes:
+        name: The schema's name (letters, digits, ``_`` and ``-``).
+        json_schema: The JSON schema (strict: every object closed, every property required).
+        strict: Ask the provider to enforce the schema exactly.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    json_schema: dict[str, Any]
+    strict: bool = True
+
+
 class ModelRequest(BaseModel):
     """What a model call is sent.
 
@@ -222,6 +239,8 @@ class ModelRequest(BaseModel):
         model: A provider-specific model name override, if any.
         max_tokens: An output cap, if any.
         temperature: Sampling temperature, if any.
+        output: The schema of a typed final answer, sent natively (``Agent(output_mode="native")``);
+            None for text answers, and when the answer comes through a ``final_result`` tool.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -231,6 +250,7 @@ class ModelRequest(BaseModel):
     model: str | None = None
     max_tokens: int | None = None
     temperature: float | None = None
+    output: OutputFormat | None = Field(default=None, exclude_if=_empty)
 
     @property
     def system(self) -> str | None:

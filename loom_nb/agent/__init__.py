@@ -15,6 +15,7 @@ from loom_nb.agent.config import (
 from loom_nb.agent.llm import llm_effect, summarizer_effect
 from loom_nb.agent.loop import TranscriptGrowthWarning, agent_loop
 from loom_nb.agent.memory import TieredMemory
+from loom_nb.agent.output import OutputSpec
 from loom_nb.agent.session import Session
 from loom_nb.agent.transcript import RebuiltRequest, rebuild_requests
 
@@ -30,6 +31,7 @@ __all__ = [
     "DeltaChunker",
     "Gate",
     "InputIgnoredWarning",
+    "OutputSpec",
     "RebuiltRequest",
     "Routes",
     "Run",

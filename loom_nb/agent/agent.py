@@ -13,7 +13,7 @@ import asyncio
 import contextlib
 import warnings
 from collections.abc import Callable, Coroutine, Generator, Iterable, Mapping, Sequence
-from typing import Any, Unpack
+from typing import Any, Generic, Unpack, cast, overload
 
 from loom_nb.agent.batch import Batch, map_agent
 from loom_nb.agent.config import (
@@ -23,11 +23,13 @@ from loom_nb.agent.config import (
     AgentOptions,
     AgentResult,
     ApprovalDecision,
+    Out,
     Routes,
     Skill,
 )
 from loom_nb.agent.llm import llm_effect, summarizer_effect
 from loom_nb.agent.loop import agent_loop
+from loom_nb.agent.output import OutputMode, OutputSpec, output_text
 from loom_nb.agent.session import Session
 from loom_nb.agent.versions import AgentVersions
 from loom_nb.effects.retry import RetryPolicy
@@ -75,8 +77,11 @@ class InputIgnoredWarning(UserWarning):
     the recorded input wins (a durable run never changes its input); the run returned is that one."""
 
 
-class Agent:
+class Agent(Generic[Out]):
     """An agent: a model (or routes), tools and a system prompt, run durably.
+
+    ``Agent[Out]`` answers with an ``Out`` (``str`` unless ``output_type=`` says otherwise), so
+    ``(await agent.start(...)).output`` is typed for mypy and editors.
 
     Args:
         model: A ``ModelProvider`` (e.g. ``ScriptedModel``, ``OpenAIChat``) or a registered model
@@ -90,11 +95,51 @@ class Agent:
         skills: Skills a selector may add to a turn.
         warn_transcript_bytes: Warn once per run past this many uncompacted transcript bytes (True:
             the default limit; False: never).
+        output_type: The type of the final answer: ``str`` (the default), a pydantic model, a
+            dataclass, a ``TypedDict`` or ``list[...]`` of them (``loom_nb.agent.output``).
+        output_mode: ``auto`` (native structured output where the provider has it, else a
+            ``final_result`` tool), ``native`` or ``tool``.
+        output_retries: Failed validations sent back to the model before ``OutputValidationError``.
         **options: The other ``AgentConfig`` fields, documented there (``AgentOptions``): ``system``,
             ``max_turns``, ``compaction``, ``claim_check``, ``needs_approval``, ``refusal_text``,
             ``skill_selector``, ``memory``, ``recall_limit``, ``stream``, ``chunk_min_chars``,
             ``parallel_tools``, ``tool_timeout``.
     """
+
+    @overload
+    def __init__(
+        self: Agent[str],
+        model: ModelProvider | str | None = None,
+        *,
+        tools: Sequence[Tool] = (),
+        name: str = "agent",
+        routes: Routes | None = None,
+        models: Mapping[str, ModelProvider] | None = None,
+        summarizer: ModelProvider | None = None,
+        model_retry: RetryPolicy | None = _UNSET,
+        skills: Sequence[Skill] = (),
+        warn_transcript_bytes: int | bool = DEFAULT_WARN_BYTES,
+        output_mode: OutputMode = "auto",
+        **options: Unpack[AgentOptions],
+    ) -> None: ...
+
+    @overload
+    def __init__(
+        self: Agent[Out],
+        model: ModelProvider | str | None = None,
+        *,
+        tools: Sequence[Tool] = (),
+        name: str = "agent",
+        routes: Routes | None = None,
+        models: Mapping[str, ModelProvider] | None = None,
+        summarizer: ModelProvider | None = None,
+        model_retry: RetryPolicy | None = _UNSET,
+        skills: Sequence[Skill] = (),
+        warn_transcript_bytes: int | bool = DEFAULT_WARN_BYTES,
+        output_type: type[Out],
+        output_mode: OutputMode = "auto",
+        **options: Unpack[AgentOptions],
+    ) -> None: ...
 
     def __init__(
         self,
@@ -108,6 +153,8 @@ class Agent:
         model_retry: RetryPolicy | None = _UNSET,
         skills: Sequence[Skill] = (),
         warn_transcript_bytes: int | bool = DEFAULT_WARN_BYTES,
+        output_type: Any = str,
+        output_mode: OutputMode = "auto",
         **options: Unpack[AgentOptions],
     ) -> None:
         for t in tools:
@@ -132,6 +179,8 @@ class Agent:
             tools=tuple(tools),
             skills=tuple(skills),
             warn_transcript_bytes=warn_transcript_bytes,
+            output_type=output_type,
+            output_mode=_resolve_mode(output_mode, self._providers.get(model_id or "")),
             **options,
         )
         self._versions = AgentVersions(config)
@@ -189,7 +238,7 @@ class Agent:
         runtime.check_hooks[self.flow_name] = self._versions.check_hook
         runtime.agents[self.flow_name] = self
 
-    async def _run_body(self, ctx: FlowContext, input: Any) -> AgentResult:
+    async def _run_body(self, ctx: FlowContext, input: Any) -> AgentResult[Any]:
         # Found by flow name in the process-wide registry (a script's ``rt.recover()`` after a crash,
         # before anything called ``start``): the runtime gets this agent's effects on first use.
         runtime = ctx.runtime
@@ -230,6 +279,11 @@ class Agent:
         (``session.start(message)``). Found again from the journal after a kernel restart."""
         return Session(self, session_id, runtime=runtime)
 
+    @property
+    def output(self) -> OutputSpec[Out] | None:
+        """How the typed answer is asked for and checked (None for a text agent)."""
+        return self.config.output
+
     def start(
         self,
         input: Any,
@@ -238,7 +292,7 @@ class Agent:
         execution_id: str | None = None,
         view: bool = True,
         session: Session | str | None = None,
-    ) -> Run:
+    ) -> Run[Out]:
         """Start a run of this agent on ``input`` (the user's message) and return its ``Run``.
 
         With ``session`` (a ``Session`` or a session id) the run is the session's next one and
@@ -268,13 +322,13 @@ class Agent:
             eid = require_execution_id(execution_id, "execution_id")
             if rt.journal.get_execution(eid) is not None:
                 return self._existing(rt, eid, input, view=view)
-        run = Run.of(rt, eid, agent=self)
+        run: Run[Out] = Run.of(rt, eid, agent=self)
         for hook in list(RUN_HOOKS) if view else ():
             hook(run)
         run.drive(rt.start(self.flow_name, input, execution_id=run.id))
         return run
 
-    def _existing(self, rt: Runtime, eid: str, input: Any, *, view: bool) -> Run:
+    def _existing(self, rt: Runtime, eid: str, input: Any, *, view: bool) -> Run[Out]:
         """``start`` on an execution id the journal holds: this kernel's one ``Run`` of it."""
         record = rt.journal.get_execution(eid)
         assert record is not None
@@ -293,7 +347,7 @@ class Agent:
                 ),
                 stacklevel=3,
             )
-        run = Run.of(rt, eid, agent=self)
+        run: Run[Out] = Run.of(rt, eid, agent=self)
         for hook in list(RUN_HOOKS) if view else ():
             hook(run)
         return run
@@ -305,7 +359,7 @@ class Agent:
         runtime: Runtime | None = None,
         execution_id: str | None = None,
         session: Session | str | None = None,
-    ) -> AgentResult:
+    ) -> AgentResult[Out]:
         """Start a run (a session's next one with ``session``) and wait for its result (approvals
         must come from elsewhere)."""
         return await self.start(input, runtime=runtime, execution_id=execution_id, session=session)
@@ -340,7 +394,7 @@ class Agent:
         """
         return map_agent(self, inputs, concurrency=concurrency, ids=ids, runtime=runtime, view=view, progress=progress)
 
-    def attach(self, execution_id: str, *, runtime: Runtime | None = None) -> Run:
+    def attach(self, execution_id: str, *, runtime: Runtime | None = None) -> Run[Out]:
         """This kernel's ``Run`` of an existing execution (e.g. after a kernel restart).
 
         Raises:
@@ -348,7 +402,15 @@ class Agent:
         """
         rt = runtime or default_runtime()
         self.register(rt)
-        return Run.attach(rt, execution_id, agent=self)
+        run: Run[Out] = Run.attach(rt, execution_id, agent=self)
+        return run
+
+
+def _resolve_mode(mode: OutputMode, provider: ModelProvider | None) -> OutputMode:
+    """``auto``: native structured output when the provider has it (``native_output``), else a tool."""
+    if mode != "auto":
+        return mode
+    return "native" if getattr(provider, "native_output", False) is True else "tool"
 
 
 class Resumption:
@@ -458,8 +520,10 @@ class Gate:
             raise UsageError(f"gate {self.gate_id!r} is a {self.kind} gate, not {kind}")
 
 
-class Run:
+class Run(Generic[Out]):
     """A handle on one agent execution: status, open gates, result; awaitable.
+
+    ``Run[Out]``: ``result.output`` (and ``await run``) is the agent's ``Out``.
 
     Attributes:
         id: The execution id.
@@ -467,7 +531,7 @@ class Run:
         agent: The agent (None when attached without one).
     """
 
-    def __init__(self, runtime: Runtime, execution_id: str, *, agent: Agent | None = None) -> None:
+    def __init__(self, runtime: Runtime, execution_id: str, *, agent: Agent[Out] | None = None) -> None:
         self.id = execution_id
         self.runtime = runtime
         self.agent = agent
@@ -487,14 +551,14 @@ class Run:
         self._refused: LoomError | None = None
 
     @classmethod
-    def of(cls, runtime: Runtime, execution_id: str, *, agent: Agent | None = None) -> Run:
+    def of(cls, runtime: Runtime, execution_id: str, *, agent: Agent[Any] | None = None) -> Run[Any]:
         """This kernel's one ``Run`` of ``execution_id`` on ``runtime``: the live one (``start``,
         ``attach``, ``%loom pending`` and the cards all hand out this object, so they follow one
         state), else a new one, read from the journal when the execution exists.
 
         ``agent``, when given, becomes the run's agent (a re-run cell's new ``Agent`` replaces the old).
         """
-        run = runtime.runs.get(execution_id)
+        run: Run[Any] | None = runtime.runs.get(execution_id)
         if run is None:
             run = cls(runtime, execution_id, agent=agent)
             runtime.runs[execution_id] = run
@@ -505,7 +569,7 @@ class Run:
         return run
 
     @classmethod
-    def attach(cls, runtime: Runtime, execution_id: str, *, agent: Agent | None = None) -> Run:
+    def attach(cls, runtime: Runtime, execution_id: str, *, agent: Agent[Any] | None = None) -> Run[Any]:
         """This kernel's ``Run`` of an existing execution, read from the journal (``Run.of``).
 
         Raises:
@@ -559,10 +623,14 @@ class Run:
         return gate
 
     @property
-    def result(self) -> AgentResult | None:
-        """The result once completed, else None."""
+    def result(self) -> AgentResult[Out] | None:
+        """The result once completed, else None (``output`` validated as the agent's output type)."""
         if self.status == "completed" and self._state is not None:
-            return AgentResult.model_validate(self._state.output)
+            result: AgentResult[Any] = AgentResult.model_validate(self._state.output)
+            spec = self.agent.output if self.agent is not None else None
+            if spec is not None and result.stop_reason == "end_turn":
+                result = result.model_copy(update={"output": spec.load(result.output)})
+            return cast("AgentResult[Out]", result)
         return None
 
     def exception(self) -> BaseException | None:
@@ -598,7 +666,8 @@ class Run:
         if self.status == "suspended":
             extra = f", waiting on {len(self.gates)} gate(s)"
         elif self.status == "completed" and self.result is not None:
-            extra = f", output={self.result.output[:60]!r}"
+            output = self.result.output
+            extra = f", output={output[:60]!r}" if isinstance(output, str) else f", output={output_text(output)[:80]}"
         elif self.status in ("failed", "cancelled"):
             exc = self.exception()
             extra = f", error={type(exc).__name__}: {exc}" if exc else ""
@@ -738,10 +807,10 @@ class Run:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._changed.wait(), WAKE_SECONDS)
 
-    def __await__(self) -> Generator[Any, None, AgentResult]:
+    def __await__(self) -> Generator[Any, None, AgentResult[Out]]:
         return self._result().__await__()
 
-    async def _result(self) -> AgentResult:
+    async def _result(self) -> AgentResult[Out]:
         await self.wait()
         exc = self.exception()
         if exc is not None:

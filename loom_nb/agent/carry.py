@@ -16,6 +16,7 @@ import weakref
 from collections.abc import Sequence
 from typing import Any
 
+from loom_nb.agent.output import FINAL_RESULT_TOOL
 from loom_nb.agent.transcript import (
     Carry,
     rebuild_requests,
@@ -30,6 +31,9 @@ from loom_nb.messages import Message, ModelResponse
 
 #: The text a carried conversation holds for a tool call its run never answered (it ended first).
 UNANSWERED_CALL = "Error: this tool call was not run: the run ended (max_turns) before it could."
+
+#: The text a carried conversation holds for the ``final_result`` call a typed run ended with.
+ACCEPTED_ANSWER = "The final answer was accepted."
 
 #: Conversations already rebuilt, per journal, by ``(execution, node)``. Only finished runs are
 #: cached: their events never change, so a session's next run resolves its carry from here instead
@@ -88,6 +92,9 @@ def conversation(journal: JournalStore, execution_id: str, node: str) -> list[Me
         done = outputs.get(step_ids.tool_step_id(turn or 0, j))
         if done is not None:
             messages.append(tool_message(call, done.data.get("output"), tainted=bool(done.data.get("tainted"))))
+        elif call.name == FINAL_RESULT_TOOL:
+            # A typed run ends at its final_result call, which no step answers (6.15): it was the answer.
+            messages.append(Message.tool(call, ACCEPTED_ANSWER))
         else:
             messages.append(Message.tool(call, UNANSWERED_CALL, is_error=True))
     if events[-1].kind in _FINISHED:

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypedDict
+from typing import Any, Generic, Literal, TypedDict
 
 from pydantic import BaseModel, ConfigDict
+from typing_extensions import TypeVar
 
+from loom_nb.agent.output import OutputMode, OutputSpec, output_spec
 from loom_nb.effects.claimcheck import ClaimCheck
 from loom_nb.effects.tool import Tool
 from loom_nb.errors import UsageError
@@ -16,6 +18,9 @@ from loom_nb.messages import ModelRequest, ModelResponse, ToolCall, Usage
 
 APPROVAL_GATE = step_ids.APPROVAL_GATE
 DEFAULT_WARN_BYTES = 256 * 1024
+#: The type of an agent's final answer (``str`` unless ``output_type=`` says otherwise; a bare
+#: ``Agent`` / ``Run`` / ``AgentResult`` annotation means any answer type).
+Out = TypeVar("Out", default=Any)
 
 
 class ApprovalDecision(BaseModel):
@@ -32,11 +37,13 @@ class ApprovalDecision(BaseModel):
     reason: str | None = None
 
 
-class AgentResult(BaseModel):
+class AgentResult(BaseModel, Generic[Out]):
     """How an agent run ended.
 
     Attributes:
-        output: The final answer text (the model's refusal when ``stop_reason`` is ``refusal``).
+        output: The final answer: text (the model's refusal when ``stop_reason`` is ``refusal``), or,
+            with ``output_type=``, a validated value of that type (``Run.result`` and ``await run``
+            give it back as that type; the journal holds its JSON).
         stop_reason: ``end_turn`` (the model answered), ``refusal`` (the model declined) or
             ``max_turns``.
         turns: Model turns taken.
@@ -45,7 +52,7 @@ class AgentResult(BaseModel):
 
     model_config = ConfigDict(frozen=True)
 
-    output: str
+    output: Out
     stop_reason: Literal["end_turn", "refusal", "max_turns"]
     turns: int
     usage: Usage = Usage()
@@ -62,9 +69,11 @@ class Compaction:
             folded) passes this; the kept suffix is then the longest newest run within
             ``after_bytes / 2``, at least 1 message, at most ``keep_recent``, and the fold is skipped
             when that suffix is the whole transcript.
-        keep_recent: Messages kept verbatim after a fold (the most, for the byte trigger). Either
-            rule's suffix is extended back so that it never starts with a tool result whose
-            assistant call was folded away (providers refuse such requests).
+        keep_recent: Messages kept verbatim after a fold (at most, for either trigger). Either
+            rule's suffix is shrunk forwards so that it never starts with a tool result whose
+            assistant call is folded (providers refuse such requests; the orphaned result is folded
+            into the summary), except when the newest message is such a result: then its call comes
+            too (``docs/design.md``, section 6.7).
     """
 
     effect_id: str
@@ -140,6 +149,7 @@ class AgentOptions(TypedDict, total=False):
     chunk_min_chars: int
     parallel_tools: bool
     tool_timeout: float | None
+    output_retries: int
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -170,6 +180,12 @@ class AgentConfig:
             (None: no limit). A call past it fails with ``EffectTimeout`` (see ``Tool``). ``Agent``
             applies it when it registers the tools; code that registers them itself for
             ``agent_loop`` passes it on: ``tool.register(effects, default_timeout=...)``.
+        output_type: The type of the final answer (``str``: text, as always); see
+            ``loom_nb.agent.output``.
+        output_mode: How a typed answer is asked for: ``native`` (the wire's structured output),
+            ``tool`` (a ``final_result`` tool) or ``auto`` (``tool`` here; ``loom.Agent`` resolves it
+            from the provider).
+        output_retries: Failed validations sent back to the model before ``OutputValidationError``.
     """
 
     model: str | None = None
@@ -190,7 +206,11 @@ class AgentConfig:
     chunk_min_chars: int = 40
     parallel_tools: bool = True
     tool_timeout: float | None = None
+    output_type: Any = str
+    output_mode: OutputMode = "auto"
+    output_retries: int = 2
     _tools_by_name: dict[str, Tool] = field(default_factory=dict, init=False, repr=False, compare=False)
+    _output: list[OutputSpec[Any]] = field(default_factory=list, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if (self.model is None) == (self.routes is None):
@@ -208,9 +228,21 @@ class AgentConfig:
         if dupes:
             raise UsageError(f"two tools share the name {dupes[0]!r}; tool names must be unique")
         self._tools_by_name.update({t.name: t for t in self.tools})
+        spec = output_spec(self.output_type, self.output_mode, self.output_retries)
+        if spec is not None:
+            if spec.mode == "tool" and spec.tool_spec is not None and spec.tool_spec.name in self._tools_by_name:
+                raise UsageError(
+                    f"a tool is named {spec.tool_spec.name!r}, the tool a typed answer comes through: rename it"
+                )
+            self._output.append(spec)
         if self.skills and self.skill_selector is None:
             raise UsageError("skills=... needs skill_selector=... (a policy choosing skill names)")
 
     def tool(self, name: str) -> Tool | None:
         """The tool called ``name``, or None."""
         return self._tools_by_name.get(name)
+
+    @property
+    def output(self) -> OutputSpec[Any] | None:
+        """How the typed answer is asked for and checked; None for text (``output_type=str``)."""
+        return self._output[0] if self._output else None

@@ -16,6 +16,7 @@ from typing import Any
 
 from loom_nb.agent.carry import carried, session_of
 from loom_nb.agent.chunking import chunk_deltas
+from loom_nb.agent.compaction import BACKWARD_RULE, keep_rule_of, whole_calls
 from loom_nb.agent.config import (
     APPROVAL_GATE,
     AgentConfig,
@@ -23,6 +24,7 @@ from loom_nb.agent.config import (
     ApprovalDecision,
     Routes,
 )
+from loom_nb.agent.output import TypedAnswers
 from loom_nb.agent.transcript import fold, summary_message, system_prefix_len, tool_message, with_extras
 from loom_nb.effects.claimcheck import contains_envelope
 from loom_nb.errors import (
@@ -86,7 +88,7 @@ class _Turn:
         self.usage = Usage()
 
 
-async def agent_loop(ctx: FlowContext, config: AgentConfig, input: Any) -> AgentResult:
+async def agent_loop(ctx: FlowContext, config: AgentConfig, input: Any) -> AgentResult[Any]:
     """Run the agent to an answer (or ``max_turns``), one durable step per model turn and tool call.
 
     Args:
@@ -101,18 +103,28 @@ async def agent_loop(ctx: FlowContext, config: AgentConfig, input: Any) -> Agent
     # Only a session run with a previous run reads the journal (an opaque agent_step has no runtime).
     carry = carried(ctx.runtime.journal, input) if session_of(input) is not None else None
     state = _Turn(config, _user_text(input), carry)
+    out = config.output
     specs = [t.spec for t in config.tools]
+    if out is not None and out.tool_spec is not None:
+        specs.append(out.tool_spec)
+    answers = TypedAnswers(ctx.execution_id, out) if out is not None else None
     last_text = ""
     for turn in range(config.max_turns):
         await _maybe_compact(ctx, config, state, turn)
         _maybe_warn(ctx, config, state)
         extras = await _turn_extras(ctx, config, state, turn)
-        request = ModelRequest(messages=with_extras(state.transcript.messages, extras), tools=tuple(specs))
+        request = ModelRequest(
+            messages=with_extras(state.transcript.messages, extras),
+            tools=tuple(specs),
+            output=out.format if out is not None else None,
+        )
         record: dict[str, Any] = {"prev": state.prev, "add": state.pending}
         if extras:
             record["extra"] = [m.model_dump(mode="json", exclude_defaults=True) for m in extras]
         if not state.tools_sent:
             record["tools"] = [s.model_dump(mode="json") for s in specs]
+            if out is not None:
+                record["output"] = out.record()
             state.tools_sent = True
         node, response = await _call_model(ctx, config, request, record, turn)
         state.usage = state.usage + response.usage
@@ -121,6 +133,15 @@ async def agent_loop(ctx: FlowContext, config: AgentConfig, input: Any) -> Agent
         state.pending = [{"ref": node}]
         state.prev = node
         last_text = message.text
+        if answers is not None:
+            verdict = answers.check(response, node)
+            if verdict is not None and verdict.final:
+                return AgentResult(output=verdict.value, stop_reason="end_turn", turns=turn + 1, usage=state.usage)
+            if verdict is not None:
+                for m in verdict.retry:
+                    state.transcript.append(m)
+                    state.pending.append(_msg(m))
+                continue
         if not message.tool_calls:
             return _final(response, turns=turn + 1, usage=state.usage)
         outcomes = await _run_tools(ctx, config, message.tool_calls, turn)
@@ -132,10 +153,12 @@ async def agent_loop(ctx: FlowContext, config: AgentConfig, input: Any) -> Agent
             else:
                 state.transcript.append(payload)
                 state.pending.append(_msg(payload))
+    if answers is not None:
+        answers.out_of_turns(config.max_turns)
     return AgentResult(output=last_text, stop_reason="max_turns", turns=config.max_turns, usage=state.usage)
 
 
-def _final(response: ModelResponse, *, turns: int, usage: Usage) -> AgentResult:
+def _final(response: ModelResponse, *, turns: int, usage: Usage) -> AgentResult[str]:
     message = response.message
     if message.refusal is not None or response.finish_reason == "refusal":
         output = message.text if message.refusal is None else message.refusal
@@ -259,15 +282,17 @@ async def _maybe_compact(ctx: FlowContext, config: AgentConfig, state: _Turn, tu
     if keep is None:
         return
     # Never keep a tool result without the assistant message that called it: providers refuse a
-    # request whose tool results answer no call. Extend the kept suffix back to that message.
-    while keep < rest and messages[len(messages) - keep].role == "tool":
-        keep += 1
+    # request whose tool results answer no call. The rule a recorded node was made with applies again.
+    node = step_ids.compaction_id(turn)
+    rule = keep_rule_of(ctx.recorded_input(node), step_id=node)
+    keep = whole_calls([m.role for m in messages[n_sys:]], keep, rule=rule)
     if keep >= rest:
         return
     folded = messages[n_sys : len(messages) - keep]
     request = ModelRequest(messages=(Message.system(SUMMARIZE_INSTRUCTION), *folded))
-    node = step_ids.compaction_id(turn)
-    record = {"prev": state.prev, "add": state.pending, "keep": keep}
+    record: dict[str, Any] = {"prev": state.prev, "add": state.pending, "keep": keep}
+    if rule != BACKWARD_RULE:
+        record["keep_rule"] = rule
     output = await ctx.execute(compaction.effect_id, request, step_id=node, record=record)
     if contains_envelope(output):
         raise ClaimCheckError(

@@ -66,6 +66,9 @@ class _OpaqueContext:
     def recorded(self, ident: str) -> bool:
         return False  # nothing inside the opaque step is journaled: it re-runs whole
 
+    def recorded_input(self, step_id: str) -> Any:
+        return None  # nothing inside the opaque step is journaled
+
     async def gates(self, requests: Sequence[GateRequest]) -> list[Any]:
         raise UsageError(
             f"agent_step cannot wait at gates ({', '.join(r.gate_id for r in requests)}): a tool needs "
@@ -90,23 +93,27 @@ class _OpaqueContext:
 
 def agent_step(
     config: AgentConfig, *, name: str = "agent", step_id: str = "agent"
-) -> Callable[[FlowContext, Any], Awaitable[AgentResult]]:
+) -> Callable[[FlowContext, Any], Awaitable[AgentResult[Any]]]:
     """The whole agent loop as one step: ``result = await agent_step(config)(ctx, "question")``.
 
     The step's effect is ``agent_step.<name>`` (registered on first use; a persisted id).
     """
     effect_id = step_ids.agent_step_effect_id(name)
 
-    async def run(ctx: FlowContext, input: Any) -> AgentResult:
+    async def run(ctx: FlowContext, input: Any) -> AgentResult[Any]:
         rt = ctx.runtime
         if effect_id not in rt.effects:
 
-            async def whole_loop(loop_input: Any, effect_context: EffectContext) -> AgentResult:
+            async def whole_loop(loop_input: Any, effect_context: EffectContext) -> AgentResult[Any]:
                 inner = _OpaqueContext(rt, effect_context)
                 return await agent_loop(cast(FlowContext, inner), config, loop_input)
 
             rt.effects.register(effect_id, whole_loop, kind="agent")
         output = await ctx.execute(effect_id, input, step_id=step_id)
-        return AgentResult.model_validate(output)
+        result: AgentResult[Any] = AgentResult.model_validate(output)
+        spec = config.output
+        if spec is not None and result.stop_reason == "end_turn":
+            result = result.model_copy(update={"output": spec.load(result.output)})  # typed, as recorded JSON
+        return result
 
     return run

@@ -10,7 +10,8 @@ journaled input (its ``record=``) is a delta, never the whole transcript::
              {"carry": {"execution": e, "node": n}}],  # a session's earlier run: its conversation
      "extra": [{...}],                        # this turn only: skill / memory system messages
      "tools": [{...}],                        # tool specs, on the first model node
-     "keep": k}                               # compaction nodes: messages kept after the summary
+     "keep": k,                               # compaction nodes: messages kept after the summary
+     "keep_rule": 2}                          # compaction nodes: the kept-suffix rule (compaction.py)
 
 Every message is journaled once, so the log grows linearly with the conversation. The request
 any turn sent is a pure fold over the journal: ``rebuild_requests(events)``.

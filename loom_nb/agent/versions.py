@@ -109,7 +109,11 @@ class AgentVersions:
                 )
             )
         recorded_tools = {t.get("name"): t for t in record.get("tools") or () if isinstance(t, dict)}
-        now_tools = {t.spec.name: t.spec.model_dump(mode="json") for t in config.tools}
+        specs = [t.spec for t in config.tools]
+        output = config.output
+        if output is not None and output.tool_spec is not None:
+            specs.append(output.tool_spec)  # a typed answer's final_result tool is journaled with the tools
+        now_tools = {s.name: s.model_dump(mode="json") for s in specs}
         changes = [f"{name!r} removed" for name in recorded_tools if name not in now_tools]
         changes += [f"{name!r} added" for name in now_tools if name not in recorded_tools]
         changes += [
@@ -123,6 +127,19 @@ class AgentVersions:
                     step,
                     "the tools changed since the run started: " + "; ".join(changes),
                     AGENT_PATCH_FIX.format(what="tools", option="tools", step=step),
+                )
+            )
+        recorded_output = record.get("output")
+        now_output = output.record() if output is not None else None
+        if canonical_json(recorded_output) != canonical_json(now_output):
+            was = recorded_output.get("type") if isinstance(recorded_output, dict) else "str"
+            now = now_output["type"] if now_output is not None else "str"
+            detail = f"{was} -> {now}" if was != now else f"{now}, another mode or schema"
+            findings.append(
+                CheckFinding(
+                    step,
+                    f"the output type changed since the run started ({detail})",
+                    AGENT_PATCH_FIX.format(what="output type", option="output_type", step=step),
                 )
             )
         return findings

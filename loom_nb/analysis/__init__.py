@@ -13,6 +13,7 @@ matplotlib; never IPython, ipywidgets or ``loom_nb.notebook``.
 from loom_nb.analysis.batch import BATCH_COLUMNS, batch_frame
 from loom_nb.analysis.frames import (
     DIFF_COLUMNS,
+    OUTPUT_COLUMNS,
     REPLAY_COLUMNS,
     TRANSCRIPT_COLUMNS,
     ExecutionDiff,
@@ -35,6 +36,7 @@ __all__ = [
     "BATCH_COLUMNS",
     "COLUMNS",
     "DIFF_COLUMNS",
+    "OUTPUT_COLUMNS",
     "REPLAY_COLUMNS",
     "TRANSCRIPT_COLUMNS",
     "ExecutionDiff",

@@ -24,6 +24,7 @@ import duckdb
 import pandas as pd
 
 from loom_nb.agent.carry import journal_carry, session_of
+from loom_nb.agent.output import recorded_output
 from loom_nb.agent.transcript import rebuild_requests
 from loom_nb.analysis.sql_views import COLUMNS, DECODED, ORDER, VIEW_ORDER, create_views, events_table
 from loom_nb.errors import FlowNotFoundError, UsageError
@@ -31,6 +32,7 @@ from loom_nb.journal import step_ids
 from loom_nb.journal.canonical import canonical_json
 from loom_nb.journal.duckdb_store import DuckDBJournal
 from loom_nb.journal.migrations import MIGRATIONS
+from loom_nb.journal.run_state import RunState
 from loom_nb.kernel.async_bridge import run_sync
 from loom_nb.kernel.engine import ExecutionResult
 from loom_nb.runtime import Runtime
@@ -76,6 +78,20 @@ TRANSCRIPT_COLUMNS: dict[str, str] = {
     "name": "str",
     "is_error": "bool",
     "tainted": "bool",
+}
+
+#: Columns and dtypes of ``Frames.outputs`` (then one ``output.<field>`` column per field of an
+#: object answer, nested fields joined by ``.``).
+OUTPUT_COLUMNS: dict[str, str] = {
+    "execution_id": "str",
+    "flow": "str",
+    "status": "str",
+    "output_type": "str",
+    "output_mode": "str",
+    "attempts": "int64",
+    "failed_attempts": "int64",
+    "output_json": "object",
+    "output": "object",
 }
 
 #: Columns and dtypes of ``Frames.replay``.
@@ -453,6 +469,42 @@ class Frames:
         if not rows:
             return _empty(TRANSCRIPT_COLUMNS)
         return _typed(pd.DataFrame(rows, columns=list(TRANSCRIPT_COLUMNS)), TRANSCRIPT_COLUMNS)
+
+    def outputs(self, execution_id: str | None = None) -> DataFrame:
+        """One row per run of a typed-output agent (``Agent(output_type=...)``): its type and mode,
+        the final-answer attempts (and how many failed validation), the answer as canonical JSON
+        (``output_json``) and decoded (``output``), then the answer flattened: one ``output.<field>``
+        column per field of an object answer (a pydantic model, a dataclass, a ``TypedDict``),
+        nested fields joined by ``.``. Text agents have no row."""
+        ids = [execution_id] if execution_id is not None else list(self.executions()["execution_id"])
+        rows = []
+        for eid in ids:
+            state = RunState.fold(self.runtime.journal.read(eid))
+            recorded = recorded_output(state)
+            if recorded is None:
+                continue
+            rows.append(
+                {
+                    "execution_id": eid,
+                    "flow": state.flow,
+                    "status": state.status,
+                    "output_type": recorded.output_type,
+                    "output_mode": recorded.mode,
+                    "attempts": recorded.attempts,
+                    "failed_attempts": recorded.failed_attempts,
+                    "output_json": None if recorded.output is None else canonical_json(recorded.output),
+                    "output": recorded.output,
+                }
+            )
+        if not rows:
+            return _empty(OUTPUT_COLUMNS)
+        df = _typed(pd.DataFrame(rows, columns=list(OUTPUT_COLUMNS)), OUTPUT_COLUMNS)
+        objects = [o if isinstance(o, dict) else {} for o in df["output"]]
+        if any(objects):
+            flat = pd.json_normalize(objects, sep=".").add_prefix("output.")
+            flat = flat[sorted(flat.columns)]  # the journal keeps sorted keys: the same order from every store
+            df = pd.concat([df, flat.set_index(df.index)], axis=1)
+        return df
 
     # -- replay analysis --------------------------------------------------------------------------
     async def replay(self, execution_id: str | Sequence[str] | None = None) -> DataFrame:

@@ -176,6 +176,13 @@ class ExecutionContext:
         h = self._h
         return ident in h.steps or ident in h.gates or ident in h.decisions or ident in h.values
 
+    def recorded_input(self, step_id: str) -> Any:
+        """The journaled input of step ``step_id`` (what its ``record=`` kept), or None when the journal
+        holds no such step: lets a body apply again the rule a recorded step was made with (a format
+        version the input carries) instead of today's."""
+        rec = self._h.steps.get(step_id)
+        return None if rec is None else rec.input
+
     # -- steps ----------------------------------------------------------------------------------
     def next_step_id(self) -> str:
         """The deterministic counter id the next ``execute`` without ``step_id`` gets."""

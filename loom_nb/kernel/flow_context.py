@@ -54,6 +54,10 @@ class FlowContext(Protocol):
         """True when the journal holds a step, gate, decision or value with id ``ident``."""
         ...
 
+    def recorded_input(self, step_id: str) -> Any:
+        """The journaled input of step ``step_id`` (its ``record=``), or None when not recorded."""
+        ...
+
     def next_step_id(self) -> str:
         """The counter id the next ``execute`` without ``step_id`` gets."""
         ...

@@ -34,6 +34,7 @@ import ipywidgets as widgets
 from loom_nb.agent.agent import Run
 from loom_nb.agent.carry import session_of
 from loom_nb.agent.config import APPROVAL_GATE
+from loom_nb.agent.output import output_text
 from loom_nb.journal import step_ids
 from loom_nb.journal.events import STATUS_OF_KIND, Event, EventKind
 from loom_nb.journal.run_state import GateState, RunState, StepState
@@ -394,7 +395,7 @@ class RunView(TextForm, widgets.VBox):  # type: ignore[misc]
         elif status == "completed":
             result = run.result
             if result is not None:
-                self.answer.value = f"<b>Answer</b><pre>{html.escape(result.output)}</pre>"
+                self.answer.value = f"<b>Answer</b><pre>{html.escape(output_text(result.output, indent=2))}</pre>"
                 self._usage.update(result.usage.model_dump())
                 self._usage["turns"] = result.turns
                 self.turn = max(self.turn, result.turns)
@@ -512,7 +513,7 @@ class RunView(TextForm, widgets.VBox):  # type: ignore[misc]
             lines += [f"  {g!r}" for g in run.gates]
         result = run.result if status == "completed" else None
         if result is not None:
-            lines.append(f"  answer: {result.output}")
+            lines.append(f"  answer: {output_text(result.output)}")
         if status in ("failed", "cancelled"):
             exc = run.exception()
             lines.append(f"  error: {type(exc).__name__}: {exc}" if exc is not None else "  error")

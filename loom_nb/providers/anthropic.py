@@ -81,6 +81,12 @@ class AnthropicMessages(HTTPProvider):
         return headers
 
     def _build_body(self, request: ModelRequest) -> dict[str, Any]:
+        if request.output is not None:
+            raise UsageError(
+                f"AnthropicMessages sends no native structured output (the schema {request.output.name!r}): "
+                "give the agent output_mode='tool' (or 'auto', which picks it), so the answer comes through "
+                "the final_result tool"
+            )
         body: dict[str, Any] = {
             "model": request.model or self.model,
             "max_tokens": request.max_tokens if request.max_tokens is not None else self.max_tokens,

@@ -315,6 +315,9 @@ class HTTPProvider:
         terminal: The event that ends a complete stream (named in errors).
         default_base_url: The API root used when ``base_url`` is not given.
         default_max_tokens: The output cap used when ``max_tokens`` is not given.
+        native_output: True when the wire has native structured output (a strict JSON schema for
+            the answer, ``ModelRequest.output``): ``Agent(output_type=..., output_mode="auto")``
+            then uses it instead of a ``final_result`` tool.
     """
 
     name: str = "http"
@@ -323,6 +326,7 @@ class HTTPProvider:
     terminal: ClassVar[str] = ""
     default_base_url: ClassVar[str] = ""
     default_max_tokens: ClassVar[int | None] = None
+    native_output: ClassVar[bool] = False
 
     def __init__(
         self,

@@ -36,7 +36,8 @@ class OpenAIChat(HTTPProvider):
     (a legacy ``function_call`` comes back as one tool call). Streaming asks for
     ``stream_options.include_usage`` so the last chunk carries the token usage. A refusal comes back
     in ``Message.refusal`` with ``finish_reason="refusal"`` and goes back in the assistant
-    message's ``refusal`` field. Local servers (llama.cpp, vLLM, Ollama) take
+    message's ``refusal`` field. A typed answer (``ModelRequest.output``) is asked for as
+    ``response_format`` with a strict JSON schema. Local servers (llama.cpp, vLLM, Ollama) take
     ``base_url="http://127.0.0.1:8000/v1"`` and, when they need no key, ``api_key=""``.
 
     What differs from the official SDK on purpose is listed in ``docs/providers.md``.
@@ -62,6 +63,7 @@ class OpenAIChat(HTTPProvider):
 
     name = "openai"
     env_var = "OPENAI_API_KEY"
+    native_output = True
     path = "/chat/completions"
     terminal = "data: [DONE]"
     default_base_url = "https://api.openai.com/v1"
@@ -109,6 +111,12 @@ class OpenAIChat(HTTPProvider):
                 }
                 for t in request.tools
             ]
+        if request.output is not None:
+            out = request.output
+            body["response_format"] = {
+                "type": "json_schema",
+                "json_schema": {"name": out.name, "schema": out.json_schema, "strict": out.strict},
+            }
         max_tokens = request.max_tokens if request.max_tokens is not None else self.max_tokens
         if max_tokens is not None:
             body[self.max_tokens_field] = max_tokens

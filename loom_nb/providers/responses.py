@@ -25,7 +25,8 @@ class OpenAIResponses(HTTPProvider):
     System messages become ``instructions``; the rest of the transcript becomes input items: user and
     assistant messages, a ``function_call`` item per tool call the assistant made and a
     ``function_call_output`` item per tool result. Tools are sent as function tools with
-    ``strict: false`` (loom's tool schemas are not written for strict mode). Reasoning items the
+    ``strict: false`` (loom's tool schemas are not written for strict mode). A typed answer
+    (``ModelRequest.output``) is asked for as ``text.format``, a strict JSON schema. Reasoning items the
     model returns are kept on the assistant message (``Message.reasoning``, as ``reasoning_item``
     blocks holding the item), so they are
     journaled with it and sent back, in front of that turn's calls, on the next request.
@@ -43,6 +44,7 @@ class OpenAIResponses(HTTPProvider):
 
     name = "openai-responses"
     env_var = "OPENAI_API_KEY"
+    native_output = True
     path = "/responses"
     terminal = "response.completed"
     default_base_url = "https://api.openai.com/v1"
@@ -70,6 +72,10 @@ class OpenAIResponses(HTTPProvider):
                 }
                 for t in request.tools
             ]
+        if request.output is not None:
+            out = request.output
+            fmt = {"type": "json_schema", "name": out.name, "schema": out.json_schema, "strict": out.strict}
+            body["text"] = {"format": fmt}
         limits = {"max_output_tokens": self.output_cap(request), "temperature": request.temperature}
         body.update((name, value) for name, value in limits.items() if value is not None)
         if self.stream:

@@ -26,6 +26,10 @@ class ScriptedModel:
         script: Responses in order, or ``respond(request) -> ModelResponse`` (sync or async).
         name: The provider name shown in logs.
         delta_delay: Seconds to sleep between streamed deltas (0: none), to make streaming visible.
+        native_output: Claim native structured output, so an ``Agent(output_type=...)`` in
+            ``auto`` mode sends the schema in the request (``ModelRequest.output``) and reads the
+            answer from the text, as on OpenAI; False (the default): it answers through the
+            ``final_result`` tool, as on Anthropic.
     """
 
     def __init__(
@@ -34,8 +38,10 @@ class ScriptedModel:
         *,
         name: str = "scripted",
         delta_delay: float = 0.0,
+        native_output: bool = False,
     ) -> None:
         self.name = name
+        self.native_output = native_output
         self.delta_delay = delta_delay
         self.history: list[ModelRequest] = []
         self._responses: list[ModelResponse] | None = None

@@ -1,10 +1,13 @@
-"""The agent run behind the golden journal ``tests/agent/golden/agent_approval.jsonl``.
+"""The agent run behind the golden journal ``tests/agent/golden/agent_approval_keep_rule_2.jsonl``.
 
 A small agent run (fake clock, sequential ids, seeded randomness, in-memory journal) that journals
 every id form the agent loop uses most: model turns ``#turn:<i>``, a tool step ``#turn:<i>:tool:<j>``,
 an approval gate ``#turn:<i>:tool:<j>:approval`` (approved), a compaction ``#turn:<i>:compact``, the
 effect ids ``tools.<name>`` / ``model.<agent>`` and the flow ``agent:<name>``. A change to any of those
 persisted strings, or to the loop's event shapes, shows up as a diff against the file.
+
+``agent_approval.jsonl`` is the same run recorded before compactions journaled ``keep_rule``
+(``docs/design.md``, section 6.7): never regenerated, it must keep replaying.
 
 Regenerate it (only for a deliberate, migrated change of the journal's shapes) with::
 
@@ -26,7 +29,9 @@ from loom_nb.kernel import FlowRegistry
 from loom_nb.messages import ModelRequest
 from loom_nb.testing import FakeClock, SeededRandom, SequentialIds
 
-GOLDEN = Path(__file__).with_name("golden") / "agent_approval.jsonl"
+GOLDEN = Path(__file__).with_name("golden") / "agent_approval_keep_rule_2.jsonl"
+#: The same run recorded before ``keep_rule`` 2: it must replay, never be regenerated.
+BEFORE_KEEP_RULE = GOLDEN.with_name("agent_approval.jsonl")
 EXECUTION_ID = "golden-agent-1"
 AGENT_NAME = "tidy"
 
@@ -92,11 +97,11 @@ async def record() -> list[Event]:
     return journal.read(EXECUTION_ID)
 
 
-def load() -> InMemoryJournal:
-    """An ``InMemoryJournal`` holding the golden agent journal."""
+def load(path: Path = GOLDEN) -> InMemoryJournal:
+    """An ``InMemoryJournal`` holding the golden agent journal (or the one at ``path``)."""
     from tests.kernel import golden_flows
 
-    return golden_flows.load(GOLDEN)
+    return golden_flows.load(path)
 
 
 if __name__ == "__main__":

@@ -27,7 +27,10 @@ from loom_nb.kernel import FlowRegistry
 from loom_nb.messages import ModelRequest
 from loom_nb.testing import FakeClock, SeededRandom, SequentialIds
 
-GOLDEN = Path(__file__).with_name("golden") / "agent_session.jsonl"
+GOLDEN = Path(__file__).with_name("golden") / "agent_session_keep_rule_2.jsonl"
+#: The same runs recorded before compactions journaled ``keep_rule`` (docs/design.md, section 6.7):
+#: never regenerated, they must keep replaying.
+BEFORE_KEEP_RULE = GOLDEN.with_name("agent_session.jsonl")
 AGENT_NAME = "chat"
 SESSION_ID = "thread-1"
 MESSAGES = ("What is in /tmp/x?", "Which one is the oldest?", "Thanks.")
@@ -83,11 +86,11 @@ async def record() -> list[Event]:
     return [e for eid in session.execution_ids() for e in journal.read(eid)]
 
 
-def load() -> InMemoryJournal:
-    """An ``InMemoryJournal`` holding the golden session journal."""
+def load(path: Path = GOLDEN) -> InMemoryJournal:
+    """An ``InMemoryJournal`` holding the golden session journal (or the one at ``path``)."""
     from tests.kernel import golden_flows
 
-    return golden_flows.load(GOLDEN)
+    return golden_flows.load(path)
 
 
 if __name__ == "__main__":

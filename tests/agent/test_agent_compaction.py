@@ -151,6 +151,7 @@ async def test_the_summary_is_its_own_recorded_compact_step_served_on_every_re_r
         "prev": "#turn:2",
         "add": [{"ref": "#turn:2"}, {"tool": "#turn:2:tool:0"}],
         "keep": 2,
+        "keep_rule": 2,
     }
     (done,) = [e for e in events(rt, eid, EventKind.STEP_COMPLETED) if e.step_id == "#turn:3:compact"]
     assert done.data["output"]["message"]["text"] == "SUMMARY-1: 5 messages"
@@ -185,8 +186,8 @@ async def test_an_oversized_tool_result_crosses_after_bytes_with_after_messages_
     big = "note 0 ".ljust(3000, ".")
     assert max(len(r.messages) for r in model.history) < 50  # the message trigger never fired
     assert compact_steps(rt, eid) == ["#turn:1:compact", "#turn:2:compact"]
-    # Turn 1: the newest message alone is over the half budget: it is kept (floor of 1), extended back
-    # to the assistant message that called the tool (a provider refuses an orphan tool result).
+    # Turn 1: the newest message alone is over the half budget: it is kept (floor of 1), and it is a
+    # tool result, so the assistant message that called it comes too (the one exception to the cap).
     assert started(rt, eid, "#turn:1:compact")["input"]["keep"] == 2
     assert [m.role for m in model.history[1].messages] == ["user", "assistant", "tool"]
     assert model.history[1].messages[0].text.startswith("[Summary")
@@ -277,7 +278,13 @@ def expected_keep(messages: Sequence[Message], after_bytes: int, keep_recent: in
             break
         kept, total = kept + 1, total + size
     keep = max(kept, 1)
-    # ...extended back so the kept suffix never starts with a tool result whose call was folded.
+    # ...shrunk forwards so the kept suffix never starts with a tool result whose call was folded,
+    # unless that leaves nothing: then the newest message is a tool result and its call comes too.
+    shrunk = keep
+    while shrunk and messages[len(messages) - shrunk].role == "tool":
+        shrunk -= 1
+    if shrunk:
+        return shrunk
     while keep < len(messages) and messages[len(messages) - keep].role == "tool":
         keep += 1
     return keep

@@ -1,8 +1,13 @@
-"""The golden agent journal ``tests/agent/golden/agent_approval.jsonl``: the agent loop's persisted ids
-and event shapes (model turns, a tool, an approval, a compaction) must not change, and the recorded
-run must replay."""
+"""The golden agent journal ``tests/agent/golden/agent_approval_keep_rule_2.jsonl``: the agent loop's
+persisted ids and event shapes (model turns, a tool, an approval, a compaction) must not change, and
+the recorded run must replay, as must ``agent_approval.jsonl``, the same run recorded before
+compactions journaled ``keep_rule``."""
 
 from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
 
 from loom_nb.journal import step_ids
 from loom_nb.journal.run_state import RunState
@@ -16,8 +21,11 @@ async def test_the_agent_loop_still_journals_the_golden_run_identically() -> Non
     assert fresh == golden_agent_flows.GOLDEN.read_text(encoding="utf-8").splitlines()
 
 
-async def test_the_golden_agent_journal_replays() -> None:
-    journal = golden_agent_flows.load()
+@pytest.mark.parametrize(
+    "path", [golden_agent_flows.GOLDEN, golden_agent_flows.BEFORE_KEEP_RULE], ids=["keep_rule_2", "before"]
+)
+async def test_the_golden_agent_journal_replays(path: Path) -> None:
+    journal = golden_agent_flows.load(path)
     rt = golden_agent_flows.make_runtime(journal)
     before = len(journal.read(golden_agent_flows.EXECUTION_ID))
     report = await rt.replay(golden_agent_flows.EXECUTION_ID)

@@ -1,8 +1,13 @@
-"""The golden session journal ``tests/agent/golden/agent_session.jsonl``: the persisted forms of
-sessions (run ids, the session input, the carry item, compaction across runs) and of versioned
-agents (the patch marker) must not change, and every recorded run must replay."""
+"""The golden session journal ``tests/agent/golden/agent_session_keep_rule_2.jsonl``: the persisted
+forms of sessions (run ids, the session input, the carry item, compaction across runs) and of
+versioned agents (the patch marker) must not change, and every recorded run must replay, as must
+``agent_session.jsonl``, the same runs recorded before compactions journaled ``keep_rule``."""
 
 from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
 
 from loom_nb.agent.carry import journal_carry
 from loom_nb.agent.transcript import rebuild_requests
@@ -18,8 +23,9 @@ async def test_sessions_still_journal_the_golden_runs_identically() -> None:
     assert fresh == golden.GOLDEN.read_text(encoding="utf-8").splitlines()
 
 
-async def test_the_golden_session_journal_replays_and_rebuilds() -> None:
-    journal = golden.load()
+@pytest.mark.parametrize("path", [golden.GOLDEN, golden.BEFORE_KEEP_RULE], ids=["keep_rule_2", "before"])
+async def test_the_golden_session_journal_replays_and_rebuilds(path: Path) -> None:
+    journal = golden.load(path)
     rt = golden.make_runtime(journal)
     assert [r.execution_id for r in journal.list_executions()] == IDS
     for eid in IDS:

@@ -186,8 +186,19 @@ EXPECTED: dict[str, dict[str, str]] = {
         "is_error": "bool",
         "tainted": "bool",
     },
+    "outputs": {
+        "execution_id": "str",
+        "flow": "str",
+        "status": "str",
+        "output_type": "str",
+        "output_mode": "str",
+        "attempts": "int64",
+        "failed_attempts": "int64",
+        "output_json": "object",
+        "output": "object",
+    },
 }
-VIEWS = [v for v in EXPECTED if v != "transcript"]
+VIEWS = [v for v in EXPECTED if v not in ("transcript", "outputs")]
 
 
 def dtypes(df: Any) -> dict[str, str]:
@@ -613,12 +624,13 @@ async def test_pinned_columns_and_dtypes(kind: str) -> None:
         assert dtypes(df) == EXPECTED[view], view
     assert {v: dict(c) for v, c in analysis.COLUMNS.items()} == {v: EXPECTED[v] for v in VIEWS}
     assert dict(analysis.TRANSCRIPT_COLUMNS) == EXPECTED["transcript"]
+    assert dict(analysis.OUTPUT_COLUMNS) == EXPECTED["outputs"]
     rt.close()
 
 
 def documented_columns() -> dict[str, dict[str, str]]:
     """The ``| `column` | `dtype` |`` rows under each ``### `view` `` heading of docs/analysis.md,
-    plus the transcript and batch-frame tables."""
+    plus the transcript, batch-frame and outputs tables."""
     text = (ROOT / "docs" / "analysis.md").read_text()
     out: dict[str, dict[str, str]] = {}
     current: str | None = None
@@ -634,6 +646,10 @@ def documented_columns() -> dict[str, dict[str, str]]:
             continue
         if line.startswith("`batch.frame()`"):
             current = "batch"
+            out[current] = {}
+            continue
+        if line.startswith("`f.outputs("):
+            current = "outputs"
             out[current] = {}
             continue
         if line.startswith("## "):

@@ -24,6 +24,7 @@ BODY_SURFACE = {
     "put_content",
     "random",
     "recorded",
+    "recorded_input",
     "replaying",
     "runtime",
     "stream",

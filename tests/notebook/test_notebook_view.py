@@ -388,3 +388,31 @@ async def test_a_session_run_shows_its_session_and_its_card_resumes_it() -> None
     assert again.text().splitlines()[1] == "  session t, run 1: continues session:chat:t:0"
     for v in [*views, again]:
         v.close()
+
+
+# -- typed output --------------------------------------------------------------------------------------
+async def test_the_live_view_shows_a_typed_answer_as_json_with_its_type() -> None:
+    from pydantic import BaseModel
+
+    class Forecast(BaseModel):
+        """A forecast."""
+
+        city: str
+        celsius: int
+
+    model = loom.ScriptedModel(
+        [
+            loom.ModelResponse.tool_calls([("final_result", {"city": "Oslo", "celsius": "cold"})]),
+            loom.ModelResponse.tool_calls([("final_result", {"city": "Oslo", "celsius": 4})]),
+        ]
+    )
+    agent = loom.Agent(model, output_type=Forecast, name="typed-view")
+    run = agent.start("Forecast?", runtime=make_runtime())
+    view = RunView(run)
+    result = await run
+    assert result.output == Forecast(city="Oslo", celsius=4)
+    shown = html.unescape(view.answer.value)
+    assert 'Forecast {\n  "city": "Oslo",\n  "celsius": 4\n}' in shown
+    assert 'answer: Forecast {"city":"Oslo","celsius":4}' in view.text()
+    assert "completed" in view.status.value
+    assert repr(run).endswith('output=Forecast {"city":"Oslo","celsius":4}>')

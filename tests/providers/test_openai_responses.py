@@ -28,8 +28,9 @@ from openai.types.responses import (
 from openai.types.responses.response_error import ResponseError
 
 import loom_nb as loom
+from loom_nb.agent.output import OutputSpec
 from loom_nb.errors import ProviderHTTPError, ProviderProtocolError
-from loom_nb.messages import Message, ModelRequest, ModelResponse, ReasoningBlock, ToolCall, ToolSpec
+from loom_nb.messages import Message, ModelRequest, ModelResponse, OutputFormat, ReasoningBlock, ToolCall, ToolSpec
 from loom_nb.providers.http import ERROR_STATUS
 from loom_nb.providers.redaction import MASK
 from loom_nb.providers.responses import OpenAIResponses
@@ -128,11 +129,24 @@ def transcript_with_everything() -> ModelRequest:
     )
 
 
+TYPED = ModelRequest(
+    messages=(Message.user("Weather in Oslo?"),),
+    output=OutputFormat(name="Weather", json_schema=OutputSpec(list[int]).wire_schema),
+)
+
+
 @pytest.mark.parametrize("options", [{}, {"stream": False}, {"store": False}, {"max_tokens": 99}])
 def test_every_request_body_passes_the_sdk_types_strictly(options: dict[str, Any]) -> None:
     model = provider(answer(200, "{}"), **options)
-    for request in (ASK, transcript_with_everything(), ModelRequest(messages=(Message.user("hi"),))):
+    for request in (ASK, transcript_with_everything(), ModelRequest(messages=(Message.user("hi"),)), TYPED):
         check_params(model._build_body(request))
+
+
+def test_a_typed_answer_is_asked_for_as_a_strict_text_format() -> None:
+    body = provider(answer(200, "{}"))._build_body(TYPED)
+    assert body["text"] == {
+        "format": {"type": "json_schema", "name": "Weather", "schema": TYPED.output.json_schema, "strict": True}
+    }
 
 
 def test_the_body_carries_instructions_input_items_and_function_tools() -> None:

@@ -34,7 +34,8 @@ from openai.types.chat.chat_completion_chunk import (
 )
 
 import loom_nb
-from loom_nb.messages import Message, ModelRequest, ModelResponse, ToolCall, ToolSpec
+from loom_nb.agent.output import strict_schema
+from loom_nb.messages import Message, ModelRequest, ModelResponse, OutputFormat, ToolCall, ToolSpec
 from loom_nb.providers.openai import OpenAIChat
 from tests.providers.typed_dict_check import violations
 
@@ -83,6 +84,10 @@ TRANSCRIPTS: dict[str, ModelRequest] = {
         model="gpt-other",
     ),
     "unicode and empty text": ModelRequest(messages=(Message.user("Grüße, 東京? 🌧"), Message.assistant(""))),
+    "typed answer (native structured output)": ModelRequest(
+        messages=(Message.user("Forecast for Paris?"),),
+        output=OutputFormat(name="Forecast", json_schema=strict_schema(FORECAST_SCHEMA)),
+    ),
 }
 OPTIONS: dict[str, dict[str, Any]] = {
     "defaults": {},
@@ -152,6 +157,16 @@ async def test_the_strict_check_rejects_unknown_keys_at_any_depth_and_wrong_type
     assert any("7 is not a str" in v for v in broken(lambda b: b["messages"][6].update(content=7)))
     with pytest.raises(TypeError, match="does not know the annotation"):
         violations(1, complex)
+
+
+async def test_a_typed_answer_is_asked_for_as_a_strict_json_schema_response_format() -> None:
+    body = await sent_body(TRANSCRIPTS["typed answer (native structured output)"], stream=False)
+    assert body["response_format"] == {
+        "type": "json_schema",
+        "json_schema": {"name": "Forecast", "schema": strict_schema(FORECAST_SCHEMA), "strict": True},
+    }
+    schema = body["response_format"]["json_schema"]["schema"]
+    assert schema["additionalProperties"] is False and schema["required"] == ["city", "days", "units", "where"]
 
 
 def test_loom_nb_never_imports_the_sdks() -> None:

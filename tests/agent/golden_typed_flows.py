@@ -1,0 +1,102 @@
+"""The agent run behind the golden journal ``tests/agent/golden/agent_typed_output.jsonl``.
+
+A typed-output run (``output_type=Forecast``, ``final_result`` tool mode): turn 0 calls a tool, turn 1
+answers with a value that fails validation (its error goes back as the call's error result), turn 2
+answers validly. It pins the persisted shapes of typed output: the first node's ``"output"``
+(type, mode, strict schema), the ``final_result`` tool spec, the journaled error result, and the
+answer's JSON in ``execution_completed``.
+
+Regenerate it (only for a deliberate, migrated change of those shapes) with::
+
+    .venv/bin/python tests/agent/golden_typed_flows.py --write
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from pathlib import Path
+
+from pydantic import BaseModel
+
+import loom_nb as loom
+from loom_nb.journal import Event, InMemoryJournal
+from loom_nb.journal.store import JournalStore
+from loom_nb.kernel import FlowRegistry
+from loom_nb.messages import ModelRequest
+from loom_nb.testing import FakeClock, SeededRandom, SequentialIds
+
+GOLDEN = Path(__file__).with_name("golden") / "agent_typed_output.jsonl"
+EXECUTION_ID = "golden-typed-1"
+AGENT_NAME = "forecaster"
+
+
+class Forecast(BaseModel):
+    """The typed answer (a persisted name: ``tests.agent.golden_typed_flows:Forecast``)."""
+
+    city: str
+    celsius: int
+
+
+@loom.tool(idempotent=True)
+def weather(city: str) -> str:
+    """The weather in a city (a fixed answer).
+
+    Args:
+        city: The city.
+    """
+    return f"{city}: 12C"
+
+
+def respond(request: ModelRequest) -> loom.ModelResponse:
+    """Call the tool, then answer wrongly once, then rightly."""
+    tools = [m for m in request.messages if m.role == "tool"]
+    if not tools:
+        return loom.ModelResponse.tool_calls([("weather", {"city": "Oslo"})])
+    if len(tools) == 1:
+        return loom.ModelResponse.tool_calls([("final_result", {"city": "Oslo", "celsius": "12C"})])
+    return loom.ModelResponse.tool_calls([("final_result", {"city": "Oslo", "celsius": 12})])
+
+
+def make_agent() -> loom.Agent[Forecast]:
+    """The golden typed agent."""
+    return loom.Agent(
+        loom.ScriptedModel(respond), tools=[weather], name=AGENT_NAME, output_type=Forecast, system="Forecast."
+    )
+
+
+def make_runtime(journal: JournalStore) -> loom.Runtime:
+    """A deterministic runtime with the golden agent registered."""
+    rt = loom.Runtime(
+        journal, clock=FakeClock(tick=1.0), ids=SequentialIds(), random=SeededRandom(7), flows=FlowRegistry()
+    )
+    make_agent().register(rt)
+    return rt
+
+
+async def record() -> list[Event]:
+    """Run the golden agent to its answer and return its events."""
+    journal = InMemoryJournal()
+    rt = make_runtime(journal)
+    result = await rt.start(make_agent().flow_name, "Forecast for Oslo?", execution_id=EXECUTION_ID)
+    assert result.status == "completed", result
+    return journal.read(EXECUTION_ID)
+
+
+def load() -> InMemoryJournal:
+    """An ``InMemoryJournal`` holding the golden journal."""
+    from tests.kernel import golden_flows
+
+    return golden_flows.load(GOLDEN)
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+    from tests.agent import golden_typed_flows
+    from tests.kernel import golden_flows
+
+    text = "\n".join(golden_flows.to_lines(asyncio.run(golden_typed_flows.record()))) + "\n"
+    if sys.argv[1:] == ["--write"]:
+        GOLDEN.write_text(text, encoding="utf-8")
+    else:
+        sys.stdout.write(text)

@@ -1,0 +1,132 @@
+"""A typed-output agent run in a subprocess that a crash switch kills after the Nth committed event.
+
+Usage::
+
+    python tests/crash/typed_output_crash_flow.py <journal_path> <calls_log> <crash> <start|recover>
+
+The agent (``loom.Agent(output_type=Trip)`` over a DuckDB FILE journal, ``final_result`` tool mode)
+answers in three model turns: turn 0 calls ``lookup``; turn 1 calls ``final_result`` with an answer
+that fails validation (no ``celsius``), which goes back to the model as the call's error result;
+turn 2 calls ``final_result`` with a valid answer built from what it was sent (the tool result and
+the validation error), so the output equals the uninterrupted run's only if the transcript does.
+
+``start`` starts ``run-1``; ``recover`` calls ``runtime.recover()`` in a fresh process. Every model and
+tool call is logged as in ``agent_crash_flow.py``; ``crash`` is ``none`` or N (die right after the
+commit that brings this process's committed events to N or more).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+import loom_nb as loom
+from loom_nb.journal import DuckDBJournal
+from loom_nb.kernel import EffectContext, FlowRegistry
+from loom_nb.messages import ModelRequest, ModelResponse
+from loom_nb.testing import FakeClock, SequentialIds
+from tests.crash.agent_crash_flow import CRASH_EXIT_CODE, EXECUTION_ID, CountingCrashJournal, log_call
+
+__all__ = ["CRASH_EXIT_CODE", "EXECUTION_ID", "Trip", "main"]
+
+INPUT = "Plan a day in Rome."
+
+
+class Trip(BaseModel):
+    """The typed answer."""
+
+    city: str
+    weather: str
+    celsius: int
+    note: str
+
+
+def respond(request: ModelRequest) -> ModelResponse:
+    """The scripted model: a pure function of the request."""
+    turn = sum(1 for m in request.messages if m.role == "assistant")
+    tools = [m.text for m in request.messages if m.role == "tool"]
+    if turn == 0:
+        return ModelResponse.tool_calls([("lookup", {"city": "Rome"})], text="Checking Rome.")
+    if turn == 1:
+        return ModelResponse.tool_calls([("final_result", {"city": "Rome", "weather": tools[0], "note": "-"})])
+    note = tools[-1].splitlines()[1]  # the first line of the validation error sent back
+    return ModelResponse.tool_calls(
+        [("final_result", {"city": "Rome", "weather": tools[0], "celsius": 21, "note": note})]
+    )
+
+
+class LoggedModel:
+    """A ``ScriptedModel`` that logs each call with its idempotency key before answering."""
+
+    name = "logged"
+
+    def __init__(self, log_path: str) -> None:
+        self.log_path = log_path
+        self.inner = loom.ScriptedModel(respond)
+
+    async def complete(
+        self, request: ModelRequest, *, on_delta: Any = None, idempotency_key: str | None = None
+    ) -> ModelResponse:
+        """Log, then answer from the script."""
+        log_call(self.log_path, "model", idempotency_key or "?", 0)
+        return await self.inner.complete(request, on_delta=on_delta)
+
+
+def build_agent(log_path: str) -> loom.Agent[Trip]:
+    """The typed agent, its tool logging every call."""
+
+    @loom.tool(idempotent=True)
+    async def lookup(city: str, ctx: EffectContext) -> str:
+        """Weather of a city."""
+        log_call(log_path, "tool", ctx.idempotency_key, ctx.attempt)
+        return f"{city}: sunny, 21C"
+
+    return loom.Agent(LoggedModel(log_path), tools=[lookup], name="typed-trip", model_retry=None, output_type=Trip)
+
+
+def run(journal_path: str, log_path: str, crash_after: int | None, mode: str) -> dict[str, Any]:
+    """Run ``mode`` and return what to print."""
+    journal = CountingCrashJournal(DuckDBJournal(journal_path), crash_after)
+    rt = loom.Runtime(journal, clock=FakeClock(tick=0.001), ids=SequentialIds(), flows=FlowRegistry())
+    agent = build_agent(log_path)
+    try:
+        if mode == "start":
+            handle = agent.start(INPUT, runtime=rt, execution_id=EXECUTION_ID)
+        elif mode == "recover":
+            agent.register(rt)
+            rt.recover_sync()
+            handle = agent.attach(EXECUTION_ID, runtime=rt)
+        else:
+            raise SystemExit(f"unknown mode {mode!r}: use start or recover")
+        result = handle.result
+        return {
+            "status": handle.status,
+            "output": result.output.model_dump(mode="json") if result else None,
+            "typed": type(result.output).__name__ if result else None,
+            "resolved": [],
+            "commits": journal.commits,
+        }
+    finally:
+        rt.close()
+
+
+def main(argv: list[str]) -> int:
+    """Entry point: ``<journal_path> <calls_log> <crash> <mode>``."""
+    if len(argv) != 4:
+        print(__doc__, file=sys.stderr)
+        return 2
+    journal_path, log_path, crash, mode = argv
+    crash_after = None if crash == "none" else int(crash)
+    print(json.dumps(run(journal_path, log_path, crash_after, mode), sort_keys=True))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+    from tests.crash import typed_output_crash_flow
+
+    sys.exit(typed_output_crash_flow.main(sys.argv[1:]))
