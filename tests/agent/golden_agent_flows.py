@@ -6,9 +6,12 @@ an approval gate ``#turn:<i>:tool:<j>:approval`` (approved), a compaction ``#tur
 effect ids ``tools.<name>`` / ``model.<agent>`` and the flow ``agent:<name>``. A change to any of those
 persisted strings, or to the loop's event shapes, shows up as a diff against the file.
 
-Regenerate it (only for a deliberate, migrated change of the journal's shapes) with::
+One file per event format: ``agent_approval.jsonl`` (format 1, recorded before formats were
+versioned) and ``agent_approval_v2.jsonl`` (format 2: tool inputs by reference, no digest or key,
+no durable copy of the model's streamed text). Regenerate one (only for a deliberate, migrated
+change of the journal's shapes) with::
 
-    .venv/bin/python tests/agent/golden_agent_flows.py --write
+    .venv/bin/python tests/agent/golden_agent_flows.py --write [--format 2]
 
 (without ``--write`` it prints the lines a fresh recording gives).
 """
@@ -27,6 +30,8 @@ from loom_nb.messages import ModelRequest
 from loom_nb.testing import FakeClock, SeededRandom, SequentialIds
 
 GOLDEN = Path(__file__).with_name("golden") / "agent_approval.jsonl"
+#: The golden file of each event format.
+GOLDENS = {1: GOLDEN, 2: Path(__file__).with_name("golden") / "agent_approval_v2.jsonl"}
 EXECUTION_ID = "golden-agent-1"
 AGENT_NAME = "tidy"
 
@@ -72,19 +77,20 @@ def make_agent() -> loom.Agent:
     )
 
 
-def make_runtime(journal: JournalStore) -> loom.Runtime:
-    """A deterministic runtime with the golden agent registered."""
+def make_runtime(journal: JournalStore, event_format: int = 1) -> loom.Runtime:
+    """A deterministic runtime with the golden agent registered, writing ``event_format``."""
     rt = loom.Runtime(
         journal, clock=FakeClock(tick=1.0), ids=SequentialIds(), random=SeededRandom(7), flows=FlowRegistry()
     )
+    rt.event_format = event_format
     make_agent().register(rt)
     return rt
 
 
-async def record() -> list[Event]:
-    """Run the golden agent to its answer (approving the delete) and return its events."""
+async def record(event_format: int = 1) -> list[Event]:
+    """Run the golden agent to its answer (approving the delete) in ``event_format``; return its events."""
     journal = InMemoryJournal()
-    rt = make_runtime(journal)
+    rt = make_runtime(journal, event_format)
     result = await rt.start(make_agent().flow_name, "Tidy /tmp/x", execution_id=EXECUTION_ID)
     while result.status == "suspended":
         result = await rt.resume(EXECUTION_ID, result.gates[0].gate_id, loom.ApprovalDecision(approved=True))
@@ -92,11 +98,11 @@ async def record() -> list[Event]:
     return journal.read(EXECUTION_ID)
 
 
-def load() -> InMemoryJournal:
-    """An ``InMemoryJournal`` holding the golden agent journal."""
+def load(event_format: int = 1) -> InMemoryJournal:
+    """An ``InMemoryJournal`` holding the golden agent journal of ``event_format``."""
     from tests.kernel import golden_flows
 
-    return golden_flows.load(GOLDEN)
+    return golden_flows.load(GOLDENS[event_format])
 
 
 if __name__ == "__main__":
@@ -104,8 +110,10 @@ if __name__ == "__main__":
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
     from tests.kernel import golden_flows
 
-    text = "\n".join(golden_flows.to_lines(asyncio.run(record()))) + "\n"
-    if sys.argv[1:] == ["--write"]:
-        GOLDEN.write_text(text, encoding="utf-8")
+    args = sys.argv[1:]
+    event_format = int(args[args.index("--format") + 1]) if "--format" in args else 1
+    text = "\n".join(golden_flows.to_lines(asyncio.run(record(event_format)))) + "\n"
+    if "--write" in args:
+        GOLDENS[event_format].write_text(text, encoding="utf-8")
     else:
         sys.stdout.write(text)

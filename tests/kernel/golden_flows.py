@@ -3,9 +3,13 @@
 The golden journal is a contract: a kernel change that alters what a run journals (event kinds,
 step ids, payload shapes, digests) shows up as a diff against it, and old journals must still replay.
 
-Regenerate it (only for a deliberate, migrated change of the journal's shapes) with::
+There is one golden file per event format (``loom_nb.journal.event_format``): ``kernel_order.jsonl``
+(format 1, recorded before formats were versioned) and ``kernel_order_v2.jsonl`` (format 2). Both must
+replay, and the kernel, told to write a format, must still journal that format's file identically.
 
-    .venv/bin/python tests/kernel/golden_flows.py --write
+Regenerate one (only for a deliberate, migrated change of the journal's shapes) with::
+
+    .venv/bin/python tests/kernel/golden_flows.py --write [--format 2]
 
 which records ``golden_order`` with ``FakeClock(tick=1)``, ``SequentialIds`` and ``SeededRandom(7)``
 on an ``InMemoryJournal`` and writes one event per line (canonical JSON with ``execution_id``, ``seq``,
@@ -23,11 +27,14 @@ from typing import Any
 from pydantic import BaseModel
 
 from loom_nb.journal import Event, InMemoryJournal, canonical_json
+from loom_nb.journal.event_format import CURRENT_FORMAT
 from loom_nb.journal.store import JournalStore
 from loom_nb.kernel import Decision, Engine, ExecutionContext, FlowRegistry, GateRequest
 from loom_nb.testing import FakeClock, SeededRandom, SequentialIds
 
 GOLDEN = Path(__file__).with_name("golden") / "kernel_order.jsonl"
+#: The golden file of each event format.
+GOLDENS = {1: GOLDEN, 2: Path(__file__).with_name("golden") / "kernel_order_v2.jsonl"}
 EXECUTION_ID = "golden-1"
 FLOW_NAME = "golden_order"
 INPUT = {"sku": "A-1", "qty": 2}
@@ -109,21 +116,23 @@ async def golden_order_changed(ctx: ExecutionContext, inp: Any) -> Any:
     return {"status": "ordered", "receipt": receipt}
 
 
-def make_runtime(journal: JournalStore, body: Any = golden_order) -> Engine:
-    """A deterministic runtime with the golden effects and ``body`` registered as ``golden_order``."""
+def make_runtime(journal: JournalStore, body: Any = golden_order, *, event_format: int = CURRENT_FORMAT) -> Engine:
+    """A deterministic runtime with the golden effects and ``body`` registered as ``golden_order``,
+    writing new executions in ``event_format``."""
     flows = FlowRegistry()
     flows.register(body, name=FLOW_NAME)
     rt = Engine(journal, clock=FakeClock(tick=1.0), ids=SequentialIds(), random=SeededRandom(7), flows=flows)
+    rt.event_format = event_format
     rt.effects.register("catalog.lookup", lookup, idempotent=True)
     rt.effects.register("stock.reserve", reserve)
     rt.effects.register("payments.charge", charge)
     return rt
 
 
-async def record() -> list[Event]:
-    """Run the golden flow to completion (approving both gates) and return its events."""
+async def record(event_format: int = 1) -> list[Event]:
+    """Run the golden flow to completion (approving both gates) in ``event_format``; return its events."""
     journal = InMemoryJournal()
-    rt = make_runtime(journal)
+    rt = make_runtime(journal, event_format=event_format)
     result = await rt.start(FLOW_NAME, INPUT, execution_id=EXECUTION_ID)
     assert result.status == "suspended", result
     await rt.resume(EXECUTION_ID, "finance", {"approved": True})
@@ -164,12 +173,15 @@ def load(path: Path = GOLDEN, *, upto_seq: int | None = None) -> InMemoryJournal
 
 
 def main(argv: list[str]) -> int:
-    """``--write`` rewrites the golden file; otherwise print the lines a fresh recording gives."""
-    text = "\n".join(to_lines(asyncio.run(record()))) + "\n"
+    """``--write`` rewrites the golden file (of ``--format N``, 1 by default); otherwise print the lines
+    a fresh recording gives."""
+    event_format = int(argv[argv.index("--format") + 1]) if "--format" in argv else 1
+    text = "\n".join(to_lines(asyncio.run(record(event_format)))) + "\n"
     if "--write" in argv:
-        GOLDEN.parent.mkdir(exist_ok=True)
-        GOLDEN.write_text(text, encoding="utf-8")
-        print(f"wrote {GOLDEN} ({text.count(chr(10))} events)")
+        path = GOLDENS[event_format]
+        path.parent.mkdir(exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+        print(f"wrote {path} ({text.count(chr(10))} events)")
     else:
         sys.stdout.write(text)
     return 0
