@@ -66,16 +66,19 @@ def usage_of_output(output: Any) -> dict[str, Any] | None:
     return out
 
 
+def _step_into(value: Any, key: Any) -> Any:
+    if isinstance(value, Mapping) and isinstance(key, str) and key in value:
+        return value[key]
+    if isinstance(value, list) and type(key) is int and 0 <= key < len(value):
+        return value[key]
+    raise LookupError(f"no {key!r} in the referenced output")
+
+
 def ref_target(value: Any, path: Sequence[Any]) -> Any:
     """The part of ``value`` at ``path`` (dict keys and list indexes); raises ``LookupError`` when
     the path does not lead anywhere."""
     for key in path:
-        if isinstance(value, Mapping) and isinstance(key, str) and key in value:
-            value = value[key]
-        elif isinstance(value, list) and isinstance(key, int) and not isinstance(key, bool) and 0 <= key < len(value):
-            value = value[key]
-        else:
-            raise LookupError(f"no {key!r} in the referenced output")
+        value = _step_into(value, key)
     return value
 
 

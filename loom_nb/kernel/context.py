@@ -642,7 +642,9 @@ class ExecutionContext:
         data = {"channel": channel, "text": text}
         if step_id is not None and self._format > FORMAT_1 and self._holds(step_id):
             held = self._held.get(step_id)
-            self._rt.observers.notify_events((Event(self.execution_id, self._seq, EventKind.STREAM_CHUNK, None, self._rt.clock.now(), data),))
+            self._rt.observers.notify_events(
+                (Event(self.execution_id, self._seq, EventKind.STREAM_CHUNK, None, self._rt.clock.now(), data),)
+            )
             if held is None:
                 return  # the step completed: its output holds the text
             held.append((channel, text))

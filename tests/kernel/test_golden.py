@@ -16,11 +16,11 @@ import pytest
 
 from loom_nb.errors import NonDeterminismError
 from loom_nb.journal import DuckDBJournal, Event, InMemoryJournal, canonical_json
+from loom_nb.journal.run_state import RunState
 from loom_nb.journal.store import JournalStore
 from loom_nb.kernel import Engine, FlowRegistry
 from tests.journal.support import kinds
 from tests.kernel import golden_flows
-from loom_nb.journal.run_state import RunState
 from tests.kernel.golden_flows import EXECUTION_ID, FLOW_NAME, GOLDENS
 
 FORMATS = sorted(GOLDENS)
