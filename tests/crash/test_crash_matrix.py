@@ -142,7 +142,7 @@ def test_crash_inside_an_effect_then_recover(tmp_path: Path, effect: str, uninte
     assert crashed.returncode == crash_flow.CRASH_EXIT_CODE, crashed.stderr
     before = journal_events(tmp_path)
     ((sid, started),) = in_flight(before).items()
-    key = started.data["idempotency_key"]
+    key = f"{started.execution_id}:{sid}"  # the idempotency key (event format 2 derives it)
     assert (started.data["effect"], started.data.get("attempt", 1)) == (effect, 1)
     assert invocations(tmp_path)[-1] == (effect, key, 1)
 
