@@ -353,12 +353,14 @@ class ExecutionContext:
         async def on_retry(error: BaseException, delay: float) -> int:
             nonlocal current
             failed = {"effect": effect_id, "attempt": current, "will_retry": True, "delay": delay}
-            self._release_held(sid)
+            self._release_held(sid)  # the failed attempt's text: no output holds it
             self.stage(EventKind.STEP_FAILED, sid, {**failed, "error": error_to_data(error)})
             self.commit()  # a crash during the backoff must not make a clean failure look in doubt
             await rt.clock.sleep(delay)
             current += 1
             self._commit_start(sid, self._with_attempt(started, current))
+            if self._format > FORMAT_1:
+                self._held[sid] = []  # the next attempt's text is held again
             return current
 
         def emit_delta(text: str) -> None:

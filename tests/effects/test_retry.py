@@ -292,3 +292,29 @@ async def test_long_backoffs_cost_no_wall_time_on_the_fake_clock() -> None:
     assert time.perf_counter() - began < 0.5
     assert result.status == "completed"
     assert clock.slept == [60.0, 180.0, 540.0, 1620.0, 3600.0]
+
+
+async def test_event_format_2_keeps_the_text_of_a_failed_attempt_and_holds_the_next_ones() -> None:
+    """A retried step's first attempt streamed text no output holds: it is journaled before its
+    step_failed. The attempt that completes streams again; its output holds that text."""
+    rt = make(clock=FakeClock())
+    attempts: list[int] = []
+
+    def talk(value: Any, info: EffectContext) -> Any:
+        attempts.append(info.attempt)
+        info.emit_delta(f"attempt {info.attempt} says hi. ")
+        if info.attempt == 1:
+            raise http(503)
+        return {"text": "done"}
+
+    rt.effects.register("talk", talk, retry=RetryPolicy(attempts=2, initial=1.0, jitter=0), idempotent=True)
+
+    async def body(ctx: Any, _: Any) -> Any:
+        return await ctx.execute("talk", None, step_id="s", on_delta=lambda t: ctx.stream(t, step_id="s"))
+
+    result = await rt.start(body, None)
+    assert (result.status, attempts) == ("completed", [1, 2])
+    events = rt.journal.read(result.execution_id)
+    chunks = [e.data["text"] for e in events if e.kind == EventKind.STREAM_CHUNK]
+    assert chunks == ["attempt 1 says hi. "]
+    assert kinds(events)[1:5] == ["step_started", "stream_chunk", "step_failed", "step_started"]
