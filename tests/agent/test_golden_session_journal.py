@@ -4,22 +4,27 @@ agents (the patch marker) must not change, and every recorded run must replay.""
 
 from __future__ import annotations
 
+import pytest
+
 from loom_nb.agent.carry import journal_carry
 from loom_nb.agent.transcript import rebuild_requests
 from tests.agent import golden_session_flows as golden
 from tests.kernel import golden_flows
 
 IDS = [f"session:chat:thread-1:{i}" for i in range(3)]
+FORMATS = pytest.mark.parametrize("event_format", sorted(golden.GOLDENS), ids=lambda f: f"format{f}")
 
 
-async def test_sessions_still_journal_the_golden_runs_identically() -> None:
+@FORMATS
+async def test_sessions_still_journal_the_golden_runs_identically(event_format: int) -> None:
     """A diff here means persisted ids or shapes changed: migrate, then regenerate (module docstring)."""
-    fresh = golden_flows.to_lines(await golden.record())
-    assert fresh == golden.GOLDEN.read_text(encoding="utf-8").splitlines()
+    fresh = golden_flows.to_lines(await golden.record(event_format))
+    assert fresh == golden.GOLDENS[event_format].read_text(encoding="utf-8").splitlines()
 
 
-async def test_the_golden_session_journal_replays_and_rebuilds() -> None:
-    journal = golden.load()
+@FORMATS
+async def test_the_golden_session_journal_replays_and_rebuilds(event_format: int) -> None:
+    journal = golden.load(event_format)
     rt = golden.make_runtime(journal)
     assert [r.execution_id for r in journal.list_executions()] == IDS
     for eid in IDS:
