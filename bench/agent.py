@@ -6,9 +6,13 @@ turns then answers. The journal is a DuckDB FILE with the default (strict) durab
 per step boundary. For N = 10, 50 and 200 turns it reports:
 
 - per-turn overhead: wall time of the whole run / N (median of 3 runs, each on a fresh file);
-- journal bytes per turn: the sum of ``len(data JSON)`` of the execution's events / N, and the
+- journal bytes per turn: the sum of ``len(data JSON)`` of the execution's events as stored (their
+  canonical JSON: what ``read`` returns is what was written, in either event format) / N, and the
   ``.duckdb`` file size after ``CHECKPOINT`` / N (raw, and net of an empty journal file), each
   beside the payload per turn (text + arguments + result) as a ratio;
+- the same N = 200 run without the durable stream, and written in event format 1 (the format
+  before versioning: a copy of each tool input, digests, keys, durable chunks), for a before/after
+  in the same process;
 - the growth exponent between N = 50 and N = 200: ``log(bytes200 / bytes50) / log(4)``;
 - kill at N/2: a subprocess runs N = 200 behind ``CrashingJournal`` and dies after about half the
   events; a fresh process then times ``recover()`` to the first NEW model or tool call (measured
@@ -36,6 +40,7 @@ from typing import Any
 import loom_nb as loom
 from loom_nb.agent import TranscriptGrowthWarning
 from loom_nb.journal import DuckDBJournal, Event
+from loom_nb.journal.event_format import CURRENT_FORMAT
 from loom_nb.kernel import EffectContext, FlowRegistry
 from loom_nb.messages import ModelRequest, ModelResponse
 from loom_nb.testing import CrashingJournal
@@ -49,7 +54,7 @@ ARG = "x" * 170  # with the key names and the turn number, about 200 B of argume
 RESULT_PAD = "r" * 480
 EXECUTION_ID = "bench-1"
 KILL_TURNS = 200
-TARGETS = {"per_turn_ms": 2.5, "bytes_ratio": 1.5, "exponent": 1.05, "first_call_ms": 50.0}
+TARGETS = {"per_turn_ms": 2.5, "bytes_ratio": 1.4, "exponent": 1.05, "first_call_ms": 50.0}
 
 warnings.simplefilter("ignore", TranscriptGrowthWarning)  # the journal keeps its warning event
 
@@ -102,11 +107,13 @@ def build_agent(turns: int, on_call: Any = None, *, stream: bool = True) -> loom
     return loom.Agent(model=model, tools=[work], name="bench", max_turns=turns + 1, stream=stream)
 
 
-def open_runtime(path: Path, crash_after: int | None = None) -> loom.Runtime:
+def open_runtime(path: Path, crash_after: int | None = None, *, event_format: int = CURRENT_FORMAT) -> loom.Runtime:
     journal: Any = DuckDBJournal(path)
     if crash_after is not None:
         journal = CrashingJournal(journal, crash_after)
-    return loom.Runtime(journal, flows=FlowRegistry())
+    rt = loom.Runtime(journal, flows=FlowRegistry())
+    rt.event_format = event_format
+    return rt
 
 
 def file_size_after_checkpoint(path: Path) -> int:
@@ -116,10 +123,10 @@ def file_size_after_checkpoint(path: Path) -> int:
     return path.stat().st_size
 
 
-def one_run(turns: int, tmp: Path, *, stream: bool = True) -> dict[str, float]:
+def one_run(turns: int, tmp: Path, *, stream: bool = True, event_format: int = CURRENT_FORMAT) -> dict[str, float]:
     path = tmp / f"run-{turns}-{time.perf_counter_ns()}.duckdb"
     agent = build_agent(turns, stream=stream)
-    rt = open_runtime(path)
+    rt = open_runtime(path, event_format=event_format)
     began = time.perf_counter()
     run = agent.start("Process every batch.", runtime=rt, execution_id=EXECUTION_ID)
     wall = time.perf_counter() - began
@@ -242,23 +249,26 @@ def main() -> None:
         return
 
     payload = payload_per_turn()
-    rows: dict[int, dict[str, float]] = {}  # by N; -N: the same without the durable stream
+    rows: dict[str, dict[str, float]] = {}  # by label: "N", "N, stream=False", "N, event format 1"
     with tempfile.TemporaryDirectory(prefix="loom-bench-") as name:
         tmp = Path(name)
         baseline = empty_file_size(tmp)
         floor = commit_floor_ms(tmp)
         one_run(10, tmp)  # warm-up (imports, first DuckDB file)
-        variants = [(n, True) for n in args.sizes] + [(max(args.sizes), False)]
-        for n, stream in variants:
-            runs = [one_run(n, tmp, stream=stream) for _ in range(args.runs)]
-            rows[n if stream else -n] = {
+        top = max(args.sizes)
+        variants = [(str(n), n, True, CURRENT_FORMAT) for n in args.sizes]
+        variants += [(f"{top}, stream=False", top, False, CURRENT_FORMAT), (f"{top}, event format 1", top, True, 1)]
+        for label, n, stream, event_format in variants:
+            runs = [one_run(n, tmp, stream=stream, event_format=event_format) for _ in range(args.runs)]
+            rows[label] = {
+                "n": n,
                 "per_turn_ms": statistics.median(r["wall"] for r in runs) / n * 1000,
                 "data": runs[0]["data"] / n,
                 "file": runs[0]["file"] / n,
                 "file_net": (runs[0]["file"] - baseline) / n,
                 "events": runs[0]["events"],
             }
-        kill = kill_at_half(tmp, int(rows[200]["events"])) if 200 in rows else None
+        kill = kill_at_half(tmp, int(rows["200"]["events"])) if "200" in rows else None
 
     report(args.runs, payload, baseline, rows, kill, floor)
 
@@ -267,7 +277,7 @@ def report(
     runs: int,
     payload: int,
     baseline: int,
-    rows: dict[int, dict[str, float]],
+    rows: dict[str, dict[str, float]],
     kill: dict[str, Any] | None,
     floor: float,
 ) -> None:
@@ -282,9 +292,8 @@ def report(
     print(f"storage floor per turn on this machine: two DuckDB commits = {floor:.3f} ms (median)\n")
     print("| N | per-turn ms | data B/turn | ratio | file B/turn | ratio | file-net B/turn | ratio | target |")
     print("|---|---|---|---|---|---|---|---|---|")
-    for key, r in rows.items():
-        n = abs(key)
-        label = f"{n}" if key > 0 else f"{n}, stream=False"
+    for label, r in rows.items():
+        n = int(r["n"])
         ratio = r["data"] / payload
         target = f"data <= {ratio_limit}x ({verdict(ratio <= ratio_limit)})"
         if n == 200:
@@ -301,14 +310,14 @@ def report(
             target,
         ]
         print("| " + " | ".join(cells) + " |")
-    if 50 in rows and 200 in rows:
+    if "50" in rows and "200" in rows:
         print("\n| growth exponent N=50 -> 200 | value | target |\n|---|---|---|")
         for name, column in (
             ("data bytes", "data"),
             ("file bytes", "file"),
             ("file bytes net of empty", "file_net"),
         ):
-            exponent = math.log((rows[200][column] * 200) / (rows[50][column] * 50)) / math.log(4)
+            exponent = math.log((rows["200"][column] * 200) / (rows["50"][column] * 50)) / math.log(4)
             same_blocks = column != "data" and exponent == 0
             judged = "n/a: the same number of DuckDB blocks" if same_blocks else verdict(exponent <= exp_limit)
             print(f"| {name} | {exponent:.3f} | <= {exp_limit} ({judged}) |")
@@ -317,7 +326,7 @@ def report(
         within = first is not None and first <= TARGETS["first_call_ms"]
         what = kill["first_call"][0] if kill["first_call"] else "-"
         print(
-            f"\n| kill at N/2 (N=200, crash after {kill['crash_after']} of {int(rows[200]['events'])} "
+            f"\n| kill at N/2 (N=200, crash after {kill['crash_after']} of {int(rows['200']['events'])} "
             "events) | value | target |\n|---|---|---|"
         )
         print(f"| completed calls before the crash | {kill['completed_before']} | |")

@@ -17,7 +17,7 @@ from loom_nb.effects.retry import RetryPolicy
 from loom_nb.effects.ring import EffectRing
 from loom_nb.errors import UsageError
 from loom_nb.journal.duckdb_store import DuckDBJournal, SnapshotInfo
-from loom_nb.journal.events import EventKind
+from loom_nb.journal.run_state import RunState
 from loom_nb.journal.store import JournalStore
 from loom_nb.kernel.engine import Engine, EngineOptions
 
@@ -112,11 +112,10 @@ class Runtime(Engine):
     def usage_by_effect(self, execution_id: str) -> dict[str, UsageTotals]:
         """An execution's recorded usage per effect id, from one read of its events."""
         by_effect: dict[str, UsageTotals] = {}
-        for event in self.journal.read(execution_id):
-            if event.kind == EventKind.STEP_COMPLETED:
-                usage = event.data.get("usage")
-                totals = by_effect.setdefault(str(event.data.get("effect")), UsageTotals())
-                totals.add(usage if isinstance(usage, dict) else {"calls": 1})
+        for step in RunState.fold(self.journal.read(execution_id)).steps.values():
+            if step.completed:  # the fold reads both event formats (a format 2 usage may be in the output)
+                totals = by_effect.setdefault(step.effect, UsageTotals())
+                totals.add(step.usage if isinstance(step.usage, dict) else {"calls": 1})
         return by_effect
 
     def usage(self, execution_id: str, *, effect_id: str | None = None) -> UsageTotals:

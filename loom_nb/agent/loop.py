@@ -39,6 +39,7 @@ from loom_nb.errors import (
 )
 from loom_nb.journal import step_ids
 from loom_nb.journal.canonical import to_jsonable
+from loom_nb.journal.event_format import FORMAT_1
 from loom_nb.kernel.decisions import Decision
 from loom_nb.kernel.flow_context import FlowContext
 from loom_nb.kernel.gates import GateRequest
@@ -84,6 +85,9 @@ class _Turn:
         self.pending.append(_msg(first[-1]))
         self.transcript = Transcript(first)
         self.prev: str | None = None
+        #: Event format 2 records a turn's additions shorter: the previous model node's message is
+        #: implied by ``prev`` and a tool result is ``{"tool": j}`` (``transcript.rebuild_requests``).
+        self.short = False
         self.tools_sent = False
         self.usage = Usage()
 
@@ -104,6 +108,7 @@ async def agent_loop(ctx: FlowContext, config: AgentConfig, input: Any) -> Agent
     carry = carried(ctx.runtime.journal, input) if session_of(input) is not None else None
     state = _Turn(config, _user_text(input), carry)
     out = config.output
+    state.short = ctx.event_format > FORMAT_1
     specs = [t.spec for t in config.tools]
     if out is not None and out.tool_spec is not None:
         specs.append(out.tool_spec)
@@ -130,7 +135,7 @@ async def agent_loop(ctx: FlowContext, config: AgentConfig, input: Any) -> Agent
         state.usage = state.usage + response.usage
         message = response.message
         state.transcript.append(message)
-        state.pending = [{"ref": node}]
+        state.pending = [] if state.short else [{"ref": node}]
         state.prev = node
         last_text = message.text
         if answers is not None:
@@ -144,12 +149,12 @@ async def agent_loop(ctx: FlowContext, config: AgentConfig, input: Any) -> Agent
                 continue
         if not message.tool_calls:
             return _final(response, turns=turn + 1, usage=state.usage)
-        outcomes = await _run_tools(ctx, config, message.tool_calls, turn)
+        outcomes = await _run_tools(ctx, config, message.tool_calls, turn, node)
         for j, (call, (kind, payload)) in enumerate(zip(message.tool_calls, outcomes, strict=True)):
             if kind == "tool":
                 tool = config.tool(call.name)
                 state.transcript.append(tool_message(call, payload, tainted=bool(tool and not tool.trusted)))
-                state.pending.append({"tool": step_ids.tool_step_id(turn, j)})
+                state.pending.append({"tool": j} if state.short else {"tool": step_ids.tool_step_id(turn, j)})
             else:
                 state.transcript.append(payload)
                 state.pending.append(_msg(payload))
@@ -215,7 +220,13 @@ async def _model_step(
     record: dict[str, Any],
     node: str,
 ) -> ModelResponse:
-    chunker = chunk_deltas(ctx.stream, min_chars=config.chunk_min_chars) if config.stream else None
+    chunker = None
+    if config.stream:
+
+        def to_journal(text: str) -> None:
+            ctx.stream(text, step_id=node)  # the step's output holds the text (event format 2 keeps no copy)
+
+        chunker = chunk_deltas(to_journal, min_chars=config.chunk_min_chars)
     output = await ctx.execute(model_id, request, step_id=node, record=record, on_delta=chunker)
     if chunker is not None:
         chunker.flush()
@@ -358,9 +369,12 @@ def _waits_for_approval(ctx: FlowContext, config: AgentConfig, call: ToolCall, t
 
 
 async def _run_tools(
-    ctx: FlowContext, config: AgentConfig, calls: Sequence[ToolCall], turn: int
+    ctx: FlowContext, config: AgentConfig, calls: Sequence[ToolCall], turn: int, node: str
 ) -> list[tuple[str, Any]]:
-    """Each call's outcome: ("tool", output) or ("message", an error / refusal tool message)."""
+    """Each call's outcome: ("tool", output) or ("message", an error / refusal tool message).
+
+    A tool step's input is call ``j``'s arguments in the output of the model step ``node``: the
+    journal may keep that reference instead of a copy (``input_ref``)."""
     outcomes: list[tuple[str, Any] | None] = [None] * len(calls)
     runnable: list[int] = []
     for j, call in enumerate(calls):
@@ -416,7 +430,12 @@ async def _run_tools(
         tool = config.tool(call.name)
         assert tool is not None
         try:
-            output = await ctx.execute(tool.effect_id, call.arguments, step_id=step_ids.tool_step_id(turn, j))
+            output = await ctx.execute(
+                tool.effect_id,
+                call.arguments,
+                step_id=step_ids.tool_step_id(turn, j),
+                input_ref=(node, "message", "tool_calls", j, "arguments"),
+            )
         except FATAL_TOOL_ERRORS:
             raise
         except Exception as exc:

@@ -15,6 +15,7 @@ from loom_nb.agent.loop import agent_loop
 from loom_nb.errors import UsageError
 from loom_nb.journal import step_ids
 from loom_nb.journal.canonical import to_jsonable
+from loom_nb.journal.event_format import CURRENT_FORMAT
 from loom_nb.kernel.decisions import Decision
 from loom_nb.kernel.effect_registry import EffectCall, EffectContext
 from loom_nb.kernel.engine import Engine
@@ -63,6 +64,10 @@ class _OpaqueContext:
         result = await self._rt.effects.invoke(call)
         return to_jsonable(result.output)
 
+    @property
+    def event_format(self) -> int:
+        return CURRENT_FORMAT  # nothing inside the opaque step is journaled
+
     def recorded(self, ident: str) -> bool:
         return False  # nothing inside the opaque step is journaled: it re-runs whole
 
@@ -81,7 +86,7 @@ class _OpaqueContext:
             result = await result
         return to_jsonable(result.choice if isinstance(result, Decision) else result)
 
-    def stream(self, text: str, channel: str = "assistant") -> None:
+    def stream(self, text: str, channel: str = "assistant", *, step_id: str | None = None) -> None:
         return None  # deltas already reach the cell through the outer step's delta sink
 
     def warn(self, code: str, message: str, **data: Any) -> bool:

@@ -117,8 +117,12 @@ def rebuild_requests(events: Iterable[Event], *, carry: Carry | None = None) -> 
         rec = inputs[sid]
         if not isinstance(rec, dict) or "add" not in rec:
             continue
-        base = list(state.get(rec.get("prev") or "", []))
-        for item in rec["add"]:
+        prev = rec.get("prev") or ""
+        base = list(state.get(prev, []))
+        items = list(rec["add"])
+        if step_ids.is_model_node(prev) and not (items and items[0] == {"ref": prev}):
+            items.insert(0, {"ref": prev})  # event format 2: the previous model node's message is implied
+        for item in items:
             if "msg" in item:
                 base.append(Message.model_validate(item["msg"]))
             elif "ref" in item:
@@ -135,6 +139,8 @@ def rebuild_requests(events: Iterable[Event], *, carry: Carry | None = None) -> 
                 base.extend(carry(str(ref["execution"]), str(ref["node"])))
             elif "tool" in item:
                 tool_sid = item["tool"]
+                if isinstance(tool_sid, int):  # event format 2: call j of the model node ``prev``
+                    tool_sid = step_ids.tool_step_id(step_ids.parse_step_id(prev).turn or 0, tool_sid)
                 tool = step_ids.parse_step_id(tool_sid)
                 assert tool.turn is not None and tool.tool_index is not None, tool_sid
                 call = _call_for(calls, tool.turn, tool.tool_index)

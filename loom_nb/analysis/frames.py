@@ -44,6 +44,8 @@ if TYPE_CHECKING:
 
 DataFrame = Any  # pandas is untyped here
 
+#: Step kinds whose rows are effect steps (not gates, decisions or values).
+_EFFECT_KINDS = (step_ids.MODEL_KIND, step_ids.TOOL_KIND, step_ids.COMPACTION_KIND, step_ids.EFFECT_KIND)
 _NO_NETWORK = {"autoinstall_known_extensions": False, "autoload_known_extensions": False}
 # Analysis SQL reads: only these statement types (as DuckDB's own parser classifies them) run.
 _READING = frozenset({duckdb.StatementType.SELECT, duckdb.StatementType.EXPLAIN})
@@ -562,7 +564,8 @@ class Frames:
     def diff(self, a: str, b: str) -> ExecutionDiff:
         """Align executions ``a`` and ``b`` by step id and find where they diverge.
 
-        Input digests of steps are the journaled ones; other digests are ``sha256`` of the JSON
+        Input digests of steps are the journaled ones (event format 2 journals none: the fold
+        recomputes them from the input, a reference followed); other digests are ``sha256`` of the JSON
         text DuckDB renders (comparable with each other, not with ``digest_value``).
 
         Raises:
@@ -573,9 +576,27 @@ class Frames:
             if con.execute("SELECT 1 FROM events WHERE execution_id = ? LIMIT 1", [eid]).fetchone() is None:
                 raise UsageError(f"no execution {eid!r} in the journal {self.runtime.journal.location}")
         df = _typed(con.execute(_DIFF_SQL, {"a": a, "b": b}).df(), DIFF_COLUMNS)
+        self._recompute_input_digests(df, a, b)
         differing = df.loc[~df["same"], "step_id"]
         first = None if differing.empty else str(differing.iloc[0])
         return ExecutionDiff(a=a, b=b, steps=df, first_divergence=first)
+
+    def _recompute_input_digests(self, df: DataFrame, a: str, b: str) -> None:
+        """Event format 2 journals no input digest (and may journal a step's input as a reference):
+        fill in the digest the fold recomputes (``StepState.input_digest``), then compare again."""
+        filled = pd.Series(False, index=df.index)
+        for side, eid in (("a", a), ("b", b)):
+            col = f"input_digest_{side}"
+            missing = df[col].isna() & df[f"status_{side}"].notna() & df["kind"].isin(_EFFECT_KINDS)
+            if missing.any():
+                steps = RunState.fold(self.runtime.journal.read(eid), eid).steps
+                df.loc[missing, col] = [
+                    steps[sid].input_digest() if sid in steps else None for sid in df.loc[missing, "step_id"]
+                ]
+                filled |= missing
+        if filled.any():
+            equal = df["input_digest_a"].fillna("") == df["input_digest_b"].fillna("")
+            df.loc[filled, "same"] = df.loc[filled, "same"] & equal[filled]
 
     # -- off-policy evaluation and plots ----------------------------------------------------------
     def estimate_policy_value(

@@ -203,6 +203,14 @@ _LIFECYCLE = (
 )
 
 
+#: A ``step_completed``'s usage in either event format: format 2 leaves out (with the effect) the usage
+#: its output carries, so a payload with neither ``usage`` nor ``effect`` reads the output's.
+_COMPLETED_USAGE = (
+    "CASE WHEN (data -> '$.usage') IS NULL AND (data -> '$.effect') IS NULL "
+    "THEN data -> '$.output.usage' ELSE data -> '$.usage' END"
+)
+
+
 def _us_between(a: str, b: str) -> str:
     return f"CAST(date_diff('microsecond', {a}, {b}) AS DOUBLE)"
 
@@ -294,12 +302,12 @@ WHERE kind = 'decision_recorded'""",
 WITH fx AS (
     SELECT execution_id, step_id, seq, kind, "at",
            CASE kind
-               WHEN 'step_started' THEN json_extract(data, ['$.effect', '$.input'])
-               WHEN 'step_completed' THEN json_extract(data, [
-                   '$.effect', '$.output', '$.usage.input_tokens', '$.usage.output_tokens', '$.usage.cost'])
+               WHEN 'step_started' THEN json_extract(data, ['$.effect', '$.input', '$.ref'])
+               WHEN 'step_completed' THEN json_extract(data, ['$.effect', '$.output'])
                WHEN 'step_failed' THEN json_extract(
                    data, ['$.effect', '$.will_retry', '$.error.type', '$.error.message'])
-           END AS f
+           END AS f,
+           CASE kind WHEN 'step_completed' THEN {_COMPLETED_USAGE} END AS u
     FROM {src}
     WHERE kind IN ('step_started', 'step_completed', 'step_failed', 'step_in_doubt')
       AND step_id IS NOT NULL
@@ -315,11 +323,14 @@ agg AS (
            bool_or(kind = 'step_completed') AS completed,
            bool_or(kind = 'step_failed' AND f[2] IS DISTINCT FROM 'true') AS failed,
            bool_or(kind = 'step_in_doubt') AS in_doubt,
-           arg_min(strlen(CAST(f[2] AS VARCHAR)), seq) FILTER (WHERE kind = 'step_started') AS input_bytes,
+           arg_min(strlen(CAST(coalesce(f[2], f[3]) AS VARCHAR)), seq) FILTER (WHERE kind = 'step_started')
+               AS input_bytes,
            arg_max(strlen(CAST(f[2] AS VARCHAR)), seq) FILTER (WHERE kind = 'step_completed') AS output_bytes,
-           arg_max(TRY_CAST(f[3] AS BIGINT), seq) FILTER (WHERE kind = 'step_completed') AS input_tokens,
-           arg_max(TRY_CAST(f[4] AS BIGINT), seq) FILTER (WHERE kind = 'step_completed') AS output_tokens,
-           arg_max(TRY_CAST(f[5] AS DOUBLE), seq) FILTER (WHERE kind = 'step_completed') AS cost,
+           arg_max(TRY_CAST(u ->> '$.input_tokens' AS BIGINT), seq) FILTER (WHERE kind = 'step_completed')
+               AS input_tokens,
+           arg_max(TRY_CAST(u ->> '$.output_tokens' AS BIGINT), seq) FILTER (WHERE kind = 'step_completed')
+               AS output_tokens,
+           arg_max(TRY_CAST(u ->> '$.cost' AS DOUBLE), seq) FILTER (WHERE kind = 'step_completed') AS cost,
            arg_max(f[3] ->> '$', seq) FILTER (
                WHERE kind = 'step_failed' AND f[2] IS DISTINCT FROM 'true') AS error_type,
            arg_max(f[4] ->> '$', seq) FILTER (
@@ -447,18 +458,19 @@ LEFT JOIN told AS t
 LEFT JOIN outputs AS o
   ON o.execution_id = c.execution_id AND o.step_id = s.step_id""",
         "usage": f"""
-WITH u AS (
-    SELECT execution_id,
-           CAST(sum(coalesce(TRY_CAST(data ->> '$.usage.calls' AS BIGINT), 1)) AS BIGINT) AS calls,
-           count(*) FILTER (WHERE (data -> '$.usage') IS NOT NULL
-                            AND (data ->> '$.usage.input_tokens') IS NOT NULL) AS model_calls,
-           CAST(coalesce(sum(TRY_CAST(data ->> '$.usage.input_tokens' AS BIGINT)), 0) AS BIGINT)
-               AS input_tokens,
-           CAST(coalesce(sum(TRY_CAST(data ->> '$.usage.output_tokens' AS BIGINT)), 0) AS BIGINT)
-               AS output_tokens,
-           coalesce(sum(TRY_CAST(data ->> '$.usage.cost' AS DOUBLE)), 0.0) AS cost
+WITH c AS (
+    SELECT execution_id, {_COMPLETED_USAGE} AS usage
     FROM {src}
     WHERE kind = 'step_completed'
+),
+u AS (
+    SELECT execution_id,
+           CAST(sum(coalesce(TRY_CAST(usage ->> '$.calls' AS BIGINT), 1)) AS BIGINT) AS calls,
+           count(*) FILTER (WHERE usage IS NOT NULL AND (usage ->> '$.input_tokens') IS NOT NULL) AS model_calls,
+           CAST(coalesce(sum(TRY_CAST(usage ->> '$.input_tokens' AS BIGINT)), 0) AS BIGINT) AS input_tokens,
+           CAST(coalesce(sum(TRY_CAST(usage ->> '$.output_tokens' AS BIGINT)), 0) AS BIGINT) AS output_tokens,
+           coalesce(sum(TRY_CAST(usage ->> '$.cost' AS DOUBLE)), 0.0) AS cost
+    FROM c
     GROUP BY execution_id
 )
 SELECT x.execution_id, x.flow,
@@ -470,10 +482,19 @@ SELECT x.execution_id, x.flow,
        coalesce(u.cost, 0.0) AS cost
 FROM executions AS x
 LEFT JOIN u ON u.execution_id = x.execution_id""",
-        "streams": """
+        "streams": f"""
 SELECT execution_id, seq, "at", turn, data ->> '$.channel' AS channel, data ->> '$.text' AS text
 FROM events
-WHERE kind = 'stream_chunk'""",
+WHERE kind = 'stream_chunk'
+UNION ALL BY NAME
+-- Event format 2 keeps no durable copy of the text a model step streams: its output holds it.
+SELECT execution_id, seq, "at", turn, 'assistant' AS channel, data ->> '$.output.message.text' AS text
+FROM events
+WHERE kind = 'step_completed' AND {sql_matches("step_id", MODEL_NODE_PATTERN)}
+  AND coalesce(data ->> '$.output.message.text', '') <> ''
+  AND execution_id IN (
+      SELECT execution_id FROM {src}
+      WHERE kind = 'execution_started' AND TRY_CAST(data ->> '$.format' AS INTEGER) >= 2)""",
         "log_growth": """
 WITH g AS (
     SELECT execution_id, coalesce(turn, 0) AS turn, count(*) AS events, CAST(sum(bytes) AS BIGINT) AS bytes

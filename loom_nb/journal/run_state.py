@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from loom_nb.journal import step_ids
+from loom_nb.journal.canonical import digest_value
+from loom_nb.journal.event_format import FORMAT_1, format_of, resolve_ref, usage_of_output
 from loom_nb.journal.events import STATUS_OF_KIND, Event, EventKind
 
 #: Step statuses (the analysis ``steps`` view's vocabulary).
@@ -36,12 +38,14 @@ class StepState:
     Attributes:
         step_id: The step's id.
         effect: The effect id recorded at its first event.
-        digest: The digest of its journaled input.
+        digest: The digest of its journaled input as recorded (format 1); empty in format 2, which
+            recomputes it (``input_digest``).
         kind: ``model``, ``tool``, ``compact`` or ``effect`` (``step_ids.step_kind``).
         turn: The agent turn it belongs to, if any.
         tool_index: Its tool-call index within the turn, if a tool step.
         tool: The tool's name, for a ``tools.<name>`` effect.
-        input: Its journaled input (from its first ``step_started``).
+        input: Its journaled input (from its first ``step_started``; a format 2 ``ref`` resolved).
+        ref: The format 2 input reference (``[step_id, *path]``) it was journaled as, if any.
         seq: The seq of its first event.
         attempts: How many ``step_started`` events it has.
         completed: True once ``step_completed`` is recorded.
@@ -64,6 +68,7 @@ class StepState:
     tool_index: int | None = field(init=False)
     tool: str | None = field(init=False)
     input: Any = None
+    ref: list[Any] | None = None
     seq: int = 0
     attempts: int = 0
     completed: bool = False
@@ -82,6 +87,12 @@ class StepState:
         self.kind = step_ids.step_kind(self.step_id, self.effect)
         self.turn, self.tool_index = parsed.turn, parsed.tool_index
         self.tool = step_ids.tool_name(self.effect) if step_ids.is_tool_effect(self.effect) else None
+
+    def input_digest(self) -> str:
+        """The digest of its journaled input: as recorded (format 1), else recomputed (format 2)."""
+        if not self.digest:
+            self.digest = digest_value(self.input)
+        return self.digest
 
     @property
     def settled(self) -> bool:
@@ -172,6 +183,7 @@ class RunState:
         flow: Its flow.
         input: Its input.
         principal: Who started it.
+        format: Its event format (``journal.event_format``; 1 when ``execution_started`` has none).
         status: ``new`` (no event yet), ``running``, ``suspended``, ``completed``, ``failed`` or
             ``cancelled``.
         output: Its output, once completed.
@@ -191,6 +203,7 @@ class RunState:
     flow: str = ""
     input: Any = None
     principal: dict[str, Any] | None = None
+    format: int = FORMAT_1
     status: str = "new"
     output: Any = None
     error: dict[str, Any] | None = None
@@ -245,6 +258,7 @@ class RunState:
         self.status = STATUS_OF_KIND[e.kind]
         if e.kind == EventKind.EXECUTION_STARTED:
             self.flow, self.input, self.principal = str(d.get("flow", "")), d.get("input"), d.get("principal")
+            self.format = format_of(d)
         elif e.kind == EventKind.EXECUTION_COMPLETED:
             self.output = d.get("output")
         elif e.kind == EventKind.EXECUTION_FAILED:
@@ -261,14 +275,15 @@ class RunState:
         step.updated_at, step.last_event = e.at, e.kind
         if e.kind == EventKind.STEP_STARTED:
             if step.attempts == 0:
-                step.input, step.started_at = d.get("input"), e.at
+                step.input, step.started_at = self._input_of(d, step), e.at
             step.attempts = max(step.attempts + 1, int(d.get("attempt", step.attempts + 1)))
             step.retry_pending = False
             if step.kind == step_ids.MODEL_KIND and step.turn is not None:
                 self.turns = max(self.turns, step.turn + 1)
         elif e.kind == EventKind.STEP_COMPLETED:
             step.completed, step.output, step.retry_pending, step.ended_at = True, d.get("output"), False, e.at
-            step.usage = d.get("usage")
+            # Format 2 leaves out the usage the output carries (and the effect: it is on step_started).
+            step.usage = d.get("usage") if "usage" in d or "effect" in d else usage_of_output(step.output)
             if isinstance(step.usage, dict) and "input_tokens" in step.usage:
                 self.usage.add(step.usage)
         elif e.kind == EventKind.STEP_FAILED:
@@ -279,6 +294,17 @@ class RunState:
         else:
             step.in_doubt = True
         return step
+
+    def _input_of(self, d: dict[str, Any], step: StepState) -> Any:
+        """A ``step_started``'s input: as journaled, or the output part a format 2 ``ref`` names."""
+        if "ref" not in d or "input" in d:
+            return d.get("input")
+        ref = step.ref = d["ref"] if isinstance(d["ref"], list) and d["ref"] else None
+        source = self.steps.get(ref[0]) if ref is not None and isinstance(ref[0], str) else None
+        try:
+            return resolve_ref(ref, {source.step_id: source.output} if source and source.completed else {})
+        except LookupError:
+            return None  # a ref the fold cannot follow (a prefix cut before its step): no input known
 
 
 _STEP_EVENTS: Final = frozenset(

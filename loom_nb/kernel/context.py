@@ -23,6 +23,7 @@ from loom_nb.errors import (
 )
 from loom_nb.journal import step_ids
 from loom_nb.journal.canonical import canonical_json, digest_bytes, digest_value, to_jsonable
+from loom_nb.journal.event_format import FORMAT_1, ref_target, usage_of_output
 from loom_nb.journal.events import ContentBlob, Event, EventKind
 from loom_nb.kernel.decisions import Decision, Policy, policy_name, propensity_of
 from loom_nb.kernel.effect_registry import EffectCall, EffectContext, EffectSpec, Principal
@@ -36,6 +37,8 @@ if TYPE_CHECKING:
 IN_DOUBT_GATE = step_ids.IN_DOUBT_GATE
 _UNSET: Any = object()
 _STREAM_FLUSH_EVERY = 64
+#: How many recent live step outputs a context keeps for format 2 input references.
+_RECENT_OUTPUTS = 8
 #: How many attempts in all an idempotent step without a retry policy (``EffectSpec.retry`` with an
 #: ``attempts`` limit) gets across processes before a cut in flight fails it instead of running it again.
 DEFAULT_ATTEMPT_LIMIT = 3
@@ -93,6 +96,14 @@ class ExecutionContext:
         self._claimed: set[str] = set()
         self._warned: set[str] = set(history.warnings)
         self._to_serve = history.served_count()
+        #: The execution's event format (``journal.event_format``).
+        self._format = history.format
+        #: Format 2: stream chunks held per step in flight (dropped when it completes).
+        self._held: dict[str, list[tuple[str, str]]] = {}
+        #: Format 2: the latest outputs of steps completed live (what an input reference may name).
+        self._recent: dict[str, Any] = {}
+        #: Format 2: the steps completed live (their outputs hold the text streamed for them).
+        self._done: set[str] = set()
         #: Steps the record holds as started but unsettled (cut in flight); the body re-reaches them.
         self._in_flight = sum(1 for s in history.steps.values() if not s.settled)
         self._new_gates: dict[str, GateRecord] = {}
@@ -106,6 +117,11 @@ class ExecutionContext:
     def runtime(self) -> Engine:
         """The runtime running this execution."""
         return self._rt
+
+    @property
+    def event_format(self) -> int:
+        """The execution's event format (``journal.event_format``): what its journaled shapes are."""
+        return self._format
 
     @property
     def replaying(self) -> bool:
@@ -163,7 +179,7 @@ class ExecutionContext:
         if rec.effect != effect_id:
             detail = f"effect {rec.effect!r} was recorded but {effect_id!r} was requested"
         else:
-            detail = f"its input digest {rec.digest} was recorded but {digest} was requested"
+            detail = f"its input digest {rec.input_digest()} was recorded but {digest} was requested"
         return NonDeterminismError(
             f"execution {self.execution_id!r}, step {sid!r}: {detail}. The flow's code changed since the "
             "run started (was the cell that defines it edited?). Fork the run or start a new one; "
@@ -197,6 +213,7 @@ class ExecutionContext:
         record: Any = _UNSET,
         returns: Any = None,
         on_delta: Callable[[str], None] | None = None,
+        input_ref: Sequence[Any] | None = None,
     ) -> Any:
         """Run an effect as one durable step, or serve its recorded outcome on replay.
 
@@ -207,6 +224,9 @@ class ExecutionContext:
             record: What the journal keeps as the step's input when it differs from ``input``.
             returns: A type to validate the output into (live and replayed alike); plain JSON if None.
             on_delta: Receives the effect's streamed text deltas (live only).
+            input_ref: ``(step_id, *path)``: where an earlier step's output holds the journaled input
+                (e.g. a tool call's arguments in the model step's output). In event format 2 the
+                journal keeps this reference instead of a copy when the output there equals it.
 
         Returns:
             The output, as plain JSON or as ``returns``.
@@ -226,7 +246,7 @@ class ExecutionContext:
         rec = self._h.steps.get(sid)
         attempt = 1
         if rec is not None:
-            if rec.effect != effect_id or rec.digest != digest:
+            if rec.effect != effect_id or rec.input_digest() != digest:
                 raise self._nondeterminism(sid, rec, effect_id, digest)
             if rec.settled:
                 self._served()
@@ -248,7 +268,8 @@ class ExecutionContext:
             raise self._diverged(f"step {sid!r} (effect {effect_id!r})")
         else:
             spec = self._rt.effects.spec(effect_id)
-        output = await self._run_live(sid, spec, input, journaled, digest, attempt, on_delta)
+        ref = self._input_reference(input_ref, journaled)
+        output = await self._run_live(sid, spec, input, journaled, digest, attempt, on_delta, ref)
         return _convert(output, returns)
 
     def _exhausted(self, sid: str, rec: StepRecord) -> NoReturn:
@@ -278,11 +299,8 @@ class ExecutionContext:
         resolution = InDoubtResolution.model_validate(gate.resolution)
         if resolution.action == "happened":
             output = to_jsonable(resolution.output)
-            self.stage(
-                EventKind.STEP_COMPLETED,
-                sid,
-                {"effect": rec.effect, "output": output, "attempt": rec.attempts, "resolved_by": gid},
-            )
+            data = self._completed(rec.effect, output, rec.attempts, None)
+            self.stage(EventKind.STEP_COMPLETED, sid, {**data, "resolved_by": gid})
             return output
         if resolution.action == "fail":
             error = InDoubtError(
@@ -329,23 +347,27 @@ class ExecutionContext:
         digest: str,
         attempt: int,
         on_delta: Callable[[str], None] | None,
+        ref: list[Any] | None = None,
     ) -> Any:
         eid = self.execution_id
         effect_id = spec.effect_id
         key = f"{eid}:{sid}"
-        started = {"effect": effect_id, "input": journaled, "digest": digest, "idempotency_key": key}
-        self._commit_start(sid, {**started, "attempt": attempt})
+        started = self._started(effect_id, journaled, digest, key, ref)
+        self._commit_start(sid, self._with_attempt(started, attempt))
         current = attempt
         rt = self._rt
 
         async def on_retry(error: BaseException, delay: float) -> int:
             nonlocal current
             failed = {"effect": effect_id, "attempt": current, "will_retry": True, "delay": delay}
+            self._release_held(sid)  # the failed attempt's text: no output holds it
             self.stage(EventKind.STEP_FAILED, sid, {**failed, "error": error_to_data(error)})
             self.commit()  # a crash during the backoff must not make a clean failure look in doubt
             await rt.clock.sleep(delay)
             current += 1
-            self._commit_start(sid, {**started, "attempt": current})
+            self._commit_start(sid, self._with_attempt(started, current))
+            if self._format > FORMAT_1:
+                self._held[sid] = []  # the next attempt's text is held again
             return current
 
         def emit_delta(text: str) -> None:
@@ -363,9 +385,15 @@ class ExecutionContext:
             emit_delta=emit_delta,
         )
         call = EffectCall(spec=spec, input=input, context=context, on_retry=on_retry, sleep=rt.clock.sleep)
+        if self._format > FORMAT_1:
+            self._held[sid] = []
         try:
-            result = await rt.effects.invoke(call)
-            output = to_jsonable(result.output)
+            try:
+                result = await rt.effects.invoke(call)
+                output = to_jsonable(result.output)
+            except BaseException:
+                self._release_held(sid)  # a step that did not complete holds no text: keep what streamed
+                raise
         except JournalWriteError:
             raise  # the journal failed, not the effect: the run stops (never a recorded step failure)
         except Exception as exc:
@@ -378,13 +406,73 @@ class ExecutionContext:
                 {"effect": effect_id, "attempt": current, "will_retry": False, "error": error_to_data(exc)},
             )
             raise
-        data: dict[str, Any] = {"effect": effect_id, "output": output, "attempt": current}
-        if result.usage:
-            data["usage"] = to_jsonable(dict(result.usage))
+        self._held.pop(sid, None)  # format 2: the output holds the text streamed for this step
+        data = self._completed(effect_id, output, current, to_jsonable(dict(result.usage)) if result.usage else None)
         if result.tainted:
             data["tainted"] = True
         self.stage(EventKind.STEP_COMPLETED, sid, data)
+        self._remember(sid, output)
         return output
+
+    # -- the event format's step shapes (``journal.event_format``) ---------------------------------
+    def _started(self, effect_id: str, journaled: Any, digest: str, key: str, ref: list[Any] | None) -> dict[str, Any]:
+        """A ``step_started`` payload without its attempt: format 1 carries the digest and the
+        idempotency key; format 2 derives both on read and may name its input by reference."""
+        if self._format == FORMAT_1:
+            return {"effect": effect_id, "input": journaled, "digest": digest, "idempotency_key": key}
+        return {"effect": effect_id, "ref": ref} if ref is not None else {"effect": effect_id, "input": journaled}
+
+    def _with_attempt(self, started: dict[str, Any], attempt: int) -> dict[str, Any]:
+        """``started`` for ``attempt`` (format 2 leaves out the first attempt's number)."""
+        return started if self._format > FORMAT_1 and attempt == 1 else {**started, "attempt": attempt}
+
+    def _completed(self, effect_id: str, output: Any, attempt: int, usage: dict[str, Any] | None) -> dict[str, Any]:
+        """A ``step_completed`` payload: format 2 leaves out the effect and attempt (on its
+        ``step_started``) and a usage equal to the one its output carries."""
+        if self._format == FORMAT_1:
+            data: dict[str, Any] = {"effect": effect_id, "output": output, "attempt": attempt}
+            if usage:
+                data["usage"] = usage
+            return data
+        data = {"output": output}
+        if usage != usage_of_output(output):
+            data["usage"] = usage
+        return data
+
+    def _input_reference(self, input_ref: Sequence[Any] | None, journaled: Any) -> list[Any] | None:
+        """Format 2: ``input_ref`` as the journaled ``ref`` when the output it names (a step
+        completed live lately, or recorded) holds exactly ``journaled``; else None (a copy is kept)."""
+        if input_ref is None or self._format == FORMAT_1 or not input_ref or not isinstance(input_ref[0], str):
+            return None
+        source, *path = input_ref
+        if source in self._recent:
+            output = self._recent[source]
+        else:
+            rec = self._h.steps.get(source)
+            if rec is None or not rec.completed:
+                return None
+            output = rec.output
+        try:
+            target = ref_target(output, path)
+        except LookupError:
+            return None
+        return [source, *path] if canonical_json(target) == canonical_json(journaled) else None
+
+    def _remember(self, sid: str, output: Any) -> None:
+        """Keep a live step's output for format 2 input references (the latest few only)."""
+        if self._format == FORMAT_1:
+            return
+        self._done.add(sid)
+        if not isinstance(output, (dict, list)):
+            return
+        self._recent[sid] = output
+        if len(self._recent) > _RECENT_OUTPUTS:
+            del self._recent[next(iter(self._recent))]
+
+    def _release_held(self, sid: str) -> None:
+        """Stage the stream chunks held for step ``sid`` (it did not complete, or too many wait)."""
+        for channel, text in self._held.pop(sid, ()):
+            self.stage(EventKind.STREAM_CHUNK, None, {"channel": channel, "text": text})
 
     def _commit_start(self, sid: str, data: dict[str, Any]) -> None:
         """Commit a ``step_started`` before the effect runs. If that commit fails the effect will
@@ -546,17 +634,46 @@ class ExecutionContext:
         return float(self._value("random", self._rt.random.random))
 
     # -- streams, warnings, content ---------------------------------------------------------------
-    def stream(self, text: str, channel: str = "assistant") -> None:
+    def stream(self, text: str, channel: str = "assistant", *, step_id: str | None = None) -> None:
         """Append a durable stream chunk (group-committed) and show it to every observer.
 
         Not re-emitted while the body is being served its recorded prefix.
+
+        Args:
+            text: The chunk.
+            channel: ``assistant``, ``thinking``...
+            step_id: The step whose output will hold this text (the model step streaming it). In
+                event format 2 the chunk is held while that step runs and not journaled once it
+                completes; it is journaled when the step fails, or when 64 events wait for a commit.
         """
         if not text or self.replaying:
             return
-        event = self.stage(EventKind.STREAM_CHUNK, None, {"channel": channel, "text": text})
+        data = {"channel": channel, "text": text}
+        if step_id is not None and self._format > FORMAT_1 and self._holds(step_id):
+            held = self._held.get(step_id)
+            self._rt.observers.notify_events(
+                (Event(self.execution_id, self._seq, EventKind.STREAM_CHUNK, None, self._rt.clock.now(), data),)
+            )
+            if held is None:
+                return  # the step completed: its output holds the text
+            held.append((channel, text))
+            if len(self._staged) + len(held) >= _STREAM_FLUSH_EVERY:
+                self._release_held(step_id)
+                self._held[step_id] = []
+                self.commit()
+            return
+        event = self.stage(EventKind.STREAM_CHUNK, None, data)
         self._rt.observers.notify_events((event,))
         if len(self._staged) >= _STREAM_FLUSH_EVERY:
             self.commit()
+
+    def _holds(self, step_id: str) -> bool:
+        """Format 2: True when step ``step_id`` is running live (its chunks are held) or completed
+        in this run or the record (its output holds the text)."""
+        if step_id in self._held or step_id in self._done:
+            return True
+        rec = self._h.steps.get(step_id)
+        return rec is not None and rec.completed
 
     def warn(self, code: str, message: str, **data: Any) -> bool:
         """Record a ``warning`` event once per ``code`` per execution; returns True if recorded now."""

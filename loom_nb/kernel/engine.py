@@ -23,6 +23,7 @@ from loom_nb.errors import (
     UsageError,
 )
 from loom_nb.journal.canonical import digest_value, to_jsonable
+from loom_nb.journal.event_format import CURRENT_FORMAT, with_format
 from loom_nb.journal.events import TERMINAL_STATUSES, Event, EventKind
 from loom_nb.journal.store import JournalStore
 from loom_nb.kernel.async_bridge import run_sync
@@ -224,6 +225,9 @@ class Engine:
         #: A flow layer's own checks of an unfinished execution, by flow name (``check`` runs them;
         #: an ``Agent`` adds one comparing the system prompt and tool schemas a run recorded).
         self.check_hooks: dict[str, CheckHook] = {}
+        #: The event format new executions are written in (``journal.event_format``; a fork keeps its
+        #: source's). Set it to 1 to write the format before versioning.
+        self.event_format: int = CURRENT_FORMAT
         self._closed = False
 
     # -- lifecycle ------------------------------------------------------------------------------
@@ -303,11 +307,8 @@ class Engine:
         body = self.flows.get(history.flow)
         ctx = ExecutionContext(self, history)
         if fresh:
-            ctx.stage(
-                EventKind.EXECUTION_STARTED,
-                None,
-                {"flow": history.flow, "input": history.input, "principal": history.principal},
-            )
+            started = {"flow": history.flow, "input": history.input, "principal": history.principal}
+            ctx.stage(EventKind.EXECUTION_STARTED, None, with_format(started, history.format))
         self._active.add(eid)
         task = asyncio.current_task()
         if task is not None:
@@ -390,6 +391,7 @@ class Engine:
                 flow=name,
                 input=to_jsonable(input),
                 principal={"name": who.name, "scopes": sorted(who.scopes)},
+                format=self.event_format,
                 status="running",
             )
             return await self._drive(history, fresh=True)
@@ -618,7 +620,7 @@ class Engine:
                 "forked_from": execution_id,
                 "at_step": at_step,
             }
-            events = [Event(eid, 1, EventKind.EXECUTION_STARTED, None, now, started)]
+            events = [Event(eid, 1, EventKind.EXECUTION_STARTED, None, now, with_format(started, h.format))]
             for e in h.events[:cut]:
                 if e.kind not in lifecycle:
                     events.append(Event(eid, len(events) + 1, e.kind, e.step_id, e.at, e.data))

@@ -41,6 +41,11 @@ class FlowContext(Protocol):
         ...
 
     @property
+    def event_format(self) -> int:
+        """The execution's event format (``journal.event_format``): what its journaled shapes are."""
+        ...
+
+    @property
     def replaying(self) -> bool:
         """True while the body is still being served recorded outcomes."""
         ...
@@ -71,6 +76,7 @@ class FlowContext(Protocol):
         record: Any = ...,
         returns: Any = None,
         on_delta: Callable[[str], None] | None = None,
+        input_ref: Sequence[Any] | None = None,
     ) -> Any:
         """Run an effect as one durable step, or serve its recorded outcome on replay.
 
@@ -107,8 +113,9 @@ class FlowContext(Protocol):
         """A float in [0, 1), recorded."""
         ...
 
-    def stream(self, text: str, channel: str = "assistant") -> None:
-        """Append a durable stream chunk and show it to every observer (not while replaying)."""
+    def stream(self, text: str, channel: str = "assistant", *, step_id: str | None = None) -> None:
+        """Append a durable stream chunk and show it to every observer (not while replaying);
+        ``step_id`` names the step whose output will hold the text (``ExecutionContext.stream``)."""
         ...
 
     def warn(self, code: str, message: str, **data: Any) -> bool:

@@ -194,6 +194,7 @@ class RunView(TextForm, widgets.VBox):  # type: ignore[misc]
         self._delta_step: str | None = None
         self._step_text_start: dict[str, int] = {}
         self._seen_delta = False
+        self._chunked = False  # a stream chunk was seen since the latest model step started
         self._prev_kind = ""
         self._resolutions: dict[str, tuple[Any, float]] = {}
         self._usage: dict[str, Any] = {"calls": 0, "input_tokens": 0, "output_tokens": 0, "cost": None}
@@ -277,12 +278,17 @@ class RunView(TextForm, widgets.VBox):  # type: ignore[misc]
         kind, data = e.kind, e.data
         touched = self.state.apply(e)
         if kind == EventKind.STREAM_CHUNK:
+            self._chunked = True
             if not self._seen_delta:
                 if self._prev_kind != EventKind.STREAM_CHUNK and self._parts:
                     self._parts.append("\n")
                 self._parts.append(str(data.get("text", "")))
                 self._throttle.request()
         elif isinstance(touched, StepState):
+            if touched.kind == step_ids.MODEL_KIND and kind == EventKind.STEP_STARTED:
+                self._chunked = False
+            elif touched.kind == step_ids.MODEL_KIND and kind == EventKind.STEP_COMPLETED and "effect" not in data:
+                self._text_of_output(touched)
             self._step_changed(kind, touched)
         elif isinstance(touched, GateState):
             self._gate_changed(kind, touched)
@@ -291,6 +297,19 @@ class RunView(TextForm, widgets.VBox):  # type: ignore[misc]
             if label:
                 self.session.value = f"<span class='loom-session'>{html.escape(label)}</span>"
         self._prev_kind = kind
+
+    def _text_of_output(self, step: StepState) -> None:
+        """Event format 2 journals no copy of the text a model step streamed: a view that did not
+        see the deltas or chunks (one rebuilt from the journal) shows the text of its output."""
+        if self._seen_delta or self._chunked or not isinstance(step.output, dict):
+            return
+        message = step.output.get("message")
+        text = message.get("text") if isinstance(message, dict) else None
+        if isinstance(text, str) and text:
+            if self._parts:
+                self._parts.append("\n")
+            self._parts.append(text)
+            self._throttle.request()
 
     def _gate_changed(self, kind: str, gate: GateState) -> None:
         if kind == EventKind.GATE_RESOLVED:

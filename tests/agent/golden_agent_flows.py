@@ -6,12 +6,14 @@ an approval gate ``#turn:<i>:tool:<j>:approval`` (approved), a compaction ``#tur
 effect ids ``tools.<name>`` / ``model.<agent>`` and the flow ``agent:<name>``. A change to any of those
 persisted strings, or to the loop's event shapes, shows up as a diff against the file.
 
-``agent_approval.jsonl`` is the same run recorded before compactions journaled ``keep_rule``
-(``docs/design.md``, section 6.7): never regenerated, it must keep replaying.
+One file per event format, each recorded with compactions that journal ``keep_rule`` 2:
+``agent_approval_keep_rule_2.jsonl`` (format 1) and ``agent_approval_v2.jsonl`` (format 2: tool inputs by
+reference, no digest or key, no durable copy of the model's streamed text). ``agent_approval.jsonl`` is
+the format 1 run recorded before compactions journaled ``keep_rule`` (``docs/design.md``, section 6.7):
+never regenerated, it must keep replaying. Regenerate one file of ``GOLDENS`` (only for a deliberate,
+migrated change of the journal's shapes) with::
 
-Regenerate it (only for a deliberate, migrated change of the journal's shapes) with::
-
-    .venv/bin/python tests/agent/golden_agent_flows.py --write
+    .venv/bin/python tests/agent/golden_agent_flows.py --write [--format 2]
 
 (without ``--write`` it prints the lines a fresh recording gives).
 """
@@ -30,8 +32,12 @@ from loom_nb.messages import ModelRequest
 from loom_nb.testing import FakeClock, SeededRandom, SequentialIds
 
 GOLDEN = Path(__file__).with_name("golden") / "agent_approval_keep_rule_2.jsonl"
+#: The golden file of each event format (what a fresh recording must journal identically).
+GOLDENS = {1: GOLDEN, 2: Path(__file__).with_name("golden") / "agent_approval_v2.jsonl"}
 #: The same run recorded before ``keep_rule`` 2: it must replay, never be regenerated.
 BEFORE_KEEP_RULE = GOLDEN.with_name("agent_approval.jsonl")
+#: Every golden file that must replay.
+REPLAYED = [*GOLDENS.values(), BEFORE_KEEP_RULE]
 EXECUTION_ID = "golden-agent-1"
 AGENT_NAME = "tidy"
 
@@ -77,19 +83,20 @@ def make_agent() -> loom.Agent:
     )
 
 
-def make_runtime(journal: JournalStore) -> loom.Runtime:
-    """A deterministic runtime with the golden agent registered."""
+def make_runtime(journal: JournalStore, event_format: int = 1) -> loom.Runtime:
+    """A deterministic runtime with the golden agent registered, writing ``event_format``."""
     rt = loom.Runtime(
         journal, clock=FakeClock(tick=1.0), ids=SequentialIds(), random=SeededRandom(7), flows=FlowRegistry()
     )
+    rt.event_format = event_format
     make_agent().register(rt)
     return rt
 
 
-async def record() -> list[Event]:
-    """Run the golden agent to its answer (approving the delete) and return its events."""
+async def record(event_format: int = 1) -> list[Event]:
+    """Run the golden agent to its answer (approving the delete) in ``event_format``; return its events."""
     journal = InMemoryJournal()
-    rt = make_runtime(journal)
+    rt = make_runtime(journal, event_format)
     result = await rt.start(make_agent().flow_name, "Tidy /tmp/x", execution_id=EXECUTION_ID)
     while result.status == "suspended":
         result = await rt.resume(EXECUTION_ID, result.gates[0].gate_id, loom.ApprovalDecision(approved=True))
@@ -97,11 +104,12 @@ async def record() -> list[Event]:
     return journal.read(EXECUTION_ID)
 
 
-def load(path: Path = GOLDEN) -> InMemoryJournal:
-    """An ``InMemoryJournal`` holding the golden agent journal (or the one at ``path``)."""
+def load(which: Path | int = 1) -> InMemoryJournal:
+    """An ``InMemoryJournal`` holding the golden agent journal of event format ``which`` (or the file
+    at the path ``which``)."""
     from tests.kernel import golden_flows
 
-    return golden_flows.load(path)
+    return golden_flows.load(which if isinstance(which, Path) else GOLDENS[which])
 
 
 if __name__ == "__main__":
@@ -109,8 +117,10 @@ if __name__ == "__main__":
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
     from tests.kernel import golden_flows
 
-    text = "\n".join(golden_flows.to_lines(asyncio.run(record()))) + "\n"
-    if sys.argv[1:] == ["--write"]:
-        GOLDEN.write_text(text, encoding="utf-8")
+    args = sys.argv[1:]
+    event_format = int(args[args.index("--format") + 1]) if "--format" in args else 1
+    text = "\n".join(golden_flows.to_lines(asyncio.run(record(event_format)))) + "\n"
+    if "--write" in args:
+        GOLDENS[event_format].write_text(text, encoding="utf-8")
     else:
         sys.stdout.write(text)

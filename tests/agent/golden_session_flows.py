@@ -7,9 +7,11 @@ the carry item ``{"carry": {"execution", "node"}}`` in a run's first node, a com
 messages of earlier runs, and the patch marker ``#patched:<change>`` (the agent has one patch). A
 change to any of those shows up as a diff against the file.
 
-Regenerate it (only for a deliberate, migrated change of the journal's shapes) with::
+One file per event format (``loom_nb.journal.event_format``): ``agent_session.jsonl`` (format 1)
+and ``agent_session_v2.jsonl`` (format 2). Regenerate one (only for a deliberate, migrated change of
+the journal's shapes) with::
 
-    .venv/bin/python tests/agent/golden_session_flows.py --write
+    .venv/bin/python tests/agent/golden_session_flows.py --write [--format 2]
 
 (without ``--write`` it prints the lines a fresh recording gives).
 """
@@ -28,9 +30,13 @@ from loom_nb.messages import ModelRequest
 from loom_nb.testing import FakeClock, SeededRandom, SequentialIds
 
 GOLDEN = Path(__file__).with_name("golden") / "agent_session_keep_rule_2.jsonl"
+#: The golden file of each event format (what a fresh recording must journal identically).
+GOLDENS = {1: GOLDEN, 2: Path(__file__).with_name("golden") / "agent_session_v2.jsonl"}
 #: The same runs recorded before compactions journaled ``keep_rule`` (docs/design.md, section 6.7):
 #: never regenerated, they must keep replaying.
 BEFORE_KEEP_RULE = GOLDEN.with_name("agent_session.jsonl")
+#: Every golden file that must replay.
+REPLAYED = [*GOLDENS.values(), BEFORE_KEEP_RULE]
 AGENT_NAME = "chat"
 SESSION_ID = "thread-1"
 MESSAGES = ("What is in /tmp/x?", "Which one is the oldest?", "Thanks.")
@@ -67,38 +73,42 @@ def make_agent() -> loom.Agent:
     return agent.patch("short-answers", system="You answer about folders, briefly.")
 
 
-def make_runtime(journal: JournalStore) -> loom.Runtime:
-    """A deterministic runtime with the golden agent registered."""
+def make_runtime(journal: JournalStore, event_format: int = 1) -> loom.Runtime:
+    """A deterministic runtime with the golden agent registered, writing ``event_format``."""
     rt = loom.Runtime(
         journal, clock=FakeClock(tick=1.0), ids=SequentialIds(), random=SeededRandom(7), flows=FlowRegistry()
     )
+    rt.event_format = event_format
     make_agent().register(rt)
     return rt
 
 
-async def record() -> list[Event]:
-    """Run the three session runs and return their events, run by run."""
+async def record(event_format: int = 1) -> list[Event]:
+    """Run the three session runs in ``event_format`` and return their events, run by run."""
     journal = InMemoryJournal()
-    rt = make_runtime(journal)
+    rt = make_runtime(journal, event_format)
     session = make_agent().session(SESSION_ID, runtime=rt)
     for message in MESSAGES:
         await session.run(message)
     return [e for eid in session.execution_ids() for e in journal.read(eid)]
 
 
-def load(path: Path = GOLDEN) -> InMemoryJournal:
-    """An ``InMemoryJournal`` holding the golden session journal (or the one at ``path``)."""
+def load(which: Path | int = 1) -> InMemoryJournal:
+    """An ``InMemoryJournal`` holding the golden session journal of event format ``which`` (or the file
+    at the path ``which``)."""
     from tests.kernel import golden_flows
 
-    return golden_flows.load(path)
+    return golden_flows.load(which if isinstance(which, Path) else GOLDENS[which])
 
 
 if __name__ == "__main__":
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
     from tests.kernel import golden_flows
 
-    text = "\n".join(golden_flows.to_lines(asyncio.run(record()))) + "\n"
-    if sys.argv[1:] == ["--write"]:
-        GOLDEN.write_text(text, encoding="utf-8")
+    args = sys.argv[1:]
+    event_format = int(args[args.index("--format") + 1]) if "--format" in args else 1
+    text = "\n".join(golden_flows.to_lines(asyncio.run(record(event_format)))) + "\n"
+    if "--write" in args:
+        GOLDENS[event_format].write_text(text, encoding="utf-8")
     else:
         sys.stdout.write(text)

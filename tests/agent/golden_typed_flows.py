@@ -4,11 +4,12 @@ A typed-output run (``output_type=Forecast``, ``final_result`` tool mode): turn 
 answers with a value that fails validation (its error goes back as the call's error result), turn 2
 answers validly. It pins the persisted shapes of typed output: the first node's ``"output"``
 (type, mode, strict schema), the ``final_result`` tool spec, the journaled error result, and the
-answer's JSON in ``execution_completed``.
+answer's JSON in ``execution_completed``. The file is event format 1 (recorded before formats were
+versioned); ``agent_typed_output_v2.jsonl`` is its format 2 twin.
 
-Regenerate it (only for a deliberate, migrated change of those shapes) with::
+Regenerate one (only for a deliberate, migrated change of those shapes) with::
 
-    .venv/bin/python tests/agent/golden_typed_flows.py --write
+    .venv/bin/python tests/agent/golden_typed_flows.py --write [--format 2]
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ from loom_nb.messages import ModelRequest
 from loom_nb.testing import FakeClock, SeededRandom, SequentialIds
 
 GOLDEN = Path(__file__).with_name("golden") / "agent_typed_output.jsonl"
+#: The golden file of each event format.
+GOLDENS = {1: GOLDEN, 2: GOLDEN.with_name("agent_typed_output_v2.jsonl")}
 EXECUTION_ID = "golden-typed-1"
 AGENT_NAME = "forecaster"
 
@@ -65,29 +68,30 @@ def make_agent() -> loom.Agent[Forecast]:
     )
 
 
-def make_runtime(journal: JournalStore) -> loom.Runtime:
-    """A deterministic runtime with the golden agent registered."""
+def make_runtime(journal: JournalStore, event_format: int = 1) -> loom.Runtime:
+    """A deterministic runtime with the golden agent registered, writing ``event_format``."""
     rt = loom.Runtime(
         journal, clock=FakeClock(tick=1.0), ids=SequentialIds(), random=SeededRandom(7), flows=FlowRegistry()
     )
+    rt.event_format = event_format
     make_agent().register(rt)
     return rt
 
 
-async def record() -> list[Event]:
-    """Run the golden agent to its answer and return its events."""
+async def record(event_format: int = 1) -> list[Event]:
+    """Run the golden agent to its answer in ``event_format`` and return its events."""
     journal = InMemoryJournal()
-    rt = make_runtime(journal)
+    rt = make_runtime(journal, event_format)
     result = await rt.start(make_agent().flow_name, "Forecast for Oslo?", execution_id=EXECUTION_ID)
     assert result.status == "completed", result
     return journal.read(EXECUTION_ID)
 
 
-def load() -> InMemoryJournal:
-    """An ``InMemoryJournal`` holding the golden journal."""
+def load(event_format: int = 1) -> InMemoryJournal:
+    """An ``InMemoryJournal`` holding the golden journal of ``event_format``."""
     from tests.kernel import golden_flows
 
-    return golden_flows.load(GOLDEN)
+    return golden_flows.load(GOLDENS[event_format])
 
 
 if __name__ == "__main__":
@@ -95,8 +99,10 @@ if __name__ == "__main__":
     from tests.agent import golden_typed_flows
     from tests.kernel import golden_flows
 
-    text = "\n".join(golden_flows.to_lines(asyncio.run(golden_typed_flows.record()))) + "\n"
-    if sys.argv[1:] == ["--write"]:
-        GOLDEN.write_text(text, encoding="utf-8")
+    args = sys.argv[1:]
+    event_format = int(args[args.index("--format") + 1]) if "--format" in args else 1
+    text = "\n".join(golden_flows.to_lines(asyncio.run(golden_typed_flows.record(event_format)))) + "\n"
+    if "--write" in args:
+        GOLDENS[event_format].write_text(text, encoding="utf-8")
     else:
         sys.stdout.write(text)

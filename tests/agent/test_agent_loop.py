@@ -70,10 +70,13 @@ async def test_the_loop_runs_to_an_answer_one_step_per_turn_and_per_tool_call() 
     started = {e.step_id: e.data for e in events(rt, eid, EventKind.STEP_STARTED)}
     for sid, data in started.items():
         assert data["effect"] == ("tools.lookup" if ":tool:" in (sid or "") else MODEL)
-        assert data["idempotency_key"] == f"{eid}:{sid}"
-    assert [started[f"#turn:1:tool:{j}"]["input"] for j in (0, 1)] == [{"city": "Rome"}, {"city": "Oslo"}]
+        assert "idempotency_key" not in data and "digest" not in data  # event format 2 derives them
+    # A tool step's input is a reference to call j's arguments in the model step's output.
+    assert started["#turn:1:tool:1"]["ref"] == ["#turn:1", "message", "tool_calls", 1, "arguments"]
+    steps = rt.history(eid).steps
+    assert [steps[f"#turn:1:tool:{j}"].input for j in (0, 1)] == [{"city": "Rome"}, {"city": "Oslo"}]
     # Usage is the sum of every model step's recorded usage.
-    recorded = [e.data["usage"] for e in events(rt, eid, EventKind.STEP_COMPLETED) if e.data["effect"] == MODEL]
+    recorded = [s.usage for s in steps.values() if s.effect == MODEL]
     assert out.usage.input_tokens == sum(u["input_tokens"] for u in recorded) > 0
     assert out.usage.output_tokens == sum(u["output_tokens"] for u in recorded) > 0
     # The last request holds the whole conversation, tool results in call order.
@@ -125,9 +128,8 @@ async def test_concurrent_tool_calls_of_one_turn_keep_the_ids_of_their_position(
     # Whatever the completion order, tool j is call j of the turn: its input and its output.
     for j, ticks in enumerate((6, 3, 0)):
         sid = f"#turn:0:tool:{j}"
-        (started,) = [e for e in events(rt, eid, EventKind.STEP_STARTED) if e.step_id == sid]
         (done,) = [e for e in events(rt, eid, EventKind.STEP_COMPLETED) if e.step_id == sid]
-        assert (started.data["input"], done.data["output"]) == ({"ticks": ticks}, f"waited {ticks}")
+        assert (rt.history(eid).steps[sid].input, done.data["output"]) == ({"ticks": ticks}, f"waited {ticks}")
     tool_msgs = [m for m in model.history[1].messages if m.role == "tool"]
     assert [(m.tool_call_id, m.text) for m in tool_msgs] == [
         ("call_0", "waited 6"),
@@ -217,7 +219,8 @@ async def test_a_bad_tool_call_comes_back_to_the_model_as_an_error_it_can_correc
     assert seen == ["Paris"]
     # The error message is journaled once, as part of the next model turn's delta.
     (turn1,) = [e for e in events(rt, eid, EventKind.STEP_STARTED) if e.step_id == "#turn:1"]
-    assert turn1.data["input"]["add"][1]["msg"]["text"] == told
+    (journaled,) = [a["msg"] for a in turn1.data["input"]["add"] if "msg" in a]
+    assert journaled["text"] == told
     assert_rebuilt_matches(rt, eid, model)
     assert (await rt.replay(eid)).reproduced
 
@@ -315,6 +318,7 @@ async def test_the_loop_streams_every_delta_live_and_journals_sentence_chunks() 
     text = "Yes. The first sentence is here. The second one follows it. And a short tail"
     model = ScriptedModel([ModelResponse.text(text)])
     rt = make_runtime()
+    rt.event_format = 1  # format 1 journals every chunk; format 2 only those of a step that did not complete
     live: list[str] = []
     rt.observe(on_delta=lambda eid, sid, delta: live.append(delta))
     _, result = await run_agent(AgentConfig(model=MODEL, chunk_min_chars=20), model, rt=rt)
@@ -323,6 +327,14 @@ async def test_the_loop_streams_every_delta_live_and_journals_sentence_chunks() 
     chunks = [e.data["text"] for e in events(rt, result.execution_id, EventKind.STREAM_CHUNK)]
     # Whole sentences of at least chunk_min_chars ("Yes. " alone is too short), the rest flushed.
     assert chunks == ["Yes. The first sentence is here. ", "The second one follows it. ", "And a short tail"]
+    # Event format 2 keeps no durable copy once the model step completed (its output holds the text).
+    rt1 = make_runtime()
+    rt1.event_format = 2
+    _, result1 = await run_agent(
+        AgentConfig(model=MODEL, chunk_min_chars=20), ScriptedModel([ModelResponse.text(text)]), rt=rt1
+    )
+    assert events(rt1, result1.execution_id, EventKind.STREAM_CHUNK) == []
+    assert rt1.history(result1.execution_id).steps["#turn:0"].output["message"]["text"] == text
     # stream=False journals no chunks at all.
     quiet = ScriptedModel([ModelResponse.text(text)])
     rt2, result2 = await run_agent(AgentConfig(model=MODEL, stream=False), quiet)

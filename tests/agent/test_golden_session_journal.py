@@ -15,15 +15,17 @@ from tests.agent import golden_session_flows as golden
 from tests.kernel import golden_flows
 
 IDS = [f"session:chat:thread-1:{i}" for i in range(3)]
+FORMATS = pytest.mark.parametrize("event_format", sorted(golden.GOLDENS), ids=lambda f: f"format{f}")
 
 
-async def test_sessions_still_journal_the_golden_runs_identically() -> None:
+@FORMATS
+async def test_sessions_still_journal_the_golden_runs_identically(event_format: int) -> None:
     """A diff here means persisted ids or shapes changed: migrate, then regenerate (module docstring)."""
-    fresh = golden_flows.to_lines(await golden.record())
-    assert fresh == golden.GOLDEN.read_text(encoding="utf-8").splitlines()
+    fresh = golden_flows.to_lines(await golden.record(event_format))
+    assert fresh == golden.GOLDENS[event_format].read_text(encoding="utf-8").splitlines()
 
 
-@pytest.mark.parametrize("path", [golden.GOLDEN, golden.BEFORE_KEEP_RULE], ids=["keep_rule_2", "before"])
+@pytest.mark.parametrize("path", golden.REPLAYED, ids=lambda p: p.stem)
 async def test_the_golden_session_journal_replays_and_rebuilds(path: Path) -> None:
     journal = golden.load(path)
     rt = golden.make_runtime(journal)

@@ -3,6 +3,7 @@ shapes must not change, the recorded run must replay, and a changed output type 
 
 from __future__ import annotations
 
+import pytest
 from pydantic import BaseModel
 
 import loom_nb as loom
@@ -11,14 +12,19 @@ from tests.agent import golden_typed_flows as golden
 from tests.kernel import golden_flows
 
 
-async def test_a_typed_run_still_journals_the_golden_run_identically() -> None:
+FORMATS = pytest.mark.parametrize("event_format", sorted(golden.GOLDENS), ids=lambda f: f"format{f}")
+
+
+@FORMATS
+async def test_a_typed_run_still_journals_the_golden_run_identically(event_format: int) -> None:
     """A diff here means persisted shapes changed: migrate, then regenerate (module docstring)."""
-    fresh = golden_flows.to_lines(await golden.record())
-    assert fresh == golden.GOLDEN.read_text(encoding="utf-8").splitlines()
+    fresh = golden_flows.to_lines(await golden.record(event_format))
+    assert fresh == golden.GOLDENS[event_format].read_text(encoding="utf-8").splitlines()
 
 
-async def test_the_golden_typed_journal_replays_and_reads_back_typed() -> None:
-    journal = golden.load()
+@FORMATS
+async def test_the_golden_typed_journal_replays_and_reads_back_typed(event_format: int) -> None:
+    journal = golden.load(event_format)
     rt = golden.make_runtime(journal)
     before = len(journal.read(golden.EXECUTION_ID))
     report = await rt.replay(golden.EXECUTION_ID)

@@ -73,14 +73,17 @@ def rt(request: pytest.FixtureRequest) -> Iterator[loom.Runtime]:
     runtime.close()
 
 
-def test_golden_journal() -> None:
-    rt = loom.Runtime(golden_flows.load(), clock=FakeClock(tick=1), ids=SequentialIds())
+@pytest.mark.parametrize("event_format", sorted(golden_flows.GOLDENS), ids=lambda f: f"format{f}")
+def test_golden_journal(event_format: int) -> None:
+    journal = golden_flows.load(golden_flows.GOLDENS[event_format])
+    rt = loom.Runtime(journal, clock=FakeClock(tick=1), ids=SequentialIds())
     state = assert_fold_matches_sql(rt, golden_flows.EXECUTION_ID)
     assert {s.status for s in state.steps.values()} == {"completed", "failed"}
 
 
-def test_golden_agent_journal() -> None:
-    rt = loom.Runtime(golden_agent_flows.load(), clock=FakeClock(tick=1), ids=SequentialIds())
+@pytest.mark.parametrize("event_format", sorted(golden_agent_flows.GOLDENS), ids=lambda f: f"format{f}")
+def test_golden_agent_journal(event_format: int) -> None:
+    rt = loom.Runtime(golden_agent_flows.load(event_format), clock=FakeClock(tick=1), ids=SequentialIds())
     state = assert_fold_matches_sql(rt, golden_agent_flows.EXECUTION_ID)
     assert [s.kind for s in state.steps.values()] == ["model", "tool", "model", "tool", "compact", "model"]
 

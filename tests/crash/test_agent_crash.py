@@ -24,7 +24,7 @@ pytestmark = pytest.mark.slow
 
 SCRIPT = CrashScript(Path(__file__).with_name("agent_crash_flow.py"), flow.EXECUTION_ID)
 #: Events committed after each commit of an uninterrupted run (checked by test_uninterrupted_run).
-COMMITS = [2, 5, 7, 10, 12, 14, 17, 19, 23]
+COMMITS = [2, 4, 6, 8, 10, 12, 14, 16, 18]  # event format 2: the model text is in its step, not in chunks
 #: Every model and tool step of the run (step id -> model|tool).
 STEPS = {
     "#turn:0": "model",
@@ -98,9 +98,9 @@ def test_recovery_makes_only_the_remaining_calls_and_ends_as_the_uninterrupted_r
         assert recovered.result["resolved"] == []
     for sid in cut - NOT_IDEMPOTENT:
         # An idempotent step cut in flight (every model turn) runs again as its next attempt, same key.
-        attempts = [e.data["attempt"] for e in final if e.kind == EventKind.STEP_STARTED and e.step_id == sid]
-        keys = {e.data["idempotency_key"] for e in final if e.kind == EventKind.STEP_STARTED and e.step_id == sid}
-        assert attempts == [1, 2] and keys == {f"{flow.EXECUTION_ID}:{sid}"}
+        attempts = [e.data.get("attempt", 1) for e in final if e.kind == EventKind.STEP_STARTED and e.step_id == sid]
+        # (its key, <execution_id>:<step_id>, is derived in event format 2: the calls log shows it)
+        assert attempts == [1, 2]
     assert not any(
         e.kind == EventKind.STEP_IN_DOUBT and (e.step_id or "") in STEPS.keys() - NOT_IDEMPOTENT for e in final
     )
@@ -125,7 +125,10 @@ def test_a_crash_between_a_model_step_started_and_its_completion_re_runs_just_th
         ("model", "#turn:3"),
     ]
     final = journal_events(tmp_path)
-    assert [e.data["attempt"] for e in final if e.kind == EventKind.STEP_STARTED and e.step_id == "#turn:2"] == [1, 2]
+    assert [e.data.get("attempt", 1) for e in final if e.kind == EventKind.STEP_STARTED and e.step_id == "#turn:2"] == [
+        1,
+        2,
+    ]
     assert recovered.result["resolved"] == []
 
 

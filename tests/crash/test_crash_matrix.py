@@ -86,8 +86,8 @@ def test_crash_after_n_events_then_recover(tmp_path: Path, crash_after: int, uni
     for sid, started in cut.items():
         effect, key, attempt = (
             started.data["effect"],
-            started.data["idempotency_key"],
-            started.data["attempt"],
+            f"{started.execution_id}:{sid}",  # the idempotency key (event format 2 derives it)
+            started.data.get("attempt", 1),
         )
         mine = [c for c in new_calls if c[1] == key]
         if crash_flow.EFFECTS[effect]:  # idempotent: re-invoked, same key, next attempt
@@ -142,8 +142,8 @@ def test_crash_inside_an_effect_then_recover(tmp_path: Path, effect: str, uninte
     assert crashed.returncode == crash_flow.CRASH_EXIT_CODE, crashed.stderr
     before = journal_events(tmp_path)
     ((sid, started),) = in_flight(before).items()
-    key = started.data["idempotency_key"]
-    assert (started.data["effect"], started.data["attempt"]) == (effect, 1)
+    key = f"{started.execution_id}:{sid}"  # the idempotency key (event format 2 derives it)
+    assert (started.data["effect"], started.data.get("attempt", 1)) == (effect, 1)
     assert invocations(tmp_path)[-1] == (effect, key, 1)
 
     recovered = run(tmp_path, None, "recover")

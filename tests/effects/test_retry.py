@@ -17,7 +17,7 @@ from loom_nb.kernel import EffectContext, FlowRegistry
 from loom_nb.runtime import Runtime
 from loom_nb.testing import FakeClock
 from tests.effects.support import error_type, make, of_kind, one_step, step_events
-from tests.journal.support import copy_prefix, kinds
+from tests.journal.support import attempts_of, copy_prefix, kinds
 
 
 def flaky(errors: list[BaseException], seen: list[int], output: Any = "ok") -> Callable[..., Any]:
@@ -53,7 +53,7 @@ async def test_retry_journals_every_attempt_and_waits_on_the_fake_clock() -> Non
     assert seen == [1, 2, 3]
     assert clock.slept == [1.5, 3.0]
     events = step_events(rt, result.execution_id, "#1")
-    assert [(e.kind, e.data["attempt"]) for e in events] == [
+    assert [(e.kind, a) for e, a in zip(events, attempts_of(events), strict=True)] == [
         ("step_started", 1),
         ("step_failed", 1),
         ("step_started", 2),
@@ -66,8 +66,7 @@ async def test_retry_journals_every_attempt_and_waits_on_the_fake_clock() -> Non
         (True, 1.5, 500),
         (True, 3.0, 503),
     ]
-    keys = {e.data["idempotency_key"] for e in events if e.kind == EventKind.STEP_STARTED}
-    assert keys == {f"{result.execution_id}:#1"}
+    assert all("idempotency_key" not in e.data for e in events)  # event format 2: <execution_id>:<step_id>
 
 
 async def test_the_failed_attempt_is_journaled_before_the_wait_and_the_next_after_it() -> None:
@@ -176,7 +175,7 @@ async def test_exhausted_retries_raise_retries_exhausted_caused_by_the_last_erro
     assert isinstance(live.__cause__, ProviderHTTPError) and live.__cause__.status_code == 503
 
     events = step_events(rt, "exec-1", "fetch")
-    assert [(e.kind, e.data["attempt"], e.data.get("will_retry")) for e in events] == [
+    assert [(e.kind, a, e.data.get("will_retry")) for e, a in zip(events, attempts_of(events), strict=True)] == [
         ("step_started", 1, None),
         ("step_failed", 1, True),
         ("step_started", 2, None),
@@ -221,7 +220,7 @@ async def retry_journal(*, idempotent: bool) -> tuple[list[Event], FlowRegistry]
 
 def cut_at_attempt(events: list[Event], attempt: int) -> InMemoryJournal:
     """A journal as a crash during attempt ``attempt`` (its ``step_started`` committed) leaves it."""
-    (started,) = [e for e in events if e.kind == EventKind.STEP_STARTED and e.data["attempt"] == attempt]
+    (started,) = [e for e in events if e.kind == EventKind.STEP_STARTED and e.data.get("attempt", 1) == attempt]
     return copy_prefix(events, started.seq)
 
 
@@ -244,8 +243,11 @@ async def test_recovery_of_an_idempotent_effect_continues_the_attempt_count_with
     assert seen == [(3, "exec-1:fetch")]
     assert clock.slept == []
     tail = step_events(rt, "exec-1", "fetch")[-2:]
-    assert [(e.kind, e.data["attempt"]) for e in tail] == [("step_started", 3), ("step_completed", 3)]
-    assert tail[0].data["idempotency_key"] == "exec-1:fetch"
+    assert [(e.kind, a) for e, a in zip(tail, attempts_of(tail), strict=True)] == [
+        ("step_started", 3),
+        ("step_completed", 3),
+    ]
+    assert "idempotency_key" not in tail[0].data  # event format 2: always <execution_id>:<step_id>
     assert of_kind(rt, "exec-1", EventKind.STEP_IN_DOUBT) == []
 
 
@@ -290,3 +292,29 @@ async def test_long_backoffs_cost_no_wall_time_on_the_fake_clock() -> None:
     assert time.perf_counter() - began < 0.5
     assert result.status == "completed"
     assert clock.slept == [60.0, 180.0, 540.0, 1620.0, 3600.0]
+
+
+async def test_event_format_2_keeps_the_text_of_a_failed_attempt_and_holds_the_next_ones() -> None:
+    """A retried step's first attempt streamed text no output holds: it is journaled before its
+    step_failed. The attempt that completes streams again; its output holds that text."""
+    rt = make(clock=FakeClock())
+    attempts: list[int] = []
+
+    def talk(value: Any, info: EffectContext) -> Any:
+        attempts.append(info.attempt)
+        info.emit_delta(f"attempt {info.attempt} says hi. ")
+        if info.attempt == 1:
+            raise http(503)
+        return {"text": "done"}
+
+    rt.effects.register("talk", talk, retry=RetryPolicy(attempts=2, initial=1.0, jitter=0), idempotent=True)
+
+    async def body(ctx: Any, _: Any) -> Any:
+        return await ctx.execute("talk", None, step_id="s", on_delta=lambda t: ctx.stream(t, step_id="s"))
+
+    result = await rt.start(body, None)
+    assert (result.status, attempts) == ("completed", [1, 2])
+    events = rt.journal.read(result.execution_id)
+    chunks = [e.data["text"] for e in events if e.kind == EventKind.STREAM_CHUNK]
+    assert chunks == ["attempt 1 says hi. "]
+    assert kinds(events)[1:5] == ["step_started", "stream_chunk", "step_failed", "step_started"]

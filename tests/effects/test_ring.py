@@ -40,7 +40,7 @@ async def test_sync_and_async_effects_run_as_journaled_steps(rt: Runtime) -> Non
         "execution_completed",
     ]
     started = of_kind(rt, result.execution_id, EventKind.STEP_STARTED)
-    assert [(e.step_id, e.data["effect"], e.data["input"], e.data["attempt"]) for e in started] == [
+    assert [(e.step_id, e.data["effect"], e.data["input"], e.data.get("attempt", 1)) for e in started] == [
         ("#1", "double", 5, 1),
         ("#2", "add_one", 5, 1),
     ]
@@ -75,7 +75,7 @@ async def test_an_effect_asking_for_an_effect_context_gets_ids_attempt_key_and_p
     assert first.principal == Principal.of("ada", ["read"])
     assert (second.step_id, second.idempotency_key, second.effect_id) == ("#1", "run-7:#1", "fx.sync")
     started = of_kind(rt, "run-7", EventKind.STEP_STARTED)
-    assert [e.data["idempotency_key"] for e in started] == ["run-7:fetch", "run-7:#1"]
+    assert [e.data.get("idempotency_key") for e in started] == [None, None]  # event format 2: derived
 
 
 async def test_an_effect_without_a_context_parameter_gets_only_its_input(rt: Runtime) -> None:

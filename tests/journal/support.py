@@ -24,6 +24,24 @@ def kinds(events: Iterable[Event]) -> list[str]:
     return [str(e.kind) for e in events]
 
 
+def attempts_of(events: Iterable[Event]) -> list[int | None]:
+    """The attempt each event is about, in either event format (format 2 leaves out a first
+    ``step_started``'s number and a ``step_completed``'s: the step's latest attempt); None for an
+    event that is not about a step attempt."""
+    latest: dict[str | None, int] = {}
+    out: list[int | None] = []
+    for e in events:
+        attempt = e.data.get("attempt")
+        if attempt is None and e.kind == "step_started":
+            attempt = 1
+        elif attempt is None and e.kind == "step_completed":
+            attempt = latest.get(e.step_id)
+        if e.kind == "step_started":
+            latest[e.step_id] = attempt
+        out.append(attempt)
+    return out
+
+
 def shape(events: Iterable[Event]) -> list[tuple[int, str, str | None, dict[str, Any]]]:
     """``(seq, kind, step_id, data)`` of each event: what must never change once committed."""
     return [(e.seq, str(e.kind), e.step_id, e.data) for e in events]

@@ -3,10 +3,15 @@
 The golden journal is a contract: a kernel change that alters what a run journals (event kinds,
 step ids, payload shapes, digests) shows up as a diff against it, and old journals must still replay.
 
-``golden/kernel_order_cancelled.jsonl`` is the same flow cancelled while its charge was in flight.
-Write a golden file that is missing with::
+There is one golden file per event format (``loom_nb.journal.event_format``): ``kernel_order.jsonl``
+(format 1, recorded before formats were versioned) and ``kernel_order_v2.jsonl`` (format 2). Both must
+replay, and the kernel, told to write a format, must still journal that format's file identically.
+``golden/kernel_order_cancelled.jsonl`` is the same flow (format 1) cancelled while its charge was in
+flight. Write the golden files that are missing with::
 
-    .venv/bin/python tests/kernel/golden_flows.py --write
+Regenerate one (only for a deliberate, migrated change of the journal's shapes) with::
+
+    .venv/bin/python tests/kernel/golden_flows.py --write [--format 2]
 
 and regenerate existing ones (only for a deliberate, migrated change of the journal's shapes) with
 ``--write --force``.
@@ -27,11 +32,14 @@ from typing import Any
 from pydantic import BaseModel
 
 from loom_nb.journal import Event, InMemoryJournal, canonical_json
+from loom_nb.journal.event_format import CURRENT_FORMAT
 from loom_nb.journal.store import JournalStore
 from loom_nb.kernel import Decision, Engine, ExecutionContext, FlowRegistry, GateRequest
 from loom_nb.testing import FakeClock, SeededRandom, SequentialIds
 
 GOLDEN = Path(__file__).with_name("golden") / "kernel_order.jsonl"
+#: The golden file of each event format.
+GOLDENS = {1: GOLDEN, 2: Path(__file__).with_name("golden") / "kernel_order_v2.jsonl"}
 #: The same flow cancelled while its non-idempotent charge was in flight (``execution_cancelled``).
 GOLDEN_CANCELLED = Path(__file__).with_name("golden") / "kernel_order_cancelled.jsonl"
 CANCEL_REASON = "the customer called"
@@ -116,21 +124,23 @@ async def golden_order_changed(ctx: ExecutionContext, inp: Any) -> Any:
     return {"status": "ordered", "receipt": receipt}
 
 
-def make_runtime(journal: JournalStore, body: Any = golden_order) -> Engine:
-    """A deterministic runtime with the golden effects and ``body`` registered as ``golden_order``."""
+def make_runtime(journal: JournalStore, body: Any = golden_order, *, event_format: int = CURRENT_FORMAT) -> Engine:
+    """A deterministic runtime with the golden effects and ``body`` registered as ``golden_order``,
+    writing new executions in ``event_format``."""
     flows = FlowRegistry()
     flows.register(body, name=FLOW_NAME)
     rt = Engine(journal, clock=FakeClock(tick=1.0), ids=SequentialIds(), random=SeededRandom(7), flows=flows)
+    rt.event_format = event_format
     rt.effects.register("catalog.lookup", lookup, idempotent=True)
     rt.effects.register("stock.reserve", reserve)
     rt.effects.register("payments.charge", charge)
     return rt
 
 
-async def record() -> list[Event]:
-    """Run the golden flow to completion (approving both gates) and return its events."""
+async def record(event_format: int = 1) -> list[Event]:
+    """Run the golden flow to completion (approving both gates) in ``event_format``; return its events."""
     journal = InMemoryJournal()
-    rt = make_runtime(journal)
+    rt = make_runtime(journal, event_format=event_format)
     result = await rt.start(FLOW_NAME, INPUT, execution_id=EXECUTION_ID)
     assert result.status == "suspended", result
     await rt.resume(EXECUTION_ID, "finance", {"approved": True})
@@ -143,7 +153,7 @@ async def record_cancelled() -> list[Event]:
     """Run the golden flow past both gates, then cancel it while the (non-idempotent) charge is in
     flight: the charge is recorded in doubt, then ``execution_cancelled``. Returns its events."""
     journal = InMemoryJournal()
-    rt = make_runtime(journal)
+    rt = make_runtime(journal, event_format=1)
     charging = asyncio.Event()
 
     async def hanging_charge(value: Any) -> Any:
@@ -193,9 +203,14 @@ def load(path: Path = GOLDEN, *, upto_seq: int | None = None) -> InMemoryJournal
 
 
 def main(argv: list[str]) -> int:
-    """``--write`` writes the golden files that do not exist yet (``--write --force`` rewrites them);
-    otherwise print the lines a fresh recording gives."""
-    for path, recorder in ((GOLDEN, record), (GOLDEN_CANCELLED, record_cancelled)):
+    """``--write`` writes the golden files (of ``--format N``, 1 by default; the cancelled run is
+    format 1) that do not exist yet (``--write --force`` rewrites them); otherwise print the lines a
+    fresh recording gives."""
+    event_format = int(argv[argv.index("--format") + 1]) if "--format" in argv else 1
+    recorders: list[tuple[Path, Any]] = [(GOLDENS[event_format], lambda: record(event_format))]
+    if event_format == 1:
+        recorders.append((GOLDEN_CANCELLED, record_cancelled))
+    for path, recorder in recorders:
         text = "\n".join(to_lines(asyncio.run(recorder()))) + "\n"
         if "--write" in argv:
             if path.exists() and "--force" not in argv:

@@ -61,7 +61,8 @@ async def test_a_step_cut_on_every_attempt_fails_once_its_attempts_are_spent(
     events = journal.read("e")
     assert kinds(events)[-2:] == ["step_failed", "execution_failed"]
     assert events[-2].data["attempt"] == limit and events[-2].data["will_retry"] is False
-    assert [e.data["attempt"] for e in events if e.kind == EventKind.STEP_STARTED] == list(range(1, limit + 1))
+    # event format 2 numbers an attempt past the first only
+    assert [e.data.get("attempt", 1) for e in events if e.kind == EventKind.STEP_STARTED] == list(range(1, limit + 1))
     replayed = await _process(journal, invocations, retry).replay("e")
     assert replayed.reproduced
     assert await _process(journal, invocations, retry).recover() == []

@@ -17,6 +17,7 @@ BODY_SURFACE = {
     "gate",
     "gates",
     "get_content",
+    "event_format",
     "next_step_id",
     "now",
     "patched",

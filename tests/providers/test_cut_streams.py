@@ -20,6 +20,7 @@ from loom_nb.kernel.errors_codec import error_from_data, error_to_data
 from loom_nb.messages import Message, ModelRequest
 from loom_nb.providers.http import HTTPProvider
 from loom_nb.testing import FakeClock, SequentialIds
+from tests.journal.support import attempts_of
 from tests.providers.provider_server import Cut, Malformed, ProviderServer, Reply, anthropic_events, openai_events
 
 KEY = "sk-test-CUT-5e6f7a8b9c0d"
@@ -91,7 +92,7 @@ async def test_the_agent_retries_a_cut_stream_and_journals_every_attempt(wire: s
     assert (result.usage.input_tokens, result.usage.output_tokens) == (40, 7)
 
     steps = [e for e in rt.journal.read(run.id) if e.step_id == "#turn:0"]
-    assert [(e.kind, e.data["attempt"]) for e in steps] == [
+    assert [(e.kind, a) for e, a in zip(steps, attempts_of(steps), strict=True)] == [
         (EventKind.STEP_STARTED, 1),
         (EventKind.STEP_FAILED, 1),
         (EventKind.STEP_STARTED, 2),
