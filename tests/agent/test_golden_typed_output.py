@@ -11,7 +11,6 @@ from loom_nb.journal.events import EventKind
 from tests.agent import golden_typed_flows as golden
 from tests.kernel import golden_flows
 
-
 FORMATS = pytest.mark.parametrize("event_format", sorted(golden.GOLDENS), ids=lambda f: f"format{f}")
 
 
