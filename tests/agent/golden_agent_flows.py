@@ -14,6 +14,11 @@ Regenerate it (only for a deliberate, migrated change of the journal's shapes) w
     .venv/bin/python tests/agent/golden_agent_flows.py --write
 
 (without ``--write`` it prints the lines a fresh recording gives).
+
+``tests/agent/golden/agent_approval_edited.jsonl`` is the same agent with the delete approved on
+edited arguments (``ApprovalDecision.arguments`` and ``.digest``): the gate keeps the model's
+arguments, its resolution the edited ones, the tool step runs the edited ones and the next turn
+tells the model so (``EDITED_NOTE``). Write it with ``--write-edited``.
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ import sys
 from pathlib import Path
 
 import loom_nb as loom
-from loom_nb.journal import Event, InMemoryJournal
+from loom_nb.journal import Event, InMemoryJournal, digest_value
 from loom_nb.journal.store import JournalStore
 from loom_nb.kernel import FlowRegistry
 from loom_nb.messages import ModelRequest
@@ -33,6 +38,9 @@ GOLDEN = Path(__file__).with_name("golden") / "agent_approval_keep_rule_2.jsonl"
 #: The same run recorded before ``keep_rule`` 2: it must replay, never be regenerated.
 BEFORE_KEEP_RULE = GOLDEN.with_name("agent_approval.jsonl")
 EXECUTION_ID = "golden-agent-1"
+GOLDEN_EDITED = Path(__file__).with_name("golden") / "agent_approval_edited.jsonl"
+EDITED_EXECUTION_ID = "golden-agent-edited-1"
+EDITED_ARGUMENTS = {"path": "/tmp/x/notes.md"}
 AGENT_NAME = "tidy"
 
 
@@ -97,6 +105,20 @@ async def record() -> list[Event]:
     return journal.read(EXECUTION_ID)
 
 
+async def record_edited() -> list[Event]:
+    """Run the golden agent, approving the delete with edited arguments, and return its events."""
+    journal = InMemoryJournal()
+    rt = make_runtime(journal)
+    result = await rt.start(make_agent().flow_name, "Tidy /tmp/x", execution_id=EDITED_EXECUTION_ID)
+    while result.status == "suspended":
+        decision = loom.ApprovalDecision(
+            approved=True, arguments=EDITED_ARGUMENTS, digest=digest_value(EDITED_ARGUMENTS)
+        )
+        result = await rt.resume(EDITED_EXECUTION_ID, result.gates[0].gate_id, decision)
+    assert result.status == "completed", result
+    return journal.read(EDITED_EXECUTION_ID)
+
+
 def load(path: Path = GOLDEN) -> InMemoryJournal:
     """An ``InMemoryJournal`` holding the golden agent journal (or the one at ``path``)."""
     from tests.kernel import golden_flows
@@ -109,8 +131,11 @@ if __name__ == "__main__":
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
     from tests.kernel import golden_flows
 
-    text = "\n".join(golden_flows.to_lines(asyncio.run(record()))) + "\n"
-    if sys.argv[1:] == ["--write"]:
+    edited = sys.argv[1:] == ["--write-edited"]
+    text = "\n".join(golden_flows.to_lines(asyncio.run(record_edited() if edited else record()))) + "\n"
+    if edited:
+        GOLDEN_EDITED.write_text(text, encoding="utf-8")
+    elif sys.argv[1:] == ["--write"]:
         GOLDEN.write_text(text, encoding="utf-8")
     else:
         sys.stdout.write(text)
