@@ -21,6 +21,7 @@ from loom_nb.agent.agent import Gate
 from loom_nb.agent.config import APPROVAL_GATE
 from loom_nb.kernel.async_bridge import in_running_loop
 from loom_nb.kernel.context import IN_DOUBT_GATE
+from loom_nb.notebook.click_feedback import SCOPE_CLASS, ClickFeedback
 from loom_nb.notebook.formatting import TextForm, call_text, html_widget, parse_json_or_text, short_text
 from loom_nb.notebook.runs import ensure_registered
 
@@ -96,8 +97,10 @@ class GateCard(TextForm, widgets.VBox):  # type: ignore[misc]
         self.problem: str | None = None
         self.closed: str | None = None
         self._pending: asyncio.Future[None] | None = None
-        super().__init__(children=[*self._build(), self.problem_box, self.status])
+        self.feedback = ClickFeedback()
+        super().__init__(children=[*self._build(), self.problem_box, self.status, self.feedback])
         self.add_class("loom-card")
+        self.add_class(SCOPE_CLASS)
         self.add_class(self.css)
         self.status.value = html.escape(self.status_text)
         self.show_problem(problem)
@@ -143,6 +146,7 @@ class GateCard(TextForm, widgets.VBox):  # type: ignore[misc]
         If the run is still moving toward its gates (another card's click just resumed it), the
         action waits for it to pause. Errors show on the card and re-enable it.
         """
+        self.feedback.ack()
         if self.decided or self.closed:
             return
         self.decided = True
@@ -194,7 +198,7 @@ class GateCard(TextForm, widgets.VBox):  # type: ignore[misc]
     def _collapse(self, outcome: str) -> None:
         """Fold the card to one line: what it was about, then ``outcome``."""
         for child in self.children:
-            if child is not self.status:
+            if child is not self.status and child is not self.feedback:
                 child.layout.display = "none"
         self.add_class("loom-collapsed")
         self.status.value = f"<code>{html.escape(short_text(self.summary(), 100))}</code> · <b>{html.escape(outcome)}</b>"
@@ -246,7 +250,7 @@ def tool_schema(gate: Gate) -> tuple[str, dict[str, Any]]:
     found = agent.config.tool(str(gate.tool)) if agent is not None else None
     if found is None:
         return "", {}
-    spec = found.spec()
+    spec = found.spec
     return spec.description or "", dict(spec.parameters)
 
 
@@ -443,9 +447,11 @@ class TurnApprovals(TextForm, widgets.VBox):  # type: ignore[misc]
         self.refuse_all = _button("Refuse all", "loom-refuse-all", "danger", "times")
         self.approve_all.on_click(lambda _: self.decide(approve=True))
         self.refuse_all.on_click(lambda _: self.decide(approve=False))
+        self.feedback = ClickFeedback()
         self.bar = widgets.HBox(
-            [html_widget("loom-turn-approvals-title", ""), self.approve_all, self.refuse_all]
+            [html_widget("loom-turn-approvals-title", ""), self.approve_all, self.refuse_all, self.feedback]
         )
+        self.bar.add_class(SCOPE_CLASS)
         super().__init__(children=[self.bar, *self.cards])
         self.add_class("loom-turn-approvals")
         self.refresh()
@@ -468,6 +474,7 @@ class TurnApprovals(TextForm, widgets.VBox):  # type: ignore[misc]
 
     def decide(self, *, approve: bool) -> None:
         """Approve (or refuse) every card still waiting, in order, through each card's button."""
+        self.feedback.ack()
         for card in self.open_cards():
             (card.approve if approve else card.refuse).click()
         self.refresh()
