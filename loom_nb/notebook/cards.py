@@ -51,6 +51,8 @@ def describe_resolution(kind: str, payload: Any) -> str:
     reason = payload.get("reason")
     why = f" ({reason})" if reason else ""
     if kind == APPROVAL_GATE and "approved" in payload:
+        if payload["approved"] and payload.get("arguments") is not None:
+            return "approved with edited arguments" + why
         return ("approved" if payload["approved"] else "refused") + why
     if kind == IN_DOUBT_GATE and "action" in payload:
         action = str(payload["action"])
