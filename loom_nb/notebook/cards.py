@@ -203,7 +203,9 @@ class GateCard(TextForm, widgets.VBox):  # type: ignore[misc]
             if child is not self.status and child is not self.feedback:
                 child.layout.display = "none"
         self.add_class("loom-collapsed")
-        self.status.value = f"<code>{html.escape(short_text(self.summary(), 100))}</code> · <b>{html.escape(outcome)}</b>"
+        self.status.value = (
+            f"<code>{html.escape(short_text(self.summary(), 100))}</code> · <b>{html.escape(outcome)}</b>"
+        )
 
     def mark_closed(self, why: str) -> None:
         """The gate is no longer open (the run moved on, finished, or this card outlived its kernel's
@@ -384,9 +386,7 @@ class ApprovalCard(GateCard):
         description, schema = tool_schema(g)
         self.editing = False
         desc = f"<div class='loom-card-desc'>{html.escape(description)}</div>" if description else ""
-        title = html_widget(
-            "loom-card-title", f"<b>Run <code>{html.escape(str(g.tool))}</code>?</b> {desc}".rstrip()
-        )
+        title = html_widget("loom-card-title", f"<b>Run <code>{html.escape(str(g.tool))}</code>?</b> {desc}".rstrip())
         args = html_widget("loom-card-arguments", arguments_html(g.arguments, schema))
         self.form = ArgumentForm(g.arguments, schema)
         self.form.layout.display = "none"
@@ -450,9 +450,8 @@ class TurnApprovals(TextForm, widgets.VBox):  # type: ignore[misc]
         self.approve_all.on_click(lambda _: self.decide(approve=True))
         self.refuse_all.on_click(lambda _: self.decide(approve=False))
         self.feedback = ClickFeedback()
-        self.bar = widgets.HBox(
-            [html_widget("loom-turn-approvals-title", ""), self.approve_all, self.refuse_all, self.feedback]
-        )
+        self.heading = html_widget("loom-turn-approvals-title", "")
+        self.bar = widgets.HBox([self.heading, self.approve_all, self.refuse_all, self.feedback])
         self.bar.add_class(SCOPE_CLASS)
         super().__init__(children=[self.bar, *self.cards])
         self.add_class("loom-turn-approvals")
@@ -461,7 +460,7 @@ class TurnApprovals(TextForm, widgets.VBox):  # type: ignore[misc]
     def add(self, card: ApprovalCard) -> None:
         """Add a card of the same turn."""
         self.cards.append(card)
-        self.children = (*self.children, card)
+        self.children = (self.bar, *self.cards)
         self.refresh()
 
     def open_cards(self) -> list[ApprovalCard]:
@@ -472,7 +471,7 @@ class TurnApprovals(TextForm, widgets.VBox):  # type: ignore[misc]
         """Show the bar while two or more cards wait; hide it otherwise."""
         waiting = self.open_cards()
         self.bar.layout.display = "" if len(waiting) > 1 else "none"
-        self.bar.children[0].value = f"<b>{len(waiting)} calls wait for your approval</b>"
+        self.heading.value = f"<b>{len(waiting)} calls wait for your approval</b>"
 
     def decide(self, *, approve: bool) -> None:
         """Approve (or refuse) every card still waiting, in order, through each card's button."""

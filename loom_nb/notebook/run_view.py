@@ -36,12 +36,12 @@ from loom_nb.agent.agent import Run
 from loom_nb.agent.carry import session_of
 from loom_nb.agent.config import APPROVAL_GATE
 from loom_nb.agent.output import output_text
+from loom_nb.analysis.palette import css
 from loom_nb.journal import step_ids
 from loom_nb.journal.events import STATUS_OF_KIND, Event, EventKind
 from loom_nb.journal.run_state import GateState, RunState, StepState
-from loom_nb.kernel.errors_codec import error_summary
-from loom_nb.analysis.palette import css
 from loom_nb.kernel.async_bridge import in_running_loop
+from loom_nb.kernel.errors_codec import error_summary
 from loom_nb.notebook.cards import ApprovalCard, GateCard, TurnApprovals, card_for
 from loom_nb.notebook.formatting import TextForm, call_text, html_widget, short_text
 from loom_nb.notebook.runs import attach, display, ensure_registered
@@ -281,6 +281,7 @@ class RunView(TextForm, widgets.VBox):  # type: ignore[misc]
         progress: The turn progress bar (class ``loom-turns``).
         body: The turns (class ``loom-body``; ``loom-capped`` while its height is capped).
         expand: The Show all / Cap height button (class ``loom-expand``).
+        capped: Whether the turns' height is capped.
         answer: The final answer, rendered as Markdown (class ``loom-answer``).
         error: The failure, when failed (class ``loom-error``).
         usage: Token usage (class ``loom-usage``).
@@ -320,6 +321,7 @@ class RunView(TextForm, widgets.VBox):  # type: ignore[misc]
         self.body = widgets.VBox()
         self.body.add_class("loom-body")
         self.body.add_class("loom-capped")
+        self.capped = True
         self.expand = widgets.Button(description="Show all", icon="expand", tooltip="Lift the height cap")
         self.expand.add_class("loom-expand")
         self.expand.on_click(lambda _: self.toggle_cap())
@@ -373,7 +375,8 @@ class RunView(TextForm, widgets.VBox):  # type: ignore[misc]
 
     def toggle_cap(self) -> None:
         """Lift (or put back) the cap on the turns' height."""
-        capped = "loom-capped" in self.body._dom_classes
+        capped = self.capped
+        self.capped = not capped
         if capped:
             self.body.remove_class("loom-capped")
         else:
@@ -608,7 +611,9 @@ class RunView(TextForm, widgets.VBox):  # type: ignore[misc]
         if step is None or self._loading:
             return
         since = f" {max(self._clock() - step.started_at, 0.0):.0f} s" if step.started_at else ""
-        self.block(self._turn_of(step.step_id)).calling.value = (
+        self.block(
+            self._turn_of(step.step_id)
+        ).calling.value = (
             f"<span class='loom-tool-running'><span class='loom-spinner'></span>calling the model…{since}</span>"
         )
         self._render_live()

@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 
 from loom_nb.journal import digest_value
-
 from tests.notebook.support import AGENT_CELL, REPORT_CELL, KernelSession, kernel_button_ids, last_json
 
 pytestmark = pytest.mark.slow
