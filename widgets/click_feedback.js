@@ -7,7 +7,8 @@
 
 function render({ model, el }) {
   el.classList.add("loom-click-feedback");
-  const scope = el.closest(".loom-feedback-scope");
+  // the widget is attached to its card after render(): find the scope at click time
+  const doc = el.ownerDocument || document;
   let timer = null;
   let waiting = false;
 
@@ -17,8 +18,9 @@ function render({ model, el }) {
   }
 
   function onClick(event) {
-    const button = event.target.closest("button");
-    if (!button || button.disabled || button.closest(".loom-feedback-scope") !== scope) return;
+    const scope = el.closest(".loom-feedback-scope");
+    const button = event.target instanceof Element ? event.target.closest("button") : null;
+    if (!scope || !button || button.disabled || button.closest(".loom-feedback-scope") !== scope) return;
     if (button.classList.contains("loom-edit")) return; // Edit only opens the form
     waiting = true;
     say("sent…", "sent");
@@ -42,11 +44,11 @@ function render({ model, el }) {
     say("", "idle");
   }
 
-  if (scope) scope.addEventListener("click", onClick, true);
+  doc.addEventListener("click", onClick, true);
   model.on("change:acked", acked);
   return () => {
     clearTimeout(timer);
-    if (scope) scope.removeEventListener("click", onClick, true);
+    doc.removeEventListener("click", onClick, true);
   };
 }
 

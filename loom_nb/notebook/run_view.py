@@ -62,6 +62,7 @@ STYLE = (
 .loom-badge-completed { color: var(--loom-completed); } .loom-badge-failed { color: var(--loom-failed); }
 .loom-badge-cancelled { color: var(--loom-muted); }
 .loom-body.loom-capped { max-height: 420px; overflow-y: auto; }
+.loom-run .widget-vbox > * { flex-shrink: 0; } /* a capped body scrolls; its children never squash */
 .loom-turn { border-top: 1px solid var(--jp-border-color2, #e0e0e0); padding: 2px 0; }
 .loom-turn-head { font-size: 11px; color: var(--loom-muted); }
 .loom-markdown { font-family: var(--jp-content-font-family, sans-serif); font-size: 13px;

@@ -82,6 +82,7 @@ def test_card_arguments_in_order_and_edit_mode(lab: tuple[str, Path], browser: A
         assert card.locator(".loom-args th").all_inner_texts() == ["to", "subject", "body", "urgent"]
         assert card.locator(".loom-arg-text").inner_text() == "Dear team,\nthe build is green."  # no literal \n
         expect(card.locator(".loom-arg-form")).to_be_hidden()
+        page.screenshot(path=str(tmp_path / "card.png"))
         card.locator(".loom-edit").click()
         form = card.locator(".loom-arg-form")
         expect(form).to_be_visible()
@@ -201,7 +202,7 @@ def test_every_status_colour_has_aa_contrast_in_light_and_dark(
         page.click("#jp-MainMenu .lm-MenuBar-item:has-text('Settings')")
         page.hover(".lm-Menu-item:has-text('Theme')")
         page.click(".lm-Menu-item:has-text('JupyterLab Dark')")
-        page.wait_for_selector("body[data-jp-theme-light='false']", timeout=30_000)
+        page.wait_for_selector("body[data-jp-theme-light='false']", state="attached", timeout=30_000)
         page.wait_for_timeout(500)
         dark = measured(page)
         page.screenshot(path=str(tmp_path / "dark.png"), full_page=True)
