@@ -78,6 +78,10 @@ def test_clicking_the_card_in_jupyterlab_resumes_the_run(
         expect(timeline.locator(".loom-tl-bar")).to_have_count(len(kinds))
         for i, kind in enumerate(kinds):
             expect(timeline.locator(".loom-tl-bar").nth(i)).to_have_class(f"loom-tl-bar loom-tl-{kind} loom-tl-done")
+        # a legend of the kinds present only, a time axis, and each row's full label as its tooltip
+        assert timeline.locator(".loom-tl-key").all_inner_texts() == ["model call", "tool call", "gate wait"]
+        assert timeline.locator(".loom-tl-tick").count() >= 2
+        assert "#turn:1:tool:0:approval" in (timeline.locator(".loom-tl-row").nth(3).get_attribute("title") or "")
         shot = tmp_path / f"{action}.png"
         page.screenshot(path=str(shot), full_page=True)
         print(f"screenshot: {shot}")
