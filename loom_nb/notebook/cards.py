@@ -19,6 +19,7 @@ import ipywidgets as widgets
 
 from loom_nb.agent.agent import Gate
 from loom_nb.agent.config import APPROVAL_GATE
+from loom_nb.journal import step_ids
 from loom_nb.kernel.async_bridge import in_running_loop
 from loom_nb.kernel.context import IN_DOUBT_GATE
 from loom_nb.notebook.click_feedback import SCOPE_CLASS, ClickFeedback
@@ -250,8 +251,14 @@ class GateCard(TextForm, widgets.VBox):  # type: ignore[misc]
 def tool_schema(gate: Gate) -> tuple[str, dict[str, Any]]:
     """The description and JSON schema of the tool an approval gate is about, from the run's agent
     (``("", {})`` when the run was attached without its agent or the tool is gone)."""
-    agent = gate.run.agent
-    found = agent.config.tool(str(gate.tool)) if agent is not None else None
+    return run_tool_schema(gate.run, str(gate.tool))
+
+
+def run_tool_schema(run: Any, name: str) -> tuple[str, dict[str, Any]]:
+    """The description and JSON schema of the tool ``name`` of ``run``'s agent (``("", {})`` when
+    the run has no agent or the agent no such tool)."""
+    agent = run.agent
+    found = agent.config.tool(name) if agent is not None else None
     if found is None:
         return "", {}
     spec = found.spec
@@ -506,8 +513,9 @@ class InDoubtCard(GateCard):
         step, effect = p.get("step_id", g.gate_id), p.get("effect", "?")
         title = html_widget(
             "loom-card-title",
-            f"<b>In doubt</b>: step <code>{html.escape(str(step))}</code> "
-            f"(effect <code>{html.escape(str(effect))}</code>) was cut in flight. Did it happen?",
+            f"<b>Did <code>{html.escape(step_ids.tool_name(str(effect)))}</code> happen?</b> "
+            "The call was cut off before its result was recorded, and it is not safe to simply run it "
+            f"again. <small title='step {html.escape(str(step), quote=True)}'>(details)</small>",
         )
         pretty = json.dumps(p.get("input"), indent=2, ensure_ascii=False, default=str)
         body = html_widget("loom-card-arguments", f"<pre>{html.escape(pretty)}</pre>")
@@ -533,6 +541,11 @@ class InDoubtCard(GateCard):
         """The ``%loom resume`` commands that resolve this gate from a cell."""
         gid = shlex.quote(self.gate.gate_id)
         return f"%loom resume {self.gate.run.id} {gid} --happened OUTPUT | --run-again | --fail [--reason R]"
+
+    def summary(self) -> str:
+        """The step in doubt, on one line."""
+        p = self.gate.payload if isinstance(self.gate.payload, dict) else {}
+        return f"{step_ids.tool_name(str(p.get('effect', '?')))} (in doubt)"
 
 
 def card_for(gate: Gate, *, problem: str | None = None) -> GateCard:

@@ -42,7 +42,14 @@ from loom_nb.journal.events import STATUS_OF_KIND, Event, EventKind
 from loom_nb.journal.run_state import GateState, RunState, StepState
 from loom_nb.kernel.async_bridge import in_running_loop
 from loom_nb.kernel.errors_codec import error_summary
-from loom_nb.notebook.cards import ApprovalCard, GateCard, TurnApprovals, card_for
+from loom_nb.notebook.cards import (
+    ApprovalCard,
+    GateCard,
+    TurnApprovals,
+    card_for,
+    ordered_arguments,
+    run_tool_schema,
+)
 from loom_nb.notebook.formatting import TextForm, call_text, html_widget, short_text
 from loom_nb.notebook.runs import attach, display, ensure_registered
 from loom_nb.notebook.throttle import Throttle
@@ -196,8 +203,7 @@ class ToolRow:
         preview = f" → <code>{html.escape(self.preview)}</code>" if self.preview else ""
         badge = f"<span class='loom-tool-status loom-tool-{state}'>{html.escape(self.status)}</span>"
         self.widget.value = (
-            f"<b>{html.escape(self.name)}</b> <code>{html.escape(short_text(self.arguments, 100))}</code> "
-            f"{badge}{extra}{dur}{preview}"
+            f"<code>{html.escape(call_text(self.name, self.arguments))}</code> {badge}{extra}{dur}{preview}"
         )
 
 
@@ -433,6 +439,8 @@ class RunView(TextForm, widgets.VBox):  # type: ignore[misc]
     def _row(self, sid: str, name: str, arguments: Any) -> ToolRow:
         row = self.tool_rows.get(sid)
         if row is None:
+            if isinstance(arguments, dict):  # in the tool's parameter order, as the card shows them
+                arguments = dict(ordered_arguments(arguments, run_tool_schema(self.run, name)[1]))
             row = self.tool_rows[sid] = ToolRow(sid, name, arguments)
             self.block(self._turn_of(sid)).add_row(row)
         return row
