@@ -10,8 +10,9 @@
 
 const KINDS = ["model", "tool", "gate", "compaction", "effect"];
 const LEGEND = { model: "model call", tool: "tool call", gate: "gate wait", compaction: "compaction", effect: "effect" };
-// a quiet gate wait longer than this share of the whole span is cut
+// a quiet gate wait longer than this share of the whole span, and than BREAK_MIN seconds, is cut
 const BREAK_SHARE = 0.2;
+const BREAK_MIN = 1;
 // what a cut wait keeps of the drawn width
 const BREAK_WIDTH = 0.05;
 
@@ -46,7 +47,7 @@ export function quietGaps(bars, origin, now, span) {
         return out;
       });
     }
-    for (const [a, b] of pieces) if (b - a > BREAK_SHARE * span) gaps.push([a, b]);
+    for (const [a, b] of pieces) if (b - a > Math.max(BREAK_SHARE * span, BREAK_MIN)) gaps.push([a, b]);
   }
   gaps.sort((x, y) => x[0] - y[0]);
   const merged = [];
@@ -141,8 +142,12 @@ function render({ model, el }) {
     const track = document.createElement("div");
     track.className = "loom-tl-track loom-tl-axis";
     const step = niceStep(span - gaps.reduce((n, [a, b]) => n + (b - a), 0) || span);
+    // labels never overlap: a tick is left out when it would sit too near a cut's label or another tick
+    const placed = gaps.map(([a, b]) => (x(a) + x(b)) / 2);
     for (let t = 0; t <= span + 1e-9; t += step) {
       if (gaps.some(([a, b]) => t > a && t < b)) continue;
+      if (placed.some((p) => Math.abs(x(t) - p) < 0.14)) continue;
+      placed.push(x(t));
       const tick = document.createElement("span");
       tick.className = "loom-tl-tick";
       tick.style.left = `${100 * x(t)}%`;
@@ -150,8 +155,9 @@ function render({ model, el }) {
       track.append(tick);
     }
     for (const [a, z] of gaps) {
-      const mark = breakMark(x, a, z);
-      mark.classList.add("loom-tl-break-label");
+      const mark = document.createElement("span");
+      mark.className = "loom-tl-break-label";
+      mark.style.left = `${50 * (x(a) + x(z))}%`;
       mark.textContent = `⋯ ${fmt(z - a)} ⋯`;
       mark.title = `waiting at a gate for ${fmt(z - a)} with nothing else running: the axis is cut here`;
       track.append(mark);

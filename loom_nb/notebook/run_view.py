@@ -62,7 +62,9 @@ STYLE = (
     + """
 .loom-run { border-left: 3px solid var(--loom-model); padding-left: 8px; margin: 4px 0;
   color: var(--jp-content-font-color1, inherit); }
-.loom-title { font-weight: 600; }
+.loom-title, .loom-turn-label, .loom-run-status { font-weight: 600; white-space: nowrap; }
+.loom-turn-label { font-weight: normal; }
+.loom-turns { min-width: 120px; }
 .loom-badge { padding: 0 8px; border-radius: 9px; border: 1px solid currentColor; font-size: 12px;
   background: var(--jp-layout-color0, transparent); }
 .loom-badge-running { color: var(--loom-running); } .loom-badge-suspended { color: var(--loom-suspended); }
@@ -329,7 +331,12 @@ class RunView(TextForm, widgets.VBox):  # type: ignore[misc]
         self.body.add_class("loom-body")
         self.body.add_class("loom-capped")
         self.capped = True
-        self.expand = widgets.Button(description="Show all", icon="expand", tooltip="Lift the height cap")
+        self.expand = widgets.Button(
+            description="Show all",
+            icon="expand",
+            tooltip="Lift the height cap",
+            layout=widgets.Layout(width="auto", align_self="flex-start"),
+        )
         self.expand.add_class("loom-expand")
         self.expand.on_click(lambda _: self.toggle_cap())
         self.cards_box = widgets.VBox()
@@ -342,9 +349,19 @@ class RunView(TextForm, widgets.VBox):  # type: ignore[misc]
         self.stop.add_class("loom-stop")
         self.stop.on_click(self._on_stop)
         style = html_widget("loom-style", STYLE)
-        header = widgets.HBox([style, self.title, self.status, self.progress, self.turn_label, self.stop, self.expand])
+        header = widgets.HBox([style, self.title, self.status, self.progress, self.turn_label, self.stop])
         super().__init__(
-            children=[header, self.session, self.body, self.cards_box, self.answer, self.error, self.live, self.usage]
+            children=[
+                header,
+                self.session,
+                self.body,
+                self.expand,
+                self.cards_box,
+                self.answer,
+                self.error,
+                self.live,
+                self.usage,
+            ]
         )
         self.add_class("loom-run")
 

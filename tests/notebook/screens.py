@@ -50,6 +50,7 @@ def main(out: Path) -> None:
             run = page.locator(".loom-run")
             expect(run.locator(".loom-approval")).to_be_visible(timeout=60_000)
             shoot(run, out / "approval-card.png")
+            run.locator(".loom-expand").click()  # lift the height cap: the whole form shows
             run.locator(".loom-edit").click()
             run.locator(".loom-arg-form .loom-arg-to input").fill("ann@example.com")
             shoot(run, out / "approval-edit.png")
@@ -67,7 +68,9 @@ def main(out: Path) -> None:
             page.close()
 
             # 4-5: the completed run and its timeline, light and dark
-            extra = ("await run.wait(until='paused')\nrun.gates[0].approve()\nawait run", "loom.timeline(run.id)")
+            # a person takes 3 s to approve: the timeline cuts that wait (a broken axis)
+            approve = "import asyncio\nawait run.wait(until='paused')\nawait asyncio.sleep(3)\nrun.gates[0].approve()"
+            extra = (approve + "\nawait run", "loom.timeline(run.id)")
             name = mail_notebook(root, "done.ipynb", root / "done.duckdb", extra=extra)
             page = browser.new_page(viewport={"width": 1100, "height": 900})
             open_and_run_all(page, f"{url}/lab/tree/{name}?reset")

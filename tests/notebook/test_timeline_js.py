@@ -48,3 +48,5 @@ def test_a_gate_wait_beside_a_running_step_or_a_short_one_is_not_cut() -> None:
     ]
     gaps = run_js(f"console.log(JSON.stringify(m.quietGaps({json.dumps(bars)}, 0, 12, 12)));")
     assert gaps == []
+    quick = [{"kind": "model", "start": 0, "end": 0.1}, {"kind": "gate", "start": 0.1, "end": 0.4}]
+    assert run_js(f"console.log(JSON.stringify(m.quietGaps({json.dumps(quick)}, 0, 0.5, 0.5)));") == []
