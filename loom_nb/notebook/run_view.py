@@ -250,6 +250,9 @@ class TurnBlock(widgets.VBox):  # type: ignore[misc]
         self.text = text
         self.body.value = markdown_html(text) if text.strip() else ""
         self.body.layout.display = "none" if hidden else ""
+        # a turn whose only text is the answer (shown below the turns) shows nothing of its own
+        empty = hidden and not self.tools.children and not self.cards.children and not self.thinking.value
+        self.layout.display = "none" if empty else ""
 
     def add_row(self, row: ToolRow) -> None:
         """Add a tool row."""

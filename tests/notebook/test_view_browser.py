@@ -138,6 +138,7 @@ def test_a_click_while_the_kernel_is_busy_says_sent_then_busy(
         began = time.monotonic()
         approve.click()
         expect(approve).to_be_disabled(timeout=2_000)  # at once, in the page
+        disabled_after = time.monotonic() - began
         feedback = card.locator(".loom-click-feedback")
         expect(feedback).to_contain_text("sent", timeout=2_000)
         expect(feedback).to_contain_text("the kernel is busy", timeout=3_000)
@@ -145,7 +146,7 @@ def test_a_click_while_the_kernel_is_busy_says_sent_then_busy(
         expect(page.locator(".loom-run-status")).to_contain_text("completed", timeout=60_000)
         expect(feedback).to_have_text("")  # the kernel took the click: the line clears
         expect(card.locator(".loom-card-status")).to_contain_text("Approved at")
-        print(f"busy feedback shown {busy_shown:.2f} s after the click")
+        print(f"button disabled {disabled_after:.2f} s and busy feedback shown {busy_shown:.2f} s after the click")
     finally:
         page.close()
 

@@ -165,6 +165,7 @@ async def test_the_view_is_chronological_with_the_answer_once() -> None:
     # turn by turn: text, then its tools, then its cards
     assert first.children.index(first.body) < first.children.index(first.tools) < first.children.index(first.cards)
     assert last.body.layout.display == "none" and "Done. I removed the stale file." in view.answer.value
+    assert last.layout.display == "none"  # nothing but the answer: the block is left out
     assert "loom-capped" in view.body._dom_classes
     view.expand.click()
     assert "loom-capped" not in view.body._dom_classes and view.expand.description == "Cap height"
