@@ -27,9 +27,11 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
         yield url, root
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
-    """Debian's headless Chromium through playwright, shared by every browser test."""
+    """Debian's headless Chromium through playwright, shared by the tests of one module (closed
+    after it: playwright's sync API holds the main thread's event loop while it is open, which the
+    asyncio tests that follow need)."""
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:
