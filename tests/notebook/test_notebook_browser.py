@@ -103,16 +103,10 @@ def test_the_batch_view_in_jupyterlab_one_card_then_approve_all(
         AGENT_CELL,
         "batch = agent.map(['one', 'two', 'three'], concurrency=2)",
     ]
-    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    nbformat.write(nb, root / "batch.ipynb")
+    write_notebook(root, "batch.ipynb", cells)
     page = browser.new_page(viewport={"width": 1300, "height": 1400})
     try:
-        page.goto(f"{url}/lab/tree/batch.ipynb?reset")
-        page.wait_for_selector(".jp-NotebookPanel .jp-Cell", timeout=60_000)
-        page.wait_for_selector("#jp-main-statusbar >> text=/Idle/", timeout=60_000)
-        page.click("#jp-MainMenu .lm-MenuBar-item:has-text('Run')")
-        page.click("#jp-mainmenu-run li[data-command='runmenu:run-all']")
+        open_and_run_all(page, f"{url}/lab/tree/batch.ipynb?reset")
         counts = page.locator(".loom-batch-counts")
         expect(counts).to_contain_text("0/3 done, 0 failed, 3 waiting at a gate", timeout=60_000)
         cards = page.locator(".loom-batch .loom-card")
