@@ -33,6 +33,7 @@ LIGHT: dict[str, str] = {
     "effect": "#5f6368",
     "decision": "#c62828",
     "failed": "#c62828",
+    "cancelled": "#5f6368",
     "value": "#5f6368",
     "muted": "#5f6368",
 }
@@ -51,6 +52,7 @@ DARK: dict[str, str] = {
     "effect": "#b0b0b0",
     "decision": "#ef9a9a",
     "failed": "#ef9a9a",
+    "cancelled": "#b0b0b0",
     "value": "#b0b0b0",
     "muted": "#b0b0b0",
 }

@@ -79,7 +79,7 @@ class GateCard(TextForm, widgets.VBox):  # type: ignore[misc]
         outcome: The decision without the time (what the text form shows).
         status: The line under the buttons (decision, waiting, or an error).
         problem: Why the gate cannot be acted on yet (e.g. the agent's flow is not defined), if so.
-        closed: Why the card no longer acts (its gate is no longer open), if so.
+        closed: Why the card no longer acts (its gate is no longer open: ``close(why)``), if so.
 
     A decided card collapses to one line (the call and the decision); a closed one says why and
     disables its inputs.
@@ -208,25 +208,20 @@ class GateCard(TextForm, widgets.VBox):  # type: ignore[misc]
             f"<code>{html.escape(short_text(self.summary(), 100))}</code> · <b>{html.escape(outcome)}</b>"
         )
 
-    def mark_closed(self, why: str) -> None:
-        """The gate is no longer open (the run moved on, finished, or this card outlived its kernel's
-        run): say ``why`` and disable the card. A decided card keeps its decision."""
+    def close(self, why: str | None = None) -> None:
+        """Close the card: with ``why``, its gate is no longer open (the run ended or was cancelled
+        with the card unanswered): say so (``why``, e.g. "closed: the run cancelled") and disable
+        it, keeping a decision already shown; without, close the widget (``ipywidgets`` ``close``)."""
+        if why is None:
+            super().close()
+            return
         if self.decision is not None or self.closed:
             return
         self.closed = why
+        self.outcome = why
         self._lock(True)
         self.add_class("loom-closed")
-        self._collapse(f"No longer open: {why}")
-
-    def close(self, why: str) -> None:
-        """Disable an unanswered card whose gate is no longer open (``why``: e.g. the run was cancelled)."""
-        if self.outcome:
-            return
-        self.decided = True
-        self._lock(True)
-        self.add_class("loom-decided")
-        self.outcome = why
-        self.status.value = f"<i>{html.escape(why)}</i>"
+        self._collapse(why[:1].upper() + why[1:])
 
     def resolved(self, payload: Any, at: float) -> None:
         """Show the journal's record of this gate's resolution (from whoever resolved it)."""
@@ -238,8 +233,6 @@ class GateCard(TextForm, widgets.VBox):  # type: ignore[misc]
         """The card as one line of text."""
         if self.outcome:
             return f"gate {self.gate.gate_id}: {self.outcome}"
-        if self.closed:
-            return f"gate {self.gate.gate_id}: no longer open ({self.closed})"
         line = f"{self.gate!r} -> {self.commands()}"
         return line + (f"  [{self.problem}]" if self.problem else "")
 

@@ -69,7 +69,7 @@ STYLE = (
   background: var(--jp-layout-color0, transparent); }
 .loom-badge-running { color: var(--loom-running); } .loom-badge-suspended { color: var(--loom-suspended); }
 .loom-badge-completed { color: var(--loom-completed); } .loom-badge-failed { color: var(--loom-failed); }
-.loom-badge-cancelled { color: var(--loom-muted); }
+.loom-badge-cancelled { color: var(--loom-cancelled); }
 .loom-body.loom-capped { max-height: 420px; overflow-y: auto; }
 .loom-run .widget-vbox > * { flex-shrink: 0; } /* a capped body scrolls; its children never squash */
 .loom-turn { border-top: 1px solid var(--jp-border-color2, #e0e0e0); padding: 2px 0; }
@@ -81,7 +81,8 @@ STYLE = (
 .loom-error pre { white-space: pre-wrap; margin: 2px 0; font-size: 13px; }
 .loom-tool-row { font-size: 12px; }
 .loom-tool-row code { font-size: 12px; }
-.loom-tool-done { color: var(--loom-done); } .loom-tool-failed, .loom-tool-refused { color: var(--loom-failed); }
+.loom-tool-done { color: var(--loom-done); } .loom-tool-cancelled { color: var(--loom-cancelled); }
+.loom-tool-failed, .loom-tool-refused { color: var(--loom-failed); }
 .loom-tool-running, .loom-tool-approval, .loom-tool-retrying, .loom-tool-in { color: var(--loom-waiting); }
 .loom-spinner { display: inline-block; width: 9px; height: 9px; margin: 0 4px; border-radius: 50%;
   border: 2px solid currentColor; border-right-color: transparent; animation: loom-spin 0.8s linear infinite;

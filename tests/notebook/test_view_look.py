@@ -142,10 +142,10 @@ async def test_a_card_whose_gate_is_no_longer_open_says_so_and_is_disabled() -> 
     run, view = await paused(mail_agent([CALL]))
     (card,) = view.cards.values()
     assert isinstance(card, ApprovalCard)
-    card.mark_closed("the run is cancelled")
+    card.close("closed: the run cancelled")
     assert card.approve.disabled and card.refuse.disabled and card.edit.disabled
-    assert "No longer open: the run is cancelled" in card.status.value
-    assert card.text().endswith("no longer open (the run is cancelled)")
+    assert "Closed: the run cancelled" in card.status.value and "loom-closed" in card._dom_classes
+    assert card.text() == "gate #turn:0:tool:0:approval: closed: the run cancelled"
     card.approve.click()  # does nothing
     assert run.status == "suspended" and card.decision is None
 
