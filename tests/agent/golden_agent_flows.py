@@ -16,8 +16,8 @@ Regenerate it (only for a deliberate, migrated change of the journal's shapes) w
 (without ``--write`` it prints the lines a fresh recording gives).
 
 ``tests/agent/golden/agent_approval_edited.jsonl`` (recorded with ``keep_rule`` 2) is the same agent
-with the delete approved on edited arguments (``ApprovalDecision.arguments`` and ``.digest``): the gate keeps the model's
-arguments, its resolution the edited ones, the tool step runs the edited ones and the next turn
+with the delete approved on edited arguments (``ApprovalDecision.arguments`` and ``.digest``): the
+gate keeps the model's arguments, its resolution the edited ones, the tool step runs the edited ones and the next turn
 tells the model so (``EDITED_NOTE``). Write it with ``--write-edited``.
 """
 
