@@ -65,6 +65,7 @@ STYLE = (
 .loom-title, .loom-turn-label, .loom-run-status { font-weight: 600; white-space: nowrap; }
 .loom-turn-label { font-weight: normal; }
 .loom-turns { min-width: 120px; }
+.loom-run .loom-stop { min-width: 76px; flex-shrink: 0; }
 .loom-badge { padding: 0 8px; border-radius: 9px; border: 1px solid currentColor; font-size: 12px;
   background: var(--jp-layout-color0, transparent); }
 .loom-badge-running { color: var(--loom-running); } .loom-badge-suspended { color: var(--loom-suspended); }
