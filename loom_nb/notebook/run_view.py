@@ -600,6 +600,7 @@ class RunView(TextForm, widgets.VBox):  # type: ignore[misc]
     def _settled(self) -> None:
         self._calling = None
         self._throttle.flush()
+        self._render_text()  # even with nothing pending: the last turn's text may now be the answer
         self._render_calling()
         self._render_progress()
         self._render_usage()

@@ -93,6 +93,7 @@ def test_card_arguments_in_order_and_edit_mode(lab: tuple[str, Path], browser: A
         expect(status).to_contain_text("Approved with edited arguments at")
         expect(card.locator(".loom-card-arguments")).to_be_hidden()  # collapsed to one line
         expect(page.locator(".loom-answer")).to_contain_text("Sent.")
+        assert page.locator(".loom-run").inner_text().count("Sent.") == 1  # the answer once
         expect(page.locator(".loom-turn").first).to_contain_text("I will send it.")
         assert page.locator(".loom-turn strong").first.inner_text() == "send"  # Markdown, rendered
         page.screenshot(path=str(tmp_path / "edit.png"), full_page=True)

@@ -222,3 +222,16 @@ def test_the_click_feedback_module_ships_with_the_package() -> None:
 def test_ordered_arguments_puts_unknown_names_last() -> None:
     schema = {"properties": {"b": {}, "a": {}}}
     assert ordered_arguments({"z": 1, "a": 2, "b": 3}, schema) == [("b", 3), ("a", 2), ("z", 1)]
+
+
+async def test_the_answer_is_shown_once_even_when_the_last_text_was_rendered_before_the_end() -> None:
+    t = TidyAgent()
+    run = t.agent.start("tidy", runtime=make_runtime())
+    view = RunView(run)
+    await run.wait(until="paused")
+    run.gates[0].approve()
+    await run.wait(until="settled")
+    view.blocks[2].set_text(view.blocks[2].text)  # as if the last refresh ran while the run was running
+    view.blocks[2].body.layout.display = ""
+    view._on_change(run)  # the completion seen again: the view settles once more
+    assert view.blocks[2].body.layout.display == "none"
