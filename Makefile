@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: venv servers demo test check fmt lint pytest lab bench browser clean notebooks binder-check
+.PHONY: venv servers demo test check fmt lint pytest lab bench browser clean notebooks binder-check screens
 
 $(STAMP): pyproject.toml constraints.txt
 	python3 -m venv $(VENV)
@@ -41,6 +41,10 @@ check: lint
 
 browser:
 	@command -v chromium >/dev/null || (apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium)
+
+# The key screens of the live view (JupyterLab in headless Chromium), as PNGs the README shows.
+screens: venv browser
+	$(PY) -m tests.notebook.screens docs/screens
 
 pytest: venv servers
 	$(VENV)/bin/pytest

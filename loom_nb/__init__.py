@@ -69,6 +69,7 @@ from loom_nb.errors import (
     ResumeValidationError,
     RetriesExhaustedError,
     RunCancelledError,
+    StaleApprovalError,
     UsageError,
     WaitInterrupted,
 )
@@ -202,6 +203,7 @@ __all__ = [
     "ScriptedModel",
     "Session",
     "Skill",
+    "StaleApprovalError",
     "TieredMemory",
     "Tool",
     "ToolCall",

@@ -5,6 +5,7 @@
     LoomError
     ├── UsageError                 the developer's mistake; the message says the fix
     │   └── ResumeValidationError  a resume payload that fails the gate's schema
+    │       └── StaleApprovalError  an approval bound to other arguments than the gate's
     ├── JournalError               the event log
     │   ├── JournalLockedError     another process holds the DuckDB file
     │   ├── JournalWriteError      a commit failed (full disk, I/O error, bad text); the run stops
@@ -68,6 +69,12 @@ class ResumeValidationError(UsageError):
 
     def __reduce__(self) -> Any:
         return (rebuild_error, (type(self), self.args, self.__dict__))
+
+
+class StaleApprovalError(ResumeValidationError):
+    """An approval's digest does not match the arguments it would run (the gate shows other
+    arguments than the ones approved, or the edited ones changed after they were bound); nothing
+    was recorded and the gate stays open."""
 
 
 class FlowNotFoundError(UsageError):

@@ -239,6 +239,7 @@ EXPECTED_ALL = sorted(
         "Runtime",
         "ScriptedModel",
         "Skill",
+        "StaleApprovalError",
         "TieredMemory",
         "Tool",
         "ToolCall",

@@ -490,10 +490,29 @@ class Gate:
             raise
         return Resumption(self.run, self.gate_id, outcome) if isinstance(outcome, asyncio.Future) else outcome
 
-    def approve(self, reason: str | None = None) -> Any:
-        """Approve the tool call; the run resumes and runs it."""
+    def approve(self, reason: str | None = None, *, arguments: dict[str, Any] | None = None) -> Any:
+        """Approve the tool call; the run resumes and runs it.
+
+        Args:
+            reason: Why (optional).
+            arguments: Edited arguments to run instead of the model's (the model is told). The
+                approval is bound to the digest of the exact arguments that will run.
+
+        Raises:
+            ToolArgumentsError: the edited arguments fail the tool's schema (nothing recorded).
+            StaleApprovalError: the gate's arguments are not the ones this object shows.
+        """
         self._expect(APPROVAL_GATE)
-        return self.resolve(ApprovalDecision(approved=True, reason=reason))
+        if arguments is not None:
+            agent = self.run.agent
+            found = agent.config.tool(str(self.tool)) if agent is not None else None
+            if found is not None:
+                found.validate(arguments)
+            arguments = to_jsonable(dict(arguments))
+        running = arguments if arguments is not None else self.arguments
+        return self.resolve(
+            ApprovalDecision(approved=True, reason=reason, arguments=arguments, digest=digest_value(running))
+        )
 
     def refuse(self, reason: str | None = None) -> Any:
         """Refuse the tool call; the model is told (with ``reason``) and the run goes on."""

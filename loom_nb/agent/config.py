@@ -6,14 +6,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, Literal, TypedDict
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, SerializerFunctionWrapHandler, model_serializer
 from typing_extensions import TypeVar
 
 from loom_nb.agent.output import OutputMode, OutputSpec, output_spec
 from loom_nb.effects.claimcheck import ClaimCheck
 from loom_nb.effects.tool import Tool
-from loom_nb.errors import UsageError
+from loom_nb.errors import StaleApprovalError, UsageError
 from loom_nb.journal import step_ids
+from loom_nb.journal.canonical import digest_value
 from loom_nb.messages import ModelRequest, ModelResponse, ToolCall, Usage
 
 APPROVAL_GATE = step_ids.APPROVAL_GATE
@@ -29,12 +30,49 @@ class ApprovalDecision(BaseModel):
     Attributes:
         approved: True to run the tool call, False to refuse it.
         reason: Why (shown to the model on refusal).
+        arguments: The arguments to run instead of the model's (an edited call), or None to run
+            the model's. The model is told the call ran with edited arguments.
+        digest: ``digest_value`` of the exact arguments that will run (the edited ones, else the
+            gate's), binding the approval to them: a mismatch is refused with
+            ``StaleApprovalError`` before anything is recorded. None: not bound (as before the
+            field existed).
+
+    ``arguments`` and ``digest`` are left out of the journaled form while None, so an approval
+    without them is journaled exactly as before they existed.
     """
 
     model_config = ConfigDict(frozen=True)
 
     approved: bool
     reason: str | None = None
+    arguments: dict[str, Any] | None = None
+    digest: str | None = None
+
+    @model_serializer(mode="wrap")
+    def _drop_unset(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data: dict[str, Any] = handler(self)
+        for name in ("arguments", "digest"):
+            if data.get(name) is None:
+                data.pop(name, None)
+        return data
+
+    def check_gate_payload(self, payload: Any) -> None:
+        """Check the digest against the arguments that will run (the gate's, unless edited).
+
+        Raises:
+            StaleApprovalError: they differ.
+        """
+        if self.digest is None:
+            return
+        original = payload.get("arguments") if isinstance(payload, dict) else None
+        running = self.arguments if self.arguments is not None else original
+        if digest_value(running) != self.digest:
+            what = "the edited arguments" if self.arguments is not None else f"the gate's arguments {original!r}"
+            raise StaleApprovalError(
+                f"this approval is bound to arguments with digest {self.digest}, but {what} differ: "
+                "the gate shows other arguments than the ones approved. Read the gate again "
+                "(run.gates) and approve what it shows."
+            )
 
 
 class AgentResult(BaseModel, Generic[Out]):

@@ -25,7 +25,14 @@ from loom_nb.agent.config import (
     Routes,
 )
 from loom_nb.agent.output import TypedAnswers
-from loom_nb.agent.transcript import fold, summary_message, system_prefix_len, tool_message, with_extras
+from loom_nb.agent.transcript import (
+    fold,
+    summary_message,
+    system_prefix_len,
+    tool_message,
+    tool_result_text,
+    with_extras,
+)
 from loom_nb.effects.claimcheck import contains_envelope
 from loom_nb.errors import (
     ClaimCheckError,
@@ -38,7 +45,7 @@ from loom_nb.errors import (
     UsageError,
 )
 from loom_nb.journal import step_ids
-from loom_nb.journal.canonical import to_jsonable
+from loom_nb.journal.canonical import canonical_json, to_jsonable
 from loom_nb.journal.event_format import FORMAT_1
 from loom_nb.kernel.decisions import Decision
 from loom_nb.kernel.flow_context import FlowContext
@@ -339,6 +346,10 @@ def _failure(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
+#: What the model reads before the result of a call a person edited before approving it.
+EDITED_NOTE = "Note: a person edited this call before approving it; it ran with the arguments {arguments}.\n"
+
+
 def _refusal(config: AgentConfig, call: ToolCall, decision: ApprovalDecision) -> str:
     rule = config.refusal_text
     if callable(rule):
@@ -402,6 +413,7 @@ async def _run_tools(
                 continue
         outcomes[j] = ("message", Message.tool(call, text, is_error=True))
     gated = [j for j in runnable if _waits_for_approval(ctx, config, calls[j], turn, j)]
+    edited: dict[int, dict[str, Any]] = {}  # call index -> the arguments a person edited and approved
     if gated:
         answers = await ctx.gates(
             [
@@ -424,15 +436,21 @@ async def _run_tools(
                 refusal = _refusal(config, calls[j], decision)
                 outcomes[j] = ("message", Message.tool(calls[j], refusal, is_error=True))
                 runnable.remove(j)
+            elif decision.arguments is not None:
+                edited[j] = dict(decision.arguments)
 
     async def run_one(j: int) -> None:
         call = calls[j]
         tool = config.tool(call.name)
         assert tool is not None
+        arguments = edited.get(j, call.arguments)
+        # Journaled inline in the next turn's input (like the error texts): changing it breaks the
+        # replay of recorded runs.
+        note = EDITED_NOTE.format(arguments=canonical_json(arguments)) if j in edited else ""
         try:
             output = await ctx.execute(
                 tool.effect_id,
-                call.arguments,
+                arguments,
                 step_id=step_ids.tool_step_id(turn, j),
                 input_ref=(node, "message", "tool_calls", j, "arguments"),
             )
@@ -440,8 +458,12 @@ async def _run_tools(
             raise
         except Exception as exc:
             # An untrusted tool's exception text is as untrusted as its results: fenced for the model.
-            text = f"Error: the tool {call.name!r} failed: {_failure(exc)}"
+            text = f"{note}Error: the tool {call.name!r} failed: {_failure(exc)}"
             outcomes[j] = ("message", Message.tool(call, text, is_error=True, tainted=not tool.trusted))
+            return
+        if note:
+            text = note + tool_result_text(output)
+            outcomes[j] = ("message", Message.tool(call, text, tainted=not tool.trusted))
             return
         outcomes[j] = ("tool", output)
 

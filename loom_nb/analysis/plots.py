@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from loom_nb.analysis.palette import LIGHT
 from loom_nb.errors import UsageError
 
 if TYPE_CHECKING:
@@ -16,15 +17,16 @@ if TYPE_CHECKING:
     from loom_nb.analysis.frames import Frames
     from loom_nb.runtime import Runtime
 
-#: Bar colours by step kind.
+#: Bar colours by step kind: the light theme of the palette the live view and the timeline share
+#: (``loom_nb.analysis.palette``; the figures are drawn on white).
 KIND_COLORS: dict[str, str] = {
-    "model": "#4C72B0",
-    "tool": "#55A868",
-    "compact": "#8172B2",
-    "gate": "#CCB974",
-    "effect": "#64B5CD",
-    "decision": "#C44E52",
-    "value": "#8C8C8C",
+    "model": LIGHT["model"],
+    "tool": LIGHT["tool"],
+    "compact": LIGHT["compaction"],
+    "gate": LIGHT["gate"],
+    "effect": LIGHT["effect"],
+    "decision": LIGHT["decision"],
+    "value": LIGHT["value"],
 }
 
 
@@ -130,11 +132,18 @@ def plot_log_growth(execution_id: str, *, frames: Frames | None = None, runtime:
     return fig
 
 
+def cost_known(cost: Any) -> bool:
+    """Whether a ``cost`` column holds any known, non-zero cost (a pricing was configured)."""
+    values = [float(v) for v in cost if v is not None and v == v]
+    return any(v > 0 for v in values)
+
+
 def plot_usage(
     execution_id: str | None = None, *, frames: Frames | None = None, runtime: Runtime | None = None
 ) -> Figure:
     """Input and output tokens (stacked bars) and cost (line, right axis): per execution, or per
-    turn of ``execution_id``.
+    turn of ``execution_id``. When no cost is known (no model call priced), the cost axis is left
+    out and the title says so.
 
     Raises:
         UsageError: nothing to plot.
@@ -164,13 +173,17 @@ def plot_usage(
     ax.set_xlabel(x_label)
     ax.set_ylabel("tokens")
     ax.set_ylim(0, max(float((inputs + outputs).max()), 1.0) * 1.3)
-    right = ax.twinx()
     cost = data["cost"].to_numpy(dtype=float)
-    style = "none" if execution_id is None else "-"  # executions are categories: no line between them
-    right.plot(xs, cost, color=KIND_COLORS["decision"], marker="o", linestyle=style, label="cost")
-    right.set_ylabel("cost")
-    right.set_ylim(0, max(float(cost.max()), 1e-9) * 1.3)
-    handles = ax.get_legend_handles_labels()[0] + right.get_legend_handles_labels()[0]
+    handles = ax.get_legend_handles_labels()[0]
+    if cost_known(data["cost"]):
+        right = ax.twinx()
+        style = "none" if execution_id is None else "-"  # executions are categories: no line between them
+        right.plot(xs, cost, color=KIND_COLORS["decision"], marker="o", linestyle=style, label="cost")
+        right.set_ylabel("cost")
+        right.set_ylim(0, max(max(c for c in cost if c == c), 1e-9) * 1.3)
+        handles += right.get_legend_handles_labels()[0]
+    else:
+        title += " (cost unknown)"
     ax.legend(handles=handles, loc="upper left", fontsize=8)
     ax.set_title(title)
     return fig

@@ -437,7 +437,9 @@ class Engine:
                 f"execution {execution_id!r} is {h.status}, not suspended; it cannot be resumed "
                 "(wait until it waits at its gates)"
             )
-        value = validate_payload(gate.schema, payload, execution_id=execution_id, gate_id=gate_id)
+        value = validate_payload(
+            gate.schema, payload, execution_id=execution_id, gate_id=gate_id, gate_payload=gate.payload
+        )
         now = self.clock.now()
         seq = h.last_seq + 1
         events = [Event(execution_id, seq, EventKind.GATE_RESOLVED, gate_id, now, {"payload": to_jsonable(value)})]

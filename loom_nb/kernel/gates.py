@@ -100,8 +100,15 @@ def resolve_schema(name: str) -> Any:
     return obj
 
 
-def validate_payload(schema: str | None, payload: Any, *, execution_id: str, gate_id: str) -> Any:
-    """Validate a resume payload against a gate's schema; returns the validated value."""
+def validate_payload(
+    schema: str | None, payload: Any, *, execution_id: str, gate_id: str, gate_payload: Any = None
+) -> Any:
+    """Validate a resume payload against a gate's schema; returns the validated value.
+
+    A schema type with a ``check_gate_payload(gate_payload)`` method also checks the value against
+    what the gate showed (an approval bound to the digest of its arguments): the method raises a
+    ``ResumeValidationError`` to refuse it (nothing is recorded; the gate stays open).
+    """
     if schema is None:
         try:
             return to_jsonable(payload)
@@ -111,7 +118,7 @@ def validate_payload(schema: str | None, payload: Any, *, execution_id: str, gat
             ) from None
     tp = resolve_schema(schema)
     try:
-        return TypeAdapter(tp).validate_python(payload)
+        value = TypeAdapter(tp).validate_python(payload)
     except ValidationError as exc:
         raise ResumeValidationError(
             f"the payload for gate {gate_id!r} of execution {execution_id!r} is not a valid "
@@ -120,3 +127,14 @@ def validate_payload(schema: str | None, payload: Any, *, execution_id: str, gat
             execution_id=execution_id,
             gate_id=gate_id,
         ) from None
+    check = getattr(value, "check_gate_payload", None)
+    if callable(check):
+        try:
+            check(gate_payload)
+        except ResumeValidationError as exc:
+            raise type(exc)(
+                f"gate {gate_id!r} of execution {execution_id!r}: {exc} Nothing was recorded; the gate is still open.",
+                execution_id=execution_id,
+                gate_id=gate_id,
+            ) from None
+    return value

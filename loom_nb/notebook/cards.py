@@ -19,9 +19,11 @@ import ipywidgets as widgets
 
 from loom_nb.agent.agent import Gate
 from loom_nb.agent.config import APPROVAL_GATE
+from loom_nb.journal import step_ids
 from loom_nb.kernel.async_bridge import in_running_loop
 from loom_nb.kernel.context import IN_DOUBT_GATE
-from loom_nb.notebook.formatting import TextForm, html_widget, parse_json_or_text, short_text
+from loom_nb.notebook.click_feedback import SCOPE_CLASS, ClickFeedback
+from loom_nb.notebook.formatting import TextForm, call_text, html_widget, parse_json_or_text, short_text
 from loom_nb.notebook.runs import ensure_registered
 
 log = logging.getLogger("loom_nb")
@@ -50,6 +52,8 @@ def describe_resolution(kind: str, payload: Any) -> str:
     reason = payload.get("reason")
     why = f" ({reason})" if reason else ""
     if kind == APPROVAL_GATE and "approved" in payload:
+        if payload["approved"] and payload.get("arguments") is not None:
+            return "approved with edited arguments" + why
         return ("approved" if payload["approved"] else "refused") + why
     if kind == IN_DOUBT_GATE and "action" in payload:
         action = str(payload["action"])
@@ -75,9 +79,14 @@ class GateCard(TextForm, widgets.VBox):  # type: ignore[misc]
         outcome: The decision without the time (what the text form shows).
         status: The line under the buttons (decision, waiting, or an error).
         problem: Why the gate cannot be acted on yet (e.g. the agent's flow is not defined), if so.
+        closed: Why the card no longer acts (its gate is no longer open: ``close(why)``), if so.
+
+    A decided card collapses to one line (the call and the decision); a closed one says why and
+    disables its inputs.
     """
 
     css = "loom-gate"
+    status_text = "Waiting for a resume payload"
 
     def __init__(self, gate: Gate, *, problem: str | None = None) -> None:
         self.gate = gate
@@ -89,10 +98,14 @@ class GateCard(TextForm, widgets.VBox):  # type: ignore[misc]
         self.status = html_widget("loom-card-status")
         self.problem_box = html_widget("loom-card-problem")
         self.problem: str | None = None
+        self.closed: str | None = None
         self._pending: asyncio.Future[None] | None = None
-        super().__init__(children=[*self._build(), self.problem_box, self.status])
+        self.feedback = ClickFeedback()
+        super().__init__(children=[*self._build(), self.problem_box, self.status, self.feedback])
         self.add_class("loom-card")
+        self.add_class(SCOPE_CLASS)
         self.add_class(self.css)
+        self.status.value = html.escape(self.status_text)
         self.show_problem(problem)
 
     # -- for subclasses -------------------------------------------------------------------------
@@ -116,6 +129,10 @@ class GateCard(TextForm, widgets.VBox):  # type: ignore[misc]
         """The ``%loom resume`` command(s) that resolve this gate from a cell."""
         return f"gate.resolve(payload) on run {self.gate.run.id}"
 
+    def summary(self) -> str:
+        """What the gate is about, on one line (the collapsed card's text)."""
+        return f"{self.gate.kind} {self.gate.gate_id}"
+
     # -- acting ---------------------------------------------------------------------------------
     def show_problem(self, problem: str | None) -> None:
         """Show (or clear) why the gate cannot be acted on yet."""
@@ -132,10 +149,12 @@ class GateCard(TextForm, widgets.VBox):  # type: ignore[misc]
         If the run is still moving toward its gates (another card's click just resumed it), the
         action waits for it to pause. Errors show on the card and re-enable it.
         """
-        if self.decided:
+        self.feedback.ack()
+        if self.decided or self.closed:
             return
         self.decided = True
         self._lock(True)
+        self.status.value = "<i>sending…</i>"
         problem = ensure_registered(self.gate.run)
         if problem is not None:
             self._reopen(problem=problem)
@@ -167,7 +186,9 @@ class GateCard(TextForm, widgets.VBox):  # type: ignore[misc]
         self._lock(False)
         if problem is not None:
             self.show_problem(problem)
-        self.status.value = "" if error is None else f"<span class='loom-error'>{html.escape(error)}</span>"
+        self.status.value = (
+            html.escape(self.status_text) if error is None else f"<span class='loom-error'>{html.escape(error)}</span>"
+        )
 
     def _mark(self, text: str, at: float) -> None:
         self.decided = True
@@ -175,17 +196,32 @@ class GateCard(TextForm, widgets.VBox):  # type: ignore[misc]
         self.add_class("loom-decided")
         self.outcome = text
         self.decision = f"{text} at {_clock(at)}"
-        self.status.value = f"<b>{html.escape(self.decision[0].upper() + self.decision[1:])}</b>"
+        self._collapse(self.decision[0].upper() + self.decision[1:])
 
-    def close(self, why: str) -> None:
-        """Disable an unanswered card whose gate is no longer open (``why``: e.g. the run was cancelled)."""
-        if self.outcome:
+    def _collapse(self, outcome: str) -> None:
+        """Fold the card to one line: what it was about, then ``outcome``."""
+        for child in self.children:
+            if child is not self.status and child is not self.feedback:
+                child.layout.display = "none"
+        self.add_class("loom-collapsed")
+        self.status.value = (
+            f"<code>{html.escape(short_text(self.summary(), 100))}</code> · <b>{html.escape(outcome)}</b>"
+        )
+
+    def close(self, why: str | None = None) -> None:
+        """Close the card: with ``why``, its gate is no longer open (the run ended or was cancelled
+        with the card unanswered): say so (``why``, e.g. "closed: the run cancelled") and disable
+        it, keeping a decision already shown; without, close the widget (``ipywidgets`` ``close``)."""
+        if why is None:
+            super().close()
             return
-        self.decided = True
-        self._lock(True)
-        self.add_class("loom-decided")
+        if self.decision is not None or self.closed:
+            return
+        self.closed = why
         self.outcome = why
-        self.status.value = f"<i>{html.escape(why)}</i>"
+        self._lock(True)
+        self.add_class("loom-closed")
+        self._collapse(why[:1].upper() + why[1:])
 
     def resolved(self, payload: Any, at: float) -> None:
         """Show the journal's record of this gate's resolution (from whoever resolved it)."""
@@ -205,42 +241,248 @@ class GateCard(TextForm, widgets.VBox):  # type: ignore[misc]
         return f"{type(self).__name__}({self.text()})"
 
 
+def tool_schema(gate: Gate) -> tuple[str, dict[str, Any]]:
+    """The description and JSON schema of the tool an approval gate is about, from the run's agent
+    (``("", {})`` when the run was attached without its agent or the tool is gone)."""
+    return run_tool_schema(gate.run, str(gate.tool))
+
+
+def run_tool_schema(run: Any, name: str) -> tuple[str, dict[str, Any]]:
+    """The description and JSON schema of the tool ``name`` of ``run``'s agent (``("", {})`` when
+    the run has no agent or the agent no such tool)."""
+    agent = run.agent
+    found = agent.config.tool(name) if agent is not None else None
+    if found is None:
+        return "", {}
+    spec = found.spec
+    return spec.description or "", dict(spec.parameters)
+
+
+def ordered_arguments(arguments: dict[str, Any], schema: dict[str, Any]) -> list[tuple[str, Any]]:
+    """The arguments in the tool's parameter order (its signature's), then any others as given."""
+    order = list((schema.get("properties") or {}).keys())
+    known = [(name, arguments[name]) for name in order if name in arguments]
+    return known + [(k, v) for k, v in arguments.items() if k not in order]
+
+
+def value_html(value: Any) -> str:
+    """One argument rendered by its type: a multi-line string as text (its newlines kept), other
+    strings and scalars as code, lists and objects as indented JSON."""
+    if isinstance(value, str):
+        if "\n" in value or len(value) > 80:
+            return f"<pre class='loom-arg-text'>{html.escape(value)}</pre>"
+        return f"<code>{html.escape(value)}</code>"
+    if value is None or isinstance(value, bool | int | float):
+        return f"<code>{html.escape(json.dumps(value))}</code>"
+    pretty = json.dumps(value, indent=2, ensure_ascii=False, default=str)
+    return f"<pre class='loom-arg-json'>{html.escape(pretty)}</pre>"
+
+
+def arguments_html(arguments: dict[str, Any], schema: dict[str, Any]) -> str:
+    """The arguments as a two-column table (name, value), in the tool's parameter order; each
+    name's tooltip is its description from the schema."""
+    props = schema.get("properties") or {}
+    rows = []
+    for name, value in ordered_arguments(arguments, schema):
+        doc = (props.get(name) or {}).get("description") or ""
+        title = f" title='{html.escape(doc, quote=True)}'" if doc else ""
+        rows.append(f"<tr><th{title}>{html.escape(name)}</th><td>{value_html(value)}</td></tr>")
+    if not rows:
+        return "<i>no arguments</i>"
+    return "<table class='loom-args'>" + "".join(rows) + "</table>"
+
+
+def _kind_of(prop: dict[str, Any]) -> str:
+    kind = prop.get("type")
+    if kind is None:
+        kinds = [p.get("type") for p in prop.get("anyOf") or () if p.get("type") != "null"]
+        kind = kinds[0] if len(kinds) == 1 else None
+    return str(kind or "json")
+
+
+class ArgumentForm(widgets.VBox):  # type: ignore[misc]
+    """A form to edit a tool call's arguments, built from the tool's JSON schema: a text box per
+    string (a text area when multi-line), a number box per integer or number, a checkbox per
+    boolean, and a JSON text area for anything else. Each field has the CSS class
+    ``loom-arg-<name>``; the form has ``loom-arg-form``.
+
+    Args:
+        arguments: The arguments the model asked for (the initial values).
+        schema: The tool's JSON schema (``{}``: every argument edited as JSON, in the given order).
+
+    Attributes:
+        fields: The input widget of each argument, by name, in the tool's parameter order.
+    """
+
+    def __init__(self, arguments: dict[str, Any], schema: dict[str, Any]) -> None:
+        props = schema.get("properties") or {}
+        self.kinds: dict[str, str] = {}
+        self.fields: dict[str, Any] = {}
+        rows = []
+        for name, value in ordered_arguments(arguments, schema):
+            kind = _kind_of(props.get(name) or {})
+            field = self._field(kind, value)
+            field.add_class(f"loom-arg-{name}")
+            self.kinds[name], self.fields[name] = kind, field
+            label = widgets.HTML(value=f"<code>{html.escape(name)}</code>", layout=widgets.Layout(width="110px"))
+            rows.append(widgets.HBox([label, field]))
+        super().__init__(children=rows)
+        self.add_class("loom-arg-form")
+
+    @staticmethod
+    def _field(kind: str, value: Any) -> Any:
+        wide = widgets.Layout(width="min(560px, 80%)")
+        if kind == "boolean" and isinstance(value, bool):
+            return widgets.Checkbox(value=value, indent=False)
+        if kind == "integer" and isinstance(value, int) and not isinstance(value, bool):
+            return widgets.IntText(value=value, layout=wide)
+        if kind in ("number", "integer") and isinstance(value, int | float) and not isinstance(value, bool):
+            return widgets.FloatText(value=float(value), layout=wide)
+        if kind == "string" and isinstance(value, str):
+            if "\n" in value or len(value) > 80:
+                rows = min(max(value.count("\n") + 2, 3), 14)
+                return widgets.Textarea(value=value, rows=rows, layout=wide)
+            return widgets.Text(value=value, layout=wide)
+        return widgets.Textarea(value=json.dumps(value, indent=2, ensure_ascii=False, default=str), layout=wide)
+
+    def values(self) -> dict[str, Any]:
+        """The edited arguments.
+
+        Raises:
+            ValueError: a JSON field does not parse (the message names the argument).
+        """
+        out: dict[str, Any] = {}
+        for name, field in self.fields.items():
+            if isinstance(field, widgets.Textarea) and self.kinds[name] != "string":
+                try:
+                    out[name] = json.loads(field.value)
+                except ValueError as exc:
+                    raise ValueError(f"argument {name!r} is not valid JSON: {exc}") from None
+            else:
+                out[name] = field.value
+        return out
+
+
 class ApprovalCard(GateCard):
-    """The card of an ``AgentToolApproval`` gate: tool, pretty-printed arguments, a reason box,
-    Approve (``gate.approve(reason)``) and Refuse (``gate.refuse(reason)``).
+    """The card of an ``AgentToolApproval`` gate: the tool and its description, the arguments in
+    the tool's parameter order (rendered by type), a reason box, Approve (``gate.approve(reason)``),
+    Refuse (``gate.refuse(reason)``) and Edit (a form built from the tool's schema; Approve then
+    runs the edited arguments: ``gate.approve(reason, arguments=...)``).
 
     Attributes:
         approve: The Approve button (class ``loom-approve``).
         refuse: The Refuse button (class ``loom-refuse``).
+        edit: The Edit button (class ``loom-edit``), which shows or hides ``form``.
+        form: The ``ArgumentForm`` (hidden until Edit is clicked).
         reason: The reason text box (class ``loom-reason``).
+        editing: True while the form is shown (Approve sends its arguments).
     """
 
     css = "loom-approval"
+    status_text = "Waiting for your approval"
 
     def _build(self) -> list[Any]:
         g = self.gate
-        pretty = json.dumps(g.arguments, indent=2, ensure_ascii=False, default=str)
-        title, args = card_heading(
-            f"<b>Approve</b> <code>{html.escape(str(g.tool))}</code>? <small>{html.escape(g.gate_id)}</small>",
-            "loom-card-arguments",
-            pretty,
-        )
+        description, schema = tool_schema(g)
+        self.editing = False
+        desc = f"<div class='loom-card-desc'>{html.escape(description)}</div>" if description else ""
+        title = html_widget("loom-card-title", f"<b>Run <code>{html.escape(str(g.tool))}</code>?</b> {desc}".rstrip())
+        args = html_widget("loom-card-arguments", arguments_html(g.arguments, schema))
+        self.form = ArgumentForm(g.arguments, schema)
+        self.form.layout.display = "none"
         self.reason = _field(widgets.Text, "reason (optional; the model is told on refusal)", "loom-reason")
         self.approve = _button("Approve", "loom-approve", "success", "check")
         self.refuse = _button("Refuse", "loom-refuse", "danger", "times")
-        self.approve.on_click(lambda _: self.act("approved", lambda: g.approve(self._reason())))
+        self.edit = _button("Edit", "loom-edit", "", "pencil")
+        self.approve.on_click(lambda _: self.act(self._approved_label(), self._approve))
         self.refuse.on_click(lambda _: self.act("refused", lambda: g.refuse(self._reason())))
-        self.buttons = [self.approve, self.refuse]
-        self.inputs = [self.reason]
-        return [title, args, self.reason, widgets.HBox([self.approve, self.refuse])]
+        self.edit.on_click(lambda _: self.toggle_edit())
+        self.buttons = [self.approve, self.refuse, self.edit]
+        self.inputs = [self.reason, *self.form.fields.values()]
+        return [title, args, self.form, self.reason, widgets.HBox(self.buttons)]
+
+    def toggle_edit(self) -> None:
+        """Show the argument form (Approve then runs the edited arguments), or hide it again."""
+        if self.decided:
+            return
+        self.editing = not self.editing
+        self.form.layout.display = "" if self.editing else "none"
+        self.edit.description = "Cancel edit" if self.editing else "Edit"
+        self.approve.description = "Approve edited" if self.editing else "Approve"
+
+    def _approved_label(self) -> str:
+        return "approved with edited arguments" if self.editing else "approved"
+
+    def _approve(self) -> Any:
+        if not self.editing:
+            return self.gate.approve(self._reason())
+        return self.gate.approve(self._reason(), arguments=self.form.values())
 
     def _reason(self) -> str | None:
         return self.reason.value.strip() or None
+
+    def summary(self) -> str:
+        """The call on one line: ``tool(k=v, ...)``."""
+        return call_text(str(self.gate.tool), dict(ordered_arguments(self.gate.arguments, tool_schema(self.gate)[1])))
 
     def commands(self) -> str:
         """The ``%loom resume`` commands that approve or refuse this gate from a cell."""
         gid = shlex.quote(self.gate.gate_id)
         return f"%loom resume {self.gate.run.id} {gid} --approve | --refuse [--reason R]"
+
+
+class TurnApprovals(TextForm, widgets.VBox):  # type: ignore[misc]
+    """The approval cards of one turn, with Approve all / Refuse all when there are several.
+
+    Args:
+        cards: The turn's approval cards.
+
+    Attributes:
+        cards: The cards.
+        approve_all: The Approve all button (class ``loom-approve-all``).
+        refuse_all: The Refuse all button (class ``loom-refuse-all``).
+    """
+
+    def __init__(self, cards: list[ApprovalCard]) -> None:
+        self.cards = list(cards)
+        self.approve_all = _button("Approve all", "loom-approve-all", "success", "check")
+        self.refuse_all = _button("Refuse all", "loom-refuse-all", "danger", "times")
+        self.approve_all.on_click(lambda _: self.decide(approve=True))
+        self.refuse_all.on_click(lambda _: self.decide(approve=False))
+        self.feedback = ClickFeedback()
+        self.heading = html_widget("loom-turn-approvals-title", "")
+        self.bar = widgets.HBox([self.heading, self.approve_all, self.refuse_all, self.feedback])
+        self.bar.add_class(SCOPE_CLASS)
+        super().__init__(children=[self.bar, *self.cards])
+        self.add_class("loom-turn-approvals")
+        self.refresh()
+
+    def add(self, card: ApprovalCard) -> None:
+        """Add a card of the same turn."""
+        self.cards.append(card)
+        self.children = (self.bar, *self.cards)
+        self.refresh()
+
+    def open_cards(self) -> list[ApprovalCard]:
+        """The cards still waiting for a decision."""
+        return [c for c in self.cards if not c.decided and not c.closed]
+
+    def refresh(self) -> None:
+        """Show the bar while two or more cards wait; hide it otherwise."""
+        waiting = self.open_cards()
+        self.bar.layout.display = "" if len(waiting) > 1 else "none"
+        self.heading.value = f"<b>{len(waiting)} calls wait for your approval</b>"
+
+    def decide(self, *, approve: bool) -> None:
+        """Approve (or refuse) every card still waiting, in order, through each card's button."""
+        self.feedback.ack()
+        for card in self.open_cards():
+            (card.approve if approve else card.refuse).click()
+        self.refresh()
+
+    def text(self) -> str:
+        """The cards as text, one line each."""
+        return "\n".join(c.text() for c in self.cards)
 
 
 class InDoubtCard(GateCard):
@@ -256,6 +498,7 @@ class InDoubtCard(GateCard):
     """
 
     css = "loom-in-doubt"
+    status_text = "Waiting for your answer: did it happen?"
 
     def _build(self) -> list[Any]:
         g = self.gate
@@ -263,8 +506,9 @@ class InDoubtCard(GateCard):
         step, effect = p.get("step_id", g.gate_id), p.get("effect", "?")
         title = html_widget(
             "loom-card-title",
-            f"<b>In doubt</b>: step <code>{html.escape(str(step))}</code> "
-            f"(effect <code>{html.escape(str(effect))}</code>) was cut in flight. Did it happen?",
+            f"<b>Did <code>{html.escape(step_ids.tool_name(str(effect)))}</code> happen?</b> "
+            "The call was cut off before its result was recorded, and it is not safe to simply run it "
+            f"again. <small title='step {html.escape(str(step), quote=True)}'>(details)</small>",
         )
         pretty = json.dumps(p.get("input"), indent=2, ensure_ascii=False, default=str)
         body = html_widget("loom-card-arguments", f"<pre>{html.escape(pretty)}</pre>")
@@ -290,6 +534,11 @@ class InDoubtCard(GateCard):
         """The ``%loom resume`` commands that resolve this gate from a cell."""
         gid = shlex.quote(self.gate.gate_id)
         return f"%loom resume {self.gate.run.id} {gid} --happened OUTPUT | --run-again | --fail [--reason R]"
+
+    def summary(self) -> str:
+        """The step in doubt, on one line."""
+        p = self.gate.payload if isinstance(self.gate.payload, dict) else {}
+        return f"{step_ids.tool_name(str(p.get('effect', '?')))} (in doubt)"
 
 
 def card_for(gate: Gate, *, problem: str | None = None) -> GateCard:

@@ -1,10 +1,10 @@
 """The ``%loom`` line magic and the ``%%loom_sql`` cell magic.
 
-``%loom open PATH | runs | pending | show ID | resume ID GATE --approve/--refuse [--reason R] |
-cancel ID [--reason R] | recover | replay ID | check [ID...] | status | timeline ID | trace on|off |
-snapshot PATH``; ``%loom --help`` and ``%loom SUBCOMMAND --help`` explain each. ``%%loom_sql`` runs its
-cell as SQL over the journal's views and returns a DataFrame. Mistakes (an unknown execution or gate, a
-journal held by another process) are one-line errors.
+``%loom open PATH | runs | pending | show ID | resume ID GATE --approve/--refuse [--reason R]
+[--arguments JSON] | cancel ID [--reason R] | recover | replay ID | check [ID...] | status | timeline ID |
+trace on|off | snapshot PATH``; ``%loom --help`` and ``%loom SUBCOMMAND --help`` explain each.
+``%%loom_sql`` runs its cell as SQL over the journal's views and returns a DataFrame. Mistakes (an
+unknown execution or gate, a journal held by another process) are one-line errors.
 """
 
 from __future__ import annotations
@@ -34,6 +34,21 @@ if TYPE_CHECKING:
     from loom_nb.tracing import TraceExport
 
 T = TypeVar("T")
+
+
+def _edited_arguments(text: str | None) -> dict[str, Any] | None:
+    """``--arguments``: a JSON object, or None when not given."""
+    if text is None:
+        return None
+    import json
+
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise IPythonUsageError(f"--arguments is not valid JSON ({exc}): give a JSON object") from None
+    if not isinstance(value, dict):
+        raise IPythonUsageError("--arguments must be a JSON object of the tool's arguments")
+    return value
 
 
 class _HelpShown(Exception):
@@ -77,6 +92,11 @@ def _loom_parser() -> _Parser:
     act.add_argument("--run-again", action="store_true", help="in doubt: run the step again")
     act.add_argument("--fail", action="store_true", help="in doubt: record the step as failed")
     rs.add_argument("--reason", help="why (the model sees it on refusal)")
+    rs.add_argument(
+        "--arguments",
+        metavar="JSON",
+        help="with --approve: run these edited arguments (a JSON object; the model is told)",
+    )
     c = sub.add_parser("cancel", help="stop a run for good (recorded as cancelled)")
     c.add_argument("id", metavar="ID", help="the execution id")
     c.add_argument("--reason", help="why (recorded with the cancel)")
@@ -240,11 +260,15 @@ class LoomMagics(Magics):
                 raise IPythonUsageError(
                     f"gate {gate.gate_id!r} is a {gate.kind} gate: --approve/--refuse answer tool approvals"
                 )
+            if args.arguments is not None and not args.approve:
+                raise IPythonUsageError("--arguments goes with --approve (edited arguments to run)")
             if args.approve:
-                gate.approve(args.reason)
+                gate.approve(args.reason, arguments=_edited_arguments(args.arguments))
             else:
                 gate.refuse(args.reason)
             done = "approved" if args.approve else "refused"
+            if args.arguments is not None:
+                done += " with edited arguments"
         else:
             if gate.kind != IN_DOUBT_GATE:
                 raise IPythonUsageError(

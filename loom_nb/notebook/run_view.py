@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import html
 import logging
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -35,38 +36,88 @@ from loom_nb.agent.agent import Run
 from loom_nb.agent.carry import session_of
 from loom_nb.agent.config import APPROVAL_GATE
 from loom_nb.agent.output import output_text
+from loom_nb.analysis.palette import css
 from loom_nb.journal import step_ids
 from loom_nb.journal.events import STATUS_OF_KIND, Event, EventKind
 from loom_nb.journal.run_state import GateState, RunState, StepState
+from loom_nb.kernel.async_bridge import in_running_loop
 from loom_nb.kernel.errors_codec import error_summary
-from loom_nb.notebook.cards import GateCard, card_for
+from loom_nb.notebook.cards import (
+    ApprovalCard,
+    GateCard,
+    TurnApprovals,
+    card_for,
+    ordered_arguments,
+    run_tool_schema,
+)
 from loom_nb.notebook.formatting import TextForm, call_text, html_widget, short_text
 from loom_nb.notebook.runs import attach, display, ensure_registered
 from loom_nb.notebook.throttle import Throttle
 
 log = logging.getLogger("loom_nb")
 
-STYLE = """<style>
-.loom-run { border-left: 3px solid #1976d2; padding-left: 8px; margin: 4px 0; }
-.loom-title { font-weight: 600; }
-.loom-badge { padding: 1px 8px; border-radius: 9px; color: #fff; font-size: 12px; }
-.loom-badge-running { background: #1976d2; } .loom-badge-suspended { background: #ef6c00; }
-.loom-badge-completed { background: #2e7d32; } .loom-badge-failed { background: #c62828; }
-.loom-badge-cancelled { background: #616161; }
-.loom-stream pre, .loom-answer pre, .loom-error pre { white-space: pre-wrap; margin: 2px 0; font-size: 13px; }
+STYLE = (
+    "<style>\n"
+    + css()
+    + """
+.loom-run { border-left: 3px solid var(--loom-model); padding-left: 8px; margin: 4px 0;
+  color: var(--jp-content-font-color1, inherit); }
+.loom-title, .loom-turn-label, .loom-run-status { font-weight: 600; white-space: nowrap; }
+.loom-turn-label { font-weight: normal; }
+.loom-turns { min-width: 120px; }
+.loom-run .loom-stop { min-width: 76px; flex-shrink: 0; }
+.loom-badge { padding: 0 8px; border-radius: 9px; border: 1px solid currentColor; font-size: 12px;
+  background: var(--jp-layout-color0, transparent); }
+.loom-badge-running { color: var(--loom-running); } .loom-badge-suspended { color: var(--loom-suspended); }
+.loom-badge-completed { color: var(--loom-completed); } .loom-badge-failed { color: var(--loom-failed); }
+.loom-badge-cancelled { color: var(--loom-cancelled); }
+.loom-body.loom-capped { max-height: 420px; overflow-y: auto; }
+.loom-run .widget-vbox > * { flex-shrink: 0; } /* a capped body scrolls; its children never squash */
+.loom-turn { border-top: 1px solid var(--jp-border-color2, #e0e0e0); padding: 2px 0; }
+.loom-turn-head { font-size: 11px; color: var(--loom-muted); }
+.loom-markdown { font-family: var(--jp-content-font-family, sans-serif); font-size: 13px;
+  overflow-wrap: break-word; word-break: normal; white-space: normal; }
+.loom-markdown p { margin: 2px 0; } .loom-markdown pre { white-space: pre-wrap; }
+.loom-answer .loom-markdown { font-size: 14px; }
+.loom-error pre { white-space: pre-wrap; margin: 2px 0; font-size: 13px; }
 .loom-tool-row { font-size: 12px; }
 .loom-tool-row code { font-size: 12px; }
-.loom-tool-done { color: #2e7d32; } .loom-tool-failed, .loom-tool-refused { color: #c62828; }
-.loom-tool-running, .loom-tool-approval { color: #ef6c00; }
-.loom-card { border: 1px solid #ef6c00; border-radius: 4px; padding: 6px; margin: 4px 0; }
-.loom-card pre { margin: 2px 0; font-size: 12px; }
-.loom-card.loom-decided { border-color: #9e9e9e; }
-.loom-answer { border-top: 1px solid #ddd; }
-.loom-error { color: #c62828; }
-.loom-usage { color: #666; font-size: 12px; }
-.loom-thinking summary { color: #666; cursor: pointer; font-size: 12px; }
-.loom-thinking pre { white-space: pre-wrap; color: #555; font-size: 12px; }
+.loom-tool-done { color: var(--loom-done); } .loom-tool-cancelled { color: var(--loom-cancelled); }
+.loom-tool-failed, .loom-tool-refused { color: var(--loom-failed); }
+.loom-tool-running, .loom-tool-approval, .loom-tool-retrying, .loom-tool-in { color: var(--loom-waiting); }
+.loom-spinner { display: inline-block; width: 9px; height: 9px; margin: 0 4px; border-radius: 50%;
+  border: 2px solid currentColor; border-right-color: transparent; animation: loom-spin 0.8s linear infinite;
+  vertical-align: -1px; }
+@keyframes loom-spin { to { transform: rotate(360deg); } }
+.loom-card { border: 1px solid var(--loom-waiting); border-radius: 4px; padding: 6px; margin: 4px 0; }
+.loom-card pre { margin: 2px 0; font-size: 12px; white-space: pre-wrap; }
+.loom-card-desc { font-size: 12px; color: var(--loom-muted); font-weight: normal; }
+.loom-args th { text-align: left; vertical-align: top; padding-right: 8px; font-weight: 600; }
+.loom-args td { text-align: left; }
+.loom-card.loom-decided, .loom-card.loom-closed { border-color: var(--jp-border-color1, #9e9e9e); padding: 2px 6px; }
+.loom-click-feedback { font-size: 12px; color: var(--loom-muted); }
+.loom-click-feedback[data-state='busy'] { color: var(--loom-waiting); }
+.loom-answer { border-top: 1px solid var(--jp-border-color2, #ddd); }
+.loom-error { color: var(--loom-failed); }
+.loom-usage, .loom-live { color: var(--loom-muted); font-size: 12px; }
+.loom-thinking summary { color: var(--loom-muted); cursor: pointer; font-size: 12px; }
+.loom-thinking pre { white-space: pre-wrap; color: var(--loom-muted); font-size: 12px; }
 </style>"""
+)
+
+_MARKDOWN: Any = None
+
+
+def markdown_html(text: str) -> str:
+    """``text`` (the model's Markdown) as sanitized HTML: raw HTML is escaped, not rendered, and
+    ``javascript:`` links are refused (markdown-it-py, CommonMark plus tables and strikethrough).
+    The result is wrapped in ``<div class='loom-markdown'>``."""
+    global _MARKDOWN
+    if _MARKDOWN is None:
+        from markdown_it import MarkdownIt
+
+        _MARKDOWN = MarkdownIt("commonmark", {"html": False}).enable(["table", "strikethrough"])
+    return f"<div class='loom-markdown'>{_MARKDOWN.render(text)}</div>"
 
 
 def thinking_text(block: dict[str, Any]) -> str:
@@ -144,22 +195,89 @@ class ToolRow:
             else:
                 self.status = "awaiting approval"
 
-    def render(self) -> None:
-        """Copy the row's state into its widget."""
+    def render(self, now: float | None = None) -> None:
+        """Copy the row's state into its widget; while it runs, a spinner and (given ``now``) the
+        seconds since it started."""
         state = self.status.split(" ")[0].replace("awaiting", "approval")
         extra = f" <span>attempt {self.attempt}</span>" if self.attempt > 1 else ""
         dur = f" <span>{self.duration:.2f} s</span>" if self.duration is not None else ""
+        if self.status in ("running", "retrying") and self.ended is None:
+            since = f" {max(now - self.started, 0.0):.0f} s" if now is not None and self.started is not None else ""
+            dur = f" <span class='loom-spinner'></span><span class='loom-elapsed'>{since}</span>"
         preview = f" → <code>{html.escape(self.preview)}</code>" if self.preview else ""
         badge = f"<span class='loom-tool-status loom-tool-{state}'>{html.escape(self.status)}</span>"
         self.widget.value = (
-            f"<b>{html.escape(self.name)}</b> <code>{html.escape(short_text(self.arguments, 100))}</code> "
-            f"{badge}{extra}{dur}{preview}"
+            f"<code>{html.escape(call_text(self.name, self.arguments))}</code> {badge}{extra}{dur}{preview}"
         )
+
+
+class TurnBlock(widgets.VBox):  # type: ignore[misc]
+    """One model turn of the live view, in the order things happened: the model's text (Markdown),
+    its reasoning (collapsed), a spinner while the model is called, then the turn's tool rows and
+    gate cards (approval cards grouped in a ``TurnApprovals``).
+
+    Args:
+        turn: The turn's index (``#turn:<turn>``).
+
+    Attributes:
+        turn: The turn's index.
+        text: The model's text of the turn (every model step of the turn, newline-separated).
+        body: The rendered text (class ``loom-turn-text``).
+        tools: The tool rows (class ``loom-tools``).
+        approvals: The turn's approval cards, once there is one.
+        reasoning: The turn's reasoning blocks (shown collapsed in ``thinking``).
+    """
+
+    def __init__(self, turn: int) -> None:
+        self.turn = turn
+        self.text = ""
+        self.head = html_widget("loom-turn-head", f"turn {turn + 1}")
+        self.body = html_widget("loom-turn-text")
+        self.thinking = html_widget("loom-thinking")
+        self.calling = html_widget("loom-calling")
+        self.tools = widgets.VBox()
+        self.tools.add_class("loom-tools")
+        self.cards = widgets.VBox()
+        self.cards.add_class("loom-cards")
+        self.approvals: TurnApprovals | None = None
+        self.reasoning: list[dict[str, Any]] = []
+        self.reasoning_tokens = 0
+        super().__init__(children=[self.head, self.body, self.thinking, self.calling, self.tools, self.cards])
+        self.add_class("loom-turn")
+
+    def set_text(self, text: str, *, hidden: bool = False) -> None:
+        """Show the model's text of the turn (rendered as Markdown), or hide it (it is the answer)."""
+        if text == self.text and (self.body.layout.display == "none") == hidden:
+            return
+        self.text = text
+        self.body.value = markdown_html(text) if text.strip() else ""
+        self.body.layout.display = "none" if hidden else ""
+        # a turn whose only text is the answer (shown below the turns) shows nothing of its own
+        empty = hidden and not self.tools.children and not self.cards.children and not self.thinking.value
+        self.layout.display = "none" if empty else ""
+
+    def add_row(self, row: ToolRow) -> None:
+        """Add a tool row."""
+        self.tools.children = (*self.tools.children, row.widget)
+
+    def add_card(self, card: GateCard) -> None:
+        """Add a gate card (approval cards join the turn's ``TurnApprovals``)."""
+        if isinstance(card, ApprovalCard):
+            if self.approvals is None:
+                self.approvals = TurnApprovals([card])
+                self.cards.children = (*self.cards.children, self.approvals)
+            else:
+                self.approvals.add(card)
+            return
+        self.cards.children = (*self.cards.children, card)
 
 
 # -- the run view ---------------------------------------------------------------------------------
 class RunView(TextForm, widgets.VBox):  # type: ignore[misc]
-    """The live view of one run.
+    """The live view of one run, in order: per model turn its text (Markdown), then its tool rows
+    and gate cards (``TurnBlock``); the answer once; errors; usage. The turns sit in a box of capped
+    height (``Show all`` lifts the cap); a spinner and the elapsed time mark the running step; a
+    live line counts the streamed chunks and the tokens so far.
 
     Args:
         run: The run to watch.
@@ -170,14 +288,18 @@ class RunView(TextForm, widgets.VBox):  # type: ignore[misc]
         state: The run's events folded so far (``RunState``).
         cards: Gate cards by gate id (kept after their gates resolve).
         tool_rows: Tool rows by step id.
+        blocks: The ``TurnBlock`` of each turn, by turn index.
         turn: Model turns started so far.
         deltas: Streamed deltas received.
         status: The status badge (class ``loom-run-status``).
         progress: The turn progress bar (class ``loom-turns``).
-        stream: The streamed model text (class ``loom-stream``).
-        answer: The final answer (class ``loom-answer``).
+        body: The turns (class ``loom-body``; ``loom-capped`` while its height is capped).
+        expand: The Show all / Cap height button (class ``loom-expand``).
+        capped: Whether the turns' height is capped.
+        answer: The final answer, rendered as Markdown (class ``loom-answer``).
         error: The failure, when failed (class ``loom-error``).
         usage: Token usage (class ``loom-usage``).
+        live: Streamed chunks and tokens so far, while the run runs (class ``loom-live``).
     """
 
     def __init__(self, run: Run, *, interval: float = 0.05) -> None:
@@ -185,21 +307,22 @@ class RunView(TextForm, widgets.VBox):  # type: ignore[misc]
         self.state = RunState(execution_id=run.id)
         self.cards: dict[str, GateCard] = {}
         self.tool_rows: dict[str, ToolRow] = {}
+        self.blocks: dict[int, TurnBlock] = {}
         #: The model's reasoning blocks so far (``{"text", "signature"}`` or redacted ``{"type", "data"}``).
         self.reasoning: list[dict[str, Any]] = []
         self.reasoning_tokens = 0
         self.turn = 0
         self.deltas = 0
-        self._parts: list[str] = []
-        self._delta_step: str | None = None
-        self._step_text_start: dict[str, int] = {}
+        self._texts: dict[str, list[str]] = {}  # model step id -> its text so far
+        self._dirty: set[int] = set()
         self._seen_delta = False
-        self._chunked = False  # a stream chunk was seen since the latest model step started
-        self._prev_kind = ""
         self._resolutions: dict[str, tuple[Any, float]] = {}
         self._usage: dict[str, Any] = {"calls": 0, "input_tokens": 0, "output_tokens": 0, "cost": None}
         self._loading = False
         self._unsubscribe: Callable[[], None] | None = None
+        self._ticker: asyncio.TimerHandle | None = None
+        self._calling: str | None = None  # the model step being called, if any
+        self._last_model_step = ""
         self._flow = run.agent.flow_name if run.agent is not None else ""
         self._throttle = Throttle(self._render_text, interval=interval)
 
@@ -209,15 +332,24 @@ class RunView(TextForm, widgets.VBox):  # type: ignore[misc]
         self.progress.add_class("loom-turns")
         self.turn_label = html_widget("loom-turn-label")
         self.session = html_widget("loom-session")
-        self.stream = html_widget("loom-stream")
-        self.tools = widgets.VBox()
-        self.tools.add_class("loom-tools")
+        self.body = widgets.VBox()
+        self.body.add_class("loom-body")
+        self.body.add_class("loom-capped")
+        self.capped = True
+        self.expand = widgets.Button(
+            description="Show all",
+            icon="expand",
+            tooltip="Lift the height cap",
+            layout=widgets.Layout(width="auto", align_self="flex-start"),
+        )
+        self.expand.add_class("loom-expand")
+        self.expand.on_click(lambda _: self.toggle_cap())
         self.cards_box = widgets.VBox()
         self.cards_box.add_class("loom-cards")
-        self.thinking = html_widget("loom-thinking")
         self.answer = html_widget("loom-answer")
         self.error = html_widget("loom-error")
         self.usage = html_widget("loom-usage")
+        self.live = html_widget("loom-live")
         self.stop = widgets.Button(description="Stop", icon="stop", tooltip="Cancel this run for good")
         self.stop.add_class("loom-stop")
         self.stop.on_click(self._on_stop)
@@ -227,12 +359,12 @@ class RunView(TextForm, widgets.VBox):  # type: ignore[misc]
             children=[
                 header,
                 self.session,
-                self.stream,
-                self.thinking,
-                self.tools,
+                self.body,
+                self.expand,
                 self.cards_box,
                 self.answer,
                 self.error,
+                self.live,
                 self.usage,
             ]
         )
@@ -257,18 +389,36 @@ class RunView(TextForm, widgets.VBox):  # type: ignore[misc]
         self._on_change(run)
         self._throttle.flush()
 
+    # -- turns ----------------------------------------------------------------------------------
+    def block(self, turn: int) -> TurnBlock:
+        """The block of ``turn`` (made, in order, on first use)."""
+        found = self.blocks.get(turn)
+        if found is None:
+            found = self.blocks[turn] = TurnBlock(turn)
+            self.body.children = tuple(self.blocks[t] for t in sorted(self.blocks))
+        return found
+
+    @staticmethod
+    def _turn_of(step_id: str | None) -> int:
+        return (step_ids.parse_step_id(step_id).turn or 0) if step_id else 0
+
+    def toggle_cap(self) -> None:
+        """Lift (or put back) the cap on the turns' height."""
+        capped = self.capped
+        self.capped = not capped
+        if capped:
+            self.body.remove_class("loom-capped")
+        else:
+            self.body.add_class("loom-capped")
+        self.expand.description = "Cap height" if capped else "Show all"
+
     # -- inputs from the runtime ----------------------------------------------------------------
     def on_delta(self, execution_id: str, step_id: str, text: str) -> None:
         """Take one streamed model delta (kept whole; the display refresh is throttled)."""
-        if step_id != self._delta_step:
-            if step_id not in self._step_text_start:
-                if self._parts:
-                    self._parts.append("\n")
-                self._step_text_start[step_id] = len(self._parts)
-            self._delta_step = step_id
         self._seen_delta = True
         self.deltas += 1
-        self._parts.append(text)
+        self._texts.setdefault(step_id, []).append(text)
+        self._dirty.add(self._turn_of(step_id))
         self._throttle.request()
 
     def _on_event(self, event: Event) -> None:
@@ -278,16 +428,13 @@ class RunView(TextForm, widgets.VBox):  # type: ignore[misc]
         kind, data = e.kind, e.data
         touched = self.state.apply(e)
         if kind == EventKind.STREAM_CHUNK:
-            self._chunked = True
-            if not self._seen_delta:
-                if self._prev_kind != EventKind.STREAM_CHUNK and self._parts:
-                    self._parts.append("\n")
-                self._parts.append(str(data.get("text", "")))
+            if not self._seen_delta:  # a chunk belongs to the model step started last
+                sid = e.step_id or self._last_model_step
+                self._texts.setdefault(sid, []).append(str(data.get("text", "")))
+                self._dirty.add(self._turn_of(sid))
                 self._throttle.request()
         elif isinstance(touched, StepState):
-            if touched.kind == step_ids.MODEL_KIND and kind == EventKind.STEP_STARTED:
-                self._chunked = False
-            elif touched.kind == step_ids.MODEL_KIND and kind == EventKind.STEP_COMPLETED and "effect" not in data:
+            if touched.kind == step_ids.MODEL_KIND and kind == EventKind.STEP_COMPLETED and "effect" not in data:
                 self._text_of_output(touched)
             self._step_changed(kind, touched)
         elif isinstance(touched, GateState):
@@ -296,19 +443,17 @@ class RunView(TextForm, widgets.VBox):  # type: ignore[misc]
             label = self.session_text()
             if label:
                 self.session.value = f"<span class='loom-session'>{html.escape(label)}</span>"
-        self._prev_kind = kind
 
     def _text_of_output(self, step: StepState) -> None:
         """Event format 2 journals no copy of the text a model step streamed: a view that did not
         see the deltas or chunks (one rebuilt from the journal) shows the text of its output."""
-        if self._seen_delta or self._chunked or not isinstance(step.output, dict):
+        if self._seen_delta or self._texts.get(step.step_id) or not isinstance(step.output, dict):
             return
         message = step.output.get("message")
         text = message.get("text") if isinstance(message, dict) else None
         if isinstance(text, str) and text:
-            if self._parts:
-                self._parts.append("\n")
-            self._parts.append(text)
+            self._texts[step.step_id] = [text]
+            self._dirty.add(self._turn_of(step.step_id))
             self._throttle.request()
 
     def _gate_changed(self, kind: str, gate: GateState) -> None:
@@ -317,6 +462,9 @@ class RunView(TextForm, widgets.VBox):  # type: ignore[misc]
             card = self.cards.get(gate.gate_id)
             if card is not None:
                 card.resolved(gate.resolution, gate.resolved_at or 0.0)
+                block = self.blocks.get(self._turn_of(gate.gate_id))
+                if block is not None and block.approvals is not None:
+                    block.approvals.refresh()
         is_approval = gate.kind == APPROVAL_GATE and step_ids.parse_step_id(gate.gate_id).kind == step_ids.APPROVAL
         if not is_approval or gate.subject is None:
             return
@@ -327,8 +475,10 @@ class RunView(TextForm, widgets.VBox):  # type: ignore[misc]
     def _row(self, sid: str, name: str, arguments: Any) -> ToolRow:
         row = self.tool_rows.get(sid)
         if row is None:
+            if isinstance(arguments, dict):  # in the tool's parameter order, as the card shows them
+                arguments = dict(ordered_arguments(arguments, run_tool_schema(self.run, name)[1]))
             row = self.tool_rows[sid] = ToolRow(sid, name, arguments)
-            self.tools.children = (*self.tools.children, row.widget)
+            self.block(self._turn_of(sid)).add_row(row)
         return row
 
     def _refresh_row(self, sid: str) -> None:
@@ -337,22 +487,24 @@ class RunView(TextForm, widgets.VBox):  # type: ignore[misc]
             return
         row.update(self.state.steps.get(sid), self.state.gates.get(step_ids.approval_gate_for(sid)))
         if not self._loading:
-            row.render()
+            row.render(self._clock())
+            self._tick_soon()
 
     def _step_changed(self, kind: str, step: StepState) -> None:
         if kind == EventKind.STEP_STARTED and step.kind == step_ids.TOOL_KIND:
             self._row(step.step_id, step.tool or step.effect, step.input)
         elif kind == EventKind.STEP_STARTED and step.kind == step_ids.MODEL_KIND:
+            self._calling = self._last_model_step = step.step_id
+            self.block(self._turn_of(step.step_id))
             if self.state.turns > self.turn:
                 self.turn = self.state.turns
                 if not self._loading:
                     self._render_progress()
-            start = self._step_text_start.get(step.step_id)
-            if step.attempts > 1 and start is not None:  # a retried model call streams its text again
-                del self._parts[start:]
-                self._step_text_start.pop(step.step_id)
-                self._delta_step = None
+            if step.attempts > 1 and step.step_id in self._texts:  # a retried model call streams its text again
+                del self._texts[step.step_id]
+                self._dirty.add(self._turn_of(step.step_id))
                 self._throttle.request()
+            self._render_calling()
         elif kind == EventKind.STEP_COMPLETED and step.usage is not None and "input_tokens" in step.usage:
             totals = self.state.usage
             self._usage.update(
@@ -365,6 +517,9 @@ class RunView(TextForm, widgets.VBox):  # type: ignore[misc]
                 self._render_usage()
         if kind == EventKind.STEP_COMPLETED and step.kind == step_ids.MODEL_KIND:
             self._take_reasoning(step)
+        if kind != EventKind.STEP_STARTED and step.step_id == self._calling:
+            self._calling = None
+            self._render_calling()
         self._refresh_row(step.step_id)
 
     def _take_reasoning(self, step: StepState) -> None:
@@ -376,8 +531,20 @@ class RunView(TextForm, widgets.VBox):  # type: ignore[misc]
             return
         self.reasoning.extend(blocks)
         usage = output.get("usage") if isinstance(output.get("usage"), dict) else {}
-        self.reasoning_tokens += int((usage or {}).get("reasoning_tokens") or 0)
-        self.thinking.value = thinking_html(self.reasoning, self.reasoning_tokens)
+        tokens = int((usage or {}).get("reasoning_tokens") or 0)
+        self.reasoning_tokens += tokens
+        block = self.block(self._turn_of(step.step_id))
+        block.reasoning.extend(blocks)
+        block.reasoning_tokens += tokens
+        block.thinking.value = thinking_html(block.reasoning, block.reasoning_tokens)
+
+    @property
+    def thinking(self) -> Any:
+        """The reasoning of the latest turn that has some (class ``loom-thinking``), or an empty widget."""
+        for t in sorted(self.blocks, reverse=True):
+            if self.blocks[t].thinking.value:
+                return self.blocks[t].thinking
+        return html_widget("loom-thinking")
 
     def _on_change(self, run: Run) -> None:
         try:
@@ -414,7 +581,10 @@ class RunView(TextForm, widgets.VBox):  # type: ignore[misc]
         elif status == "completed":
             result = run.result
             if result is not None:
-                self.answer.value = f"<b>Answer</b><pre>{html.escape(output_text(result.output, indent=2))}</pre>"
+                if isinstance(result.output, str):  # the model's text: Markdown
+                    self.answer.value = f"<b>Answer</b>{markdown_html(result.output)}"
+                else:  # a typed answer: its JSON
+                    self.answer.value = f"<b>Answer</b><pre>{html.escape(output_text(result.output, indent=2))}</pre>"
                 self._usage.update(result.usage.model_dump())
                 self._usage["turns"] = result.turns
                 self.turn = max(self.turn, result.turns)
@@ -432,23 +602,69 @@ class RunView(TextForm, widgets.VBox):  # type: ignore[misc]
         problem = ensure_registered(run)
         if self.progress.max <= 1 and self._max_turns():
             self._render_progress()
-        new: list[GateCard] = []
         for gate in gates:
             card = self.cards[gate.gate_id] = card_for(gate, problem=problem)
             if gate.gate_id in self._resolutions:
                 card.resolved(*self._resolutions[gate.gate_id])
-            new.append(card)
-        self.cards_box.children = (*self.cards_box.children, *new)
+            if step_ids.parse_step_id(gate.gate_id).turn is not None:
+                self.block(self._turn_of(gate.gate_id)).add_card(card)
+            else:
+                self.cards_box.children = (*self.cards_box.children, card)
 
     def _settled(self) -> None:
+        self._calling = None
         self._throttle.flush()
+        self._render_text()  # even with nothing pending: the last turn's text may now be the answer
+        self._render_calling()
         self._render_progress()
         self._render_usage()
+        for row in self.tool_rows.values():
+            row.render()
+        if self._ticker is not None:
+            self._ticker.cancel()
+            self._ticker = None
         if self._unsubscribe is not None:
             self._unsubscribe()
             self._unsubscribe = None
 
     # -- rendering ------------------------------------------------------------------------------
+    @staticmethod
+    def _clock() -> float:
+        return time.time()  # the notebook layer's wall clock: only for the elapsed time shown
+
+    def _tick_soon(self) -> None:
+        """While a step runs, refresh its elapsed time about once a second."""
+        running = self._calling is not None or any(r.status == "running" for r in self.tool_rows.values())
+        if not running or self._ticker is not None or not in_running_loop():
+            return
+        self._ticker = asyncio.get_running_loop().call_later(1.0, self._tick)
+
+    def _tick(self) -> None:
+        self._ticker = None
+        if self._unsubscribe is None:
+            return
+        now = self._clock()
+        for row in self.tool_rows.values():
+            if row.status == "running":
+                row.render(now)
+        self._render_calling()
+        self._tick_soon()
+
+    def _render_calling(self) -> None:
+        for block in self.blocks.values():
+            block.calling.value = ""
+        step = self.state.steps.get(self._calling) if self._calling else None
+        if step is None or self._loading:
+            return
+        since = f" {max(self._clock() - step.started_at, 0.0):.0f} s" if step.started_at else ""
+        self.block(
+            self._turn_of(step.step_id)
+        ).calling.value = (
+            f"<span class='loom-tool-running'><span class='loom-spinner'></span>calling the model…{since}</span>"
+        )
+        self._render_live()
+        self._tick_soon()
+
     def _max_turns(self) -> int | None:
         agent = self.run.agent
         return agent.config.max_turns if agent is not None else None
@@ -462,9 +678,30 @@ class RunView(TextForm, widgets.VBox):  # type: ignore[misc]
     def _render_usage(self) -> None:
         text = self.usage_text()
         self.usage.value = html.escape(text) if text else ""
+        self._render_live()
+
+    def _render_live(self) -> None:
+        if self.run.status != "running":
+            self.live.value = ""
+            return
+        out = self._usage.get("output_tokens") or 0
+        self.live.value = html.escape(f"{self.deltas} chunk(s) streamed · {out} output tokens in completed calls")
 
     def _render_text(self) -> None:
-        self.stream.value = f"<pre>{html.escape(''.join(self._parts))}</pre>" if self._parts else ""
+        result = self.run.result if self.run.status == "completed" else None
+        answer = result.output.strip() if result is not None and isinstance(result.output, str) else None
+        last = max(self.blocks) if self.blocks else None
+        texts: dict[int, list[str]] = {}
+        for sid, parts in self._texts.items():
+            if parts:
+                texts.setdefault(self._turn_of(sid), []).append("".join(parts))
+        for turn in sorted(set(texts) | self._dirty):
+            text = "\n".join(texts.get(turn, ()))
+            hidden = answer is not None and turn == last and text.strip() == answer
+            self.block(turn).set_text(text, hidden=hidden)
+        self._dirty.clear()
+        if self._seen_delta:
+            self._render_live()
 
     def flush(self) -> None:
         """Show every delta received so far now (instead of at the next throttled refresh)."""
@@ -472,13 +709,13 @@ class RunView(TextForm, widgets.VBox):  # type: ignore[misc]
 
     @property
     def refreshes(self) -> int:
-        """How many times the streamed text widget was refreshed."""
+        """How many times the streamed text was refreshed."""
         return self._throttle.calls
 
     @property
     def text_so_far(self) -> str:
-        """All the model text streamed so far (every delta, turns separated by a newline)."""
-        return "".join(self._parts)
+        """All the model text streamed so far (every delta, model steps separated by a newline)."""
+        return "\n".join("".join(parts) for parts in self._texts.values() if parts)
 
     def usage_text(self) -> str:
         """Usage as one line (model calls, tokens, cost), or "" before any model call."""
@@ -494,6 +731,9 @@ class RunView(TextForm, widgets.VBox):  # type: ignore[misc]
 
     def close(self) -> None:
         """Stop watching the run, then close the widgets."""
+        if self._ticker is not None:
+            self._ticker.cancel()
+            self._ticker = None
         if self._unsubscribe is not None:
             self._unsubscribe()
             self._unsubscribe = None
@@ -521,7 +761,7 @@ class RunView(TextForm, widgets.VBox):  # type: ignore[misc]
         lines = [head]
         if self.session_text():
             lines.append("  " + self.session_text())
-        streamed = "".join(self._parts).strip()
+        streamed = self.text_so_far.strip()
         if streamed:
             lines += ["  " + line for line in streamed.splitlines()]
         if self.reasoning:

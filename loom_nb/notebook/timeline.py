@@ -4,8 +4,10 @@
 reads the execution's events from the journal and follows new ones through ``runtime.observe``:
 model calls, tool calls, gate waits and compactions, each a bar from its first ``step_started``
 (or ``gate_opened``) to its end. The front end is ``widgets/timeline.js`` + ``timeline.css``
-(shipped in the wheel as ``loom_nb/_widgets``). Without a front end its ``text/plain`` form is a
-text chart.
+(shipped in the wheel as ``loom_nb/_widgets``): a time axis, each step's duration, full labels as
+tooltips, long gate waits on a broken axis, a legend of the kinds present, and the colours of the
+palette the plots share (``loom_nb.analysis.palette``). Without a front end its ``text/plain`` form
+is a text chart.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from typing import Any
 import anywidget
 import traitlets
 
+from loom_nb.analysis.palette import css
 from loom_nb.errors import UsageError
 from loom_nb.journal import step_ids
 from loom_nb.journal.events import TERMINAL_STATUSES, Event, EventKind
@@ -63,7 +66,8 @@ class TimelineWidget(TextForm, anywidget.AnyWidget):
     """
 
     _esm = _ASSETS / "timeline.js"
-    _css = _ASSETS / "timeline.css"
+    # the palette's colours (light and dark) first, so the widget needs no other style on the page
+    _css = css() + "\n" + (_ASSETS / "timeline.css").read_text(encoding="utf-8")
     execution_id = traitlets.Unicode("").tag(sync=True)
     status = traitlets.Unicode("running").tag(sync=True)
     origin = traitlets.Float(0.0).tag(sync=True)

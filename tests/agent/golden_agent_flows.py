@@ -16,6 +16,11 @@ migrated change of the journal's shapes) with::
     .venv/bin/python tests/agent/golden_agent_flows.py --write [--format 2]
 
 (without ``--write`` it prints the lines a fresh recording gives).
+
+``tests/agent/golden/agent_approval_edited.jsonl`` (recorded with ``keep_rule`` 2) is the same agent
+with the delete approved on edited arguments (``ApprovalDecision.arguments`` and ``.digest``): the
+gate keeps the model's arguments, its resolution the edited ones, the tool step runs the edited ones and the next turn
+tells the model so (``EDITED_NOTE``). Write it with ``--write-edited``.
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ import sys
 from pathlib import Path
 
 import loom_nb as loom
-from loom_nb.journal import Event, InMemoryJournal
+from loom_nb.journal import Event, InMemoryJournal, digest_value
 from loom_nb.journal.store import JournalStore
 from loom_nb.kernel import FlowRegistry
 from loom_nb.messages import ModelRequest
@@ -39,6 +44,9 @@ BEFORE_KEEP_RULE = GOLDEN.with_name("agent_approval.jsonl")
 #: Every golden file that must replay.
 REPLAYED = [*GOLDENS.values(), BEFORE_KEEP_RULE]
 EXECUTION_ID = "golden-agent-1"
+GOLDEN_EDITED = Path(__file__).with_name("golden") / "agent_approval_edited.jsonl"
+EDITED_EXECUTION_ID = "golden-agent-edited-1"
+EDITED_ARGUMENTS = {"path": "/tmp/x/notes.md"}
 AGENT_NAME = "tidy"
 
 
@@ -104,6 +112,20 @@ async def record(event_format: int = 1) -> list[Event]:
     return journal.read(EXECUTION_ID)
 
 
+async def record_edited() -> list[Event]:
+    """Run the golden agent, approving the delete with edited arguments, and return its events."""
+    journal = InMemoryJournal()
+    rt = make_runtime(journal)
+    result = await rt.start(make_agent().flow_name, "Tidy /tmp/x", execution_id=EDITED_EXECUTION_ID)
+    while result.status == "suspended":
+        decision = loom.ApprovalDecision(
+            approved=True, arguments=EDITED_ARGUMENTS, digest=digest_value(EDITED_ARGUMENTS)
+        )
+        result = await rt.resume(EDITED_EXECUTION_ID, result.gates[0].gate_id, decision)
+    assert result.status == "completed", result
+    return journal.read(EDITED_EXECUTION_ID)
+
+
 def load(which: Path | int = 1) -> InMemoryJournal:
     """An ``InMemoryJournal`` holding the golden agent journal of event format ``which`` (or the file
     at the path ``which``)."""
@@ -119,8 +141,11 @@ if __name__ == "__main__":
 
     args = sys.argv[1:]
     event_format = int(args[args.index("--format") + 1]) if "--format" in args else 1
-    text = "\n".join(golden_flows.to_lines(asyncio.run(record(event_format)))) + "\n"
-    if "--write" in args:
+    edited = "--write-edited" in args
+    text = "\n".join(golden_flows.to_lines(asyncio.run(record_edited() if edited else record(event_format)))) + "\n"
+    if edited:
+        GOLDEN_EDITED.write_text(text, encoding="utf-8")
+    elif "--write" in args:
         GOLDENS[event_format].write_text(text, encoding="utf-8")
     else:
         sys.stdout.write(text)

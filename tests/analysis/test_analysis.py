@@ -15,6 +15,7 @@ import loom_nb as loom
 import loom_nb.analysis as analysis
 from loom_nb.analysis import Frames, frames
 from loom_nb.errors import UsageError
+from loom_nb.journal import digest_value
 from tests.analysis.support import (
     DELETED,
     JOURNALS,
@@ -265,8 +266,8 @@ async def test_gates_wait_on_the_fake_clock_and_keep_the_answers(rt: loom.Runtim
     assert gates["wait_seconds"].tolist() == pytest.approx([61.5, 121.5])
     assert gates["approved"].tolist() == [True, False]
     assert gates["reason"].tolist()[1] == "keep b"
-    assert gates["answer"].tolist() == [
-        {"approved": True, "reason": None},
+    assert gates["answer"].tolist() == [  # gate.approve() binds the digest of the arguments it approves
+        {"approved": True, "reason": None, "digest": digest_value({"path": "/tmp/x/stale.log"})},
         {"approved": False, "reason": "keep b"},
     ]
     assert gates["payload"].iloc[1] == {

@@ -25,6 +25,17 @@ from tests.agent.support import tidy_tools
 
 REPO = Path(__file__).resolve().parents[2]
 CHROMIUM = "/usr/bin/chromium"
+#: Chromium's flags for the browser tests (headless, no network side traffic).
+LAUNCH_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 
 
 def make_runtime() -> loom.Runtime:
@@ -294,3 +305,21 @@ def jupyter_lab(root: Path, scratch: Path) -> Iterator[str]:
 def chromium_available() -> bool:
     """True when Debian's chromium is installed where the browser test expects it."""
     return Path(CHROMIUM).exists() or shutil.which("chromium") == CHROMIUM
+
+
+def write_notebook(folder: Path, name: str, cells: list[str]) -> None:
+    """Write a notebook of code ``cells`` (Python 3 kernel) to ``folder / name``."""
+    import nbformat
+
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(nb, folder / name)
+
+
+def open_and_run_all(page: Any, url: str) -> None:
+    """Open a notebook in JupyterLab, wait for an idle kernel, then Run > Run All Cells (mouse clicks)."""
+    page.goto(url)
+    page.wait_for_selector(".jp-NotebookPanel .jp-Cell", timeout=60_000)
+    page.wait_for_selector("#jp-main-statusbar >> text=/Idle/", timeout=60_000)
+    page.click("#jp-MainMenu .lm-MenuBar-item:has-text('Run')")
+    page.click("#jp-mainmenu-run li[data-command='runmenu:run-all']")

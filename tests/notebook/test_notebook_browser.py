@@ -4,14 +4,12 @@ the completed status appear. Screenshots go to the test's tmp dir."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import nbformat
 import pytest
 
-from tests.notebook.support import AGENT_CELL, CHROMIUM, chromium_available, jupyter_lab
+from tests.notebook.support import AGENT_CELL, CHROMIUM, chromium_available, open_and_run_all, write_notebook
 
 pytestmark = [
     pytest.mark.slow,
@@ -19,59 +17,26 @@ pytestmark = [
     pytest.mark.skipif(not chromium_available(), reason=f"{CHROMIUM} is missing (make browser installs it)"),
 ]
 
-LAUNCH_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 
-
-def write_notebook(folder: Path, name: str, journal: Path) -> None:
+def tidy_notebook(folder: Path, name: str, journal: Path) -> None:
     cells = [
         f"import os\nos.environ['LOOM_JOURNAL'] = {str(journal)!r}\n%load_ext loom_nb",
         AGENT_CELL.replace("loom.ScriptedModel(respond)", "loom.ScriptedModel(respond, delta_delay=0.02)"),
         "run = agent.start('Remove the stale files in /tmp/x')",
         "loom.timeline(run.id)",
     ]
-    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    nbformat.write(nb, folder / name)
-
-
-@pytest.fixture(scope="module")
-def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
-    root = tmp_path_factory.mktemp("lab-root")
-    with jupyter_lab(root, tmp_path_factory.mktemp("lab-scratch")) as url:
-        yield url, root
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=LAUNCH_ARGS)
-        yield b
-        b.close()
+    write_notebook(folder, name, cells)
 
 
 def run_all_and_wait_for_the_card(page: Any, url: str) -> Any:
     from playwright.sync_api import expect
 
-    page.goto(url)
-    page.wait_for_selector(".jp-NotebookPanel .jp-Cell", timeout=60_000)
-    page.wait_for_selector("#jp-main-statusbar >> text=/Idle/", timeout=60_000)
-    page.click("#jp-MainMenu .lm-MenuBar-item:has-text('Run')")
-    page.click("#jp-mainmenu-run li[data-command='runmenu:run-all']")
+    open_and_run_all(page, url)
     card = page.locator(".loom-card")
     expect(card).to_be_visible(timeout=60_000)
     expect(card).to_contain_text("delete_file")
-    expect(card).to_contain_text('"path": "/tmp/x/stale.log"')
+    expect(card.locator(".loom-args")).to_contain_text("/tmp/x/stale.log")
+    expect(card.locator(".loom-card-status")).to_contain_text("Waiting for your approval")
     expect(page.locator(".loom-run-status")).to_contain_text("suspended")
     return card
 
@@ -84,11 +49,11 @@ def test_clicking_the_card_in_jupyterlab_resumes_the_run(
 
     url, root = lab
     name = f"{action}.ipynb"
-    write_notebook(root, name, tmp_path / f"{action}.duckdb")
+    tidy_notebook(root, name, tmp_path / f"{action}.duckdb")
     page = browser.new_page(viewport={"width": 1300, "height": 1000})
     try:
         card = run_all_and_wait_for_the_card(page, f"{url}/lab/tree/{name}?reset")
-        expect(page.locator(".loom-stream")).to_contain_text("Deleting it.")
+        expect(page.locator(".loom-turn").nth(1)).to_contain_text("Deleting it.")
         if action == "approve":
             page.locator(".loom-approve").click()
             answer = "Done. I removed the stale file."
@@ -97,7 +62,6 @@ def test_clicking_the_card_in_jupyterlab_resumes_the_run(
             page.locator(".loom-refuse").click()
             answer = "Understood: The user refused to run delete_file. Reason: keep it"
         expect(page.locator(".loom-run-status")).to_contain_text("completed", timeout=30_000)
-        expect(page.locator(".loom-stream")).to_contain_text(answer)
         expect(page.locator(".loom-answer")).to_contain_text(answer)
         expect(card.locator(".loom-card-status")).to_contain_text(
             "Approved at" if action == "approve" else "Refused (keep it) at"
@@ -114,6 +78,10 @@ def test_clicking_the_card_in_jupyterlab_resumes_the_run(
         expect(timeline.locator(".loom-tl-bar")).to_have_count(len(kinds))
         for i, kind in enumerate(kinds):
             expect(timeline.locator(".loom-tl-bar").nth(i)).to_have_class(f"loom-tl-bar loom-tl-{kind} loom-tl-done")
+        # a legend of the kinds present only, a time axis, and each row's full label as its tooltip
+        assert timeline.locator(".loom-tl-key").all_inner_texts() == ["model call", "tool call", "gate wait"]
+        assert timeline.locator(".loom-tl-tick").count() >= 2
+        assert "#turn:1:tool:0:approval" in (timeline.locator(".loom-tl-row").nth(3).get_attribute("title") or "")
         shot = tmp_path / f"{action}.png"
         page.screenshot(path=str(shot), full_page=True)
         print(f"screenshot: {shot}")
@@ -135,16 +103,10 @@ def test_the_batch_view_in_jupyterlab_one_card_then_approve_all(
         AGENT_CELL,
         "batch = agent.map(['one', 'two', 'three'], concurrency=2)",
     ]
-    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    nbformat.write(nb, root / "batch.ipynb")
+    write_notebook(root, "batch.ipynb", cells)
     page = browser.new_page(viewport={"width": 1300, "height": 1400})
     try:
-        page.goto(f"{url}/lab/tree/batch.ipynb?reset")
-        page.wait_for_selector(".jp-NotebookPanel .jp-Cell", timeout=60_000)
-        page.wait_for_selector("#jp-main-statusbar >> text=/Idle/", timeout=60_000)
-        page.click("#jp-MainMenu .lm-MenuBar-item:has-text('Run')")
-        page.click("#jp-mainmenu-run li[data-command='runmenu:run-all']")
+        open_and_run_all(page, f"{url}/lab/tree/batch.ipynb?reset")
         counts = page.locator(".loom-batch-counts")
         expect(counts).to_contain_text("0/3 done, 0 failed, 3 waiting at a gate", timeout=60_000)
         cards = page.locator(".loom-batch .loom-card")

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from loom_nb.journal import digest_value
 from tests.notebook.support import AGENT_CELL, REPORT_CELL, KernelSession, kernel_button_ids, last_json
 
 pytestmark = pytest.mark.slow
@@ -40,7 +41,7 @@ def test_click_resumes_the_run_in_a_real_kernel_and_after_a_restart(tmp_path: Pa
             "status": "completed",
             "output": "Done. I removed the stale file.",
             "deleted": ["/tmp/x/stale.log"],
-            "resolved": [{"approved": True, "reason": None}],
+            "resolved": [{"approved": True, "reason": None, "digest": digest_value({"path": "/tmp/x/stale.log"})}],
         }
         assert kernel_button_ids(k, "loom-approve") == []  # the card disabled itself
 
@@ -70,7 +71,7 @@ def test_click_resumes_the_run_in_a_real_kernel_and_after_a_restart(tmp_path: Pa
             "status": "completed",
             "output": "Done. I removed the stale file.",
             "deleted": ["/tmp/x/stale.log"],
-            "resolved": [{"approved": True, "reason": None}],
+            "resolved": [{"approved": True, "reason": None, "digest": digest_value({"path": "/tmp/x/stale.log"})}],
         }
         assert "0 open gate(s)" in k.stdout("%loom status")
 

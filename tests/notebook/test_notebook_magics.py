@@ -279,6 +279,18 @@ def test_resume_approve_and_refuse(ip: Any, capsys: pytest.CaptureFixture[str]) 
     assert resolved == [{"approved": False, "reason": "keep it for now"}]
 
 
+def test_resume_approve_with_edited_arguments(ip: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    t, run = suspended_run(ip)
+    err = one_line_error(ip, capsys, f"%loom resume {run.id} 0 --approve --arguments '[1]'")
+    assert "--arguments must be a JSON object" in err
+    err = one_line_error(ip, capsys, f"%loom resume {run.id} 0 --refuse --arguments '{{}}'")
+    assert "--arguments goes with --approve" in err
+    edited = '{"path": "/tmp/x/other.log"}'
+    ip.run_line_magic("loom", f"resume {run.id} 0 --approve --arguments '{edited}'")
+    assert "approved with edited arguments; the run goes on (now completed)" in capsys.readouterr().out
+    assert t.deleted == ["/tmp/x/other.log"]
+
+
 def test_unknown_ids_and_gates_are_one_line_errors(ip: Any, capsys: pytest.CaptureFixture[str]) -> None:
     _, run = suspended_run(ip)
     for line in (

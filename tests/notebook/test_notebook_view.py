@@ -12,6 +12,7 @@ import pytest
 
 import loom_nb as loom
 from loom_nb.agent.agent import Run
+from loom_nb.journal import digest_value
 from loom_nb.kernel import ExecutionContext
 from loom_nb.messages import ModelRequest
 from loom_nb.notebook.cards import ApprovalCard, GateCard, InDoubtCard
@@ -45,7 +46,9 @@ async def test_approve_click_resumes_the_run_and_disables_the_card() -> None:
     assert isinstance(card, ApprovalCard)
     assert "loom-approve" in card.approve._dom_classes and "loom-refuse" in card.refuse._dom_classes
     assert "loom-card" in card._dom_classes and "loom-reason" in card.reason._dom_classes
-    assert '{\n  "path": "/tmp/x/stale.log"\n}' in html.unescape(card.children[1].value)  # pretty-printed
+    args = html.unescape(card.children[1].value)  # a table in the tool's parameter order
+    assert "<th title='The file.'>path</th><td><code>/tmp/x/stale.log</code></td>" in args
+    assert "Waiting for your approval" in card.status.value
     card.approve.click()
     assert card.approve.disabled and card.refuse.disabled and card.reason.disabled
     card.approve.click()  # a double click cannot resume twice
@@ -53,7 +56,8 @@ async def test_approve_click_resumes_the_run_and_disables_the_card() -> None:
     result = await run
     assert result.output == "Done. I removed the stale file."
     assert t.deleted == ["/tmp/x/stale.log"]
-    assert resolutions(run) == [(GATE, {"approved": True, "reason": None})]
+    # the approval is bound to the digest of the arguments the card showed
+    assert resolutions(run) == [(GATE, {"approved": True, "reason": None, "digest": digest_value(card.gate.arguments)})]
     assert card.decision is not None and card.decision.startswith("approved at ")
     assert "Approved at" in card.status.value
     assert "completed" in view.status.value and "loom-run-status" in view.status._dom_classes
@@ -292,7 +296,7 @@ async def test_view_keeps_every_delta_but_refreshes_at_most_20_times_a_second() 
     assert view.refreshes == 2
     expected = "".join(deltas[:5000]) + "\n" + "".join(deltas[5000:])
     assert view.text_so_far == expected
-    assert view.stream.value == f"<pre>{expected}</pre>"
+    assert [view.blocks[t].text for t in (0, 1)] == ["".join(deltas[:5000]), "".join(deltas[5000:])]
     # a slow stream: 60 deltas over ~0.6 s refresh at most ~20 times a second
     before = view.refreshes
     loop = asyncio.get_running_loop()
@@ -313,7 +317,13 @@ async def test_a_live_run_streams_every_word_into_the_view() -> None:
     await run
     assert view.text_so_far == "Let me look.\nDeleting it.\nDone. I removed the stale file."
     assert view.deltas == 11  # one per word
-    assert view.stream.value == "<pre>Let me look.\nDeleting it.\nDone. I removed the stale file.</pre>"
+    # per turn, in order, as Markdown; the last turn's text is the answer, shown once (in the answer)
+    assert [b.body.value for b in view.blocks.values()][:2] == [
+        "<div class='loom-markdown'><p>Let me look.</p>\n</div>",
+        "<div class='loom-markdown'><p>Deleting it.</p>\n</div>",
+    ]
+    assert view.blocks[2].body.layout.display == "none"
+    assert view.answer.value.count("Done. I removed the stale file.") == 1
 
 
 async def test_an_attached_view_rebuilds_from_the_journal() -> None:
