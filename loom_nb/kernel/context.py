@@ -6,8 +6,11 @@ gate, decision and value from the journal and runs live only past the recorded p
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import inspect
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Literal, NoReturn
 
 from pydantic import BaseModel, TypeAdapter
@@ -25,7 +28,7 @@ from loom_nb.journal import step_ids
 from loom_nb.journal.canonical import canonical_json, digest_bytes, digest_value, to_jsonable
 from loom_nb.journal.events import ContentBlob, Event, EventKind
 from loom_nb.kernel.decisions import Decision, Policy, policy_name, propensity_of
-from loom_nb.kernel.effect_registry import EffectCall, EffectContext, EffectSpec, Principal
+from loom_nb.kernel.effect_registry import Durability, EffectCall, EffectContext, EffectSpec, Principal
 from loom_nb.kernel.errors_codec import error_from_data, error_to_data
 from loom_nb.kernel.gates import GateRequest, Suspend, resolve_schema, schema_name
 from loom_nb.kernel.history import GateRecord, History, StepRecord, in_doubt_attempt
@@ -39,6 +42,8 @@ _STREAM_FLUSH_EVERY = 64
 #: How many attempts in all an idempotent step without a retry policy (``EffectSpec.retry`` with an
 #: ``attempts`` limit) gets across processes before a cut in flight fails it instead of running it again.
 DEFAULT_ATTEMPT_LIMIT = 3
+#: Step outcomes: once one of these is committed, a recovered run has made progress.
+_OUTCOMES = frozenset({EventKind.STEP_COMPLETED, EventKind.STEP_FAILED})
 
 
 class InDoubtResolution(BaseModel):
@@ -78,7 +83,7 @@ class ExecutionContext:
         principal: Who it acts for.
     """
 
-    def __init__(self, runtime: Engine, history: History, *, pure: bool = False) -> None:
+    def __init__(self, runtime: Engine, history: History, *, pure: bool = False, recovering: bool = False) -> None:
         self._rt = runtime
         self._h = history
         self.execution_id = history.execution_id
@@ -88,6 +93,16 @@ class ExecutionContext:
         self._seq = history.last_seq
         self._staged: list[Event] = []
         self._blobs: list[ContentBlob] = []
+        self._commit_lock = asyncio.Lock()
+        #: An outcome is staged that must be committed before the next effect runs (``_urge``).
+        self._urgent = False
+        self._kicks: set[asyncio.Task[None]] = set()
+        #: The error of a commit made in the background (``_kick``), raised by the next ``commit``.
+        self._failed: Exception | None = None
+        #: Commit every step's start before it runs, until a step outcome is committed: a fresh
+        #: execution (so its first step finds it in the journal) and a run ``recover()`` drives (so
+        #: a step that kills its process every time counts attempts and meets its limit).
+        self._careful = history.last_seq == 0 or recovering
         self._auto = 0
         self._values = 0
         self._claimed: set[str] = set()
@@ -126,21 +141,69 @@ class ExecutionContext:
         self._staged.append(event)
         return event
 
-    def commit(self) -> None:
-        """Commit everything staged in one transaction and notify the observers (a no-op when
-        nothing is staged, and always in a pure replay). Engine-facing, like ``stage``.
+    async def commit(self) -> None:
+        """Commit everything staged in one transaction (through the runtime's ``JournalWriter``,
+        shared with the other executions that commit meanwhile) and notify the observers (a no-op
+        when nothing is staged, and always in a pure replay). Engine-facing, like ``stage``.
 
         When the journal raises (``JournalWriteError``), what was staged stays staged, so a later
         commit writes it with no gap in ``seq``; the engine stops the run.
         """
-        if self._pure or (not self._staged and not self._blobs):
+        if self._pure:
             return
-        events, blobs = self._staged, self._blobs
-        self._rt.journal.append(events, blobs)
-        self._staged, self._blobs = [], []
+        async with self._commit_lock:
+            if self._failed is not None:
+                # A background commit failed: the run stops here, as it would have there (what it
+                # staged is still staged; the engine's last commit tries it once more).
+                failed, self._failed = self._failed, None
+                raise failed
+            if not self._staged and not self._blobs:
+                return
+            events, blobs = self._staged, self._blobs
+            urgent = self._urgent
+            self._staged, self._blobs, self._urgent = [], [], False
+            done = self._rt.writer.submit(events, blobs)
+            try:
+                await asyncio.shield(done)
+            except BaseException as exc:
+                if isinstance(exc, asyncio.CancelledError) and not done.done():
+                    # The write goes on whatever happens to this task: wait for its outcome so
+                    # nothing staged later is submitted before it, then let the cancel through.
+                    with contextlib.suppress(BaseException):
+                        await done
+                if not done.done() or done.cancelled() or done.exception() is not None:
+                    self._staged, self._blobs = [*events, *self._staged], [*blobs, *self._blobs]
+                    self._urgent = self._urgent or urgent
+                raise
+        if self._careful and any(e.kind in _OUTCOMES for e in events):
+            self._careful = False
         observers = self._rt.observers
         if observers:
             observers.notify_events([e for e in events if e.kind != EventKind.STREAM_CHUNK])  # chunks shown at once
+
+    def _urge(self) -> None:
+        """An outcome that must not wait is staged: it is committed before the next effect runs
+        (with that step's start when the body goes straight on to a step committed before it runs),
+        or as soon as the body yields to the event loop, whichever comes first."""
+        if self._pure:
+            return
+        self._urgent = True
+        asyncio.get_running_loop().call_soon(self._kick)
+
+    def _kick(self) -> None:
+        if not self._urgent and len(self._staged) < _STREAM_FLUSH_EVERY:
+            return
+        task = asyncio.ensure_future(self._commit_quietly())
+        self._kicks.add(task)
+        task.add_done_callback(self._kicks.discard)
+
+    async def _commit_quietly(self) -> None:
+        # A failed write leaves the events staged and urgent; the next ``commit`` (before the next
+        # effect runs, or the engine's) raises the error and stops the run.
+        try:
+            await self.commit()
+        except Exception as exc:  # noqa: BLE001 - kept for the next commit, which raises it
+            self._failed = exc
 
     def _claim(self, ident: str) -> None:
         if ident in self._claimed:
@@ -248,7 +311,8 @@ class ExecutionContext:
             raise self._diverged(f"step {sid!r} (effect {effect_id!r})")
         else:
             spec = self._rt.effects.spec(effect_id)
-        output = await self._run_live(sid, spec, input, journaled, digest, attempt, on_delta)
+        cut = rec is not None
+        output = await self._run_live(sid, spec, input, journaled, digest, attempt, on_delta, cut=cut)
         return _convert(output, returns)
 
     def _exhausted(self, sid: str, rec: StepRecord) -> NoReturn:
@@ -329,12 +393,18 @@ class ExecutionContext:
         digest: str,
         attempt: int,
         on_delta: Callable[[str], None] | None,
+        *,
+        cut: bool,
     ) -> Any:
         eid = self.execution_id
         effect_id = spec.effect_id
         key = f"{eid}:{sid}"
         started = {"effect": effect_id, "input": journaled, "digest": digest, "idempotency_key": key}
-        self._commit_start(sid, {**started, "attempt": attempt})
+        rule = spec.commit_rule
+        # Durability rules (docs/design.md, section 4): the start is committed before the effect
+        # runs for a BEFORE effect, for an attempt after a cut one, and while ``_careful``.
+        first = rule is Durability.BEFORE or cut or self._careful
+        await self._start(sid, {**started, "attempt": attempt}, commit=first)
         current = attempt
         rt = self._rt
 
@@ -342,10 +412,10 @@ class ExecutionContext:
             nonlocal current
             failed = {"effect": effect_id, "attempt": current, "will_retry": True, "delay": delay}
             self.stage(EventKind.STEP_FAILED, sid, {**failed, "error": error_to_data(error)})
-            self.commit()  # a crash during the backoff must not make a clean failure look in doubt
+            await self.commit()  # a crash during the backoff must not make a clean failure look in doubt
             await rt.clock.sleep(delay)
             current += 1
-            self._commit_start(sid, {**started, "attempt": current})
+            await self._start(sid, {**started, "attempt": current}, commit=first or self._careful)
             return current
 
         def emit_delta(text: str) -> None:
@@ -377,6 +447,8 @@ class ExecutionContext:
                 sid,
                 {"effect": effect_id, "attempt": current, "will_retry": False, "error": error_to_data(exc)},
             )
+            if rule is not Durability.DEFERRED:
+                self._urge()
             raise
         data: dict[str, Any] = {"effect": effect_id, "output": output, "attempt": current}
         if result.usage:
@@ -384,19 +456,32 @@ class ExecutionContext:
         if result.tainted:
             data["tainted"] = True
         self.stage(EventKind.STEP_COMPLETED, sid, data)
+        if rule is not Durability.DEFERRED:
+            self._urge()
         return output
 
-    def _commit_start(self, sid: str, data: dict[str, Any]) -> None:
-        """Commit a ``step_started`` before the effect runs. If that commit fails the effect will
-        not run, so its ``step_started`` is unstaged (a later commit must not claim it started);
-        what was staged before it stays staged."""
+    async def _start(self, sid: str, data: dict[str, Any], *, commit: bool) -> None:
+        """Stage a ``step_started`` (so steps keep the order the body asked for them in) and, when
+        ``commit`` or an outcome is waiting to be committed (``_urge``), commit before the effect
+        runs. If that commit fails the effect will not run, so its ``step_started`` is unstaged (a
+        later commit must not claim it started); what was staged before it stays staged."""
         event = self.stage(EventKind.STEP_STARTED, sid, data)
+        if not (commit or self._urgent):
+            return
         try:
-            self.commit()
-        except JournalWriteError:
-            self._staged.remove(event)
-            self._seq -= 1
+            await self.commit()
+        except Exception:
+            self._unstage(event)
             raise
+
+    def _unstage(self, event: Event) -> None:
+        """Take ``event`` back out of the staged events (numbering the ones staged after it down)."""
+        for i, staged in enumerate(self._staged):
+            if staged is event:
+                del self._staged[i]
+                self._staged[i:] = [replace(e, seq=e.seq - 1) for e in self._staged[i:]]
+                self._seq -= 1
+                return
 
     # -- gates ----------------------------------------------------------------------------------
     async def gate(self, gate_id: str, kind: str, *, payload: Any = None, schema: Any = None) -> Any:
@@ -556,7 +641,7 @@ class ExecutionContext:
         event = self.stage(EventKind.STREAM_CHUNK, None, {"channel": channel, "text": text})
         self._rt.observers.notify_events((event,))
         if len(self._staged) >= _STREAM_FLUSH_EVERY:
-            self.commit()
+            asyncio.get_running_loop().call_soon(self._kick)
 
     def warn(self, code: str, message: str, **data: Any) -> bool:
         """Record a ``warning`` event once per ``code`` per execution; returns True if recorded now."""
