@@ -202,7 +202,7 @@ class ExecutionContext:
         # effect runs, or the engine's) raises the error and stops the run.
         try:
             await self.commit()
-        except Exception as exc:  # noqa: BLE001 - kept for the next commit, which raises it
+        except Exception as exc:
             self._failed = exc
 
     def _claim(self, ident: str) -> None:

@@ -83,7 +83,7 @@ class JournalWriter:
             self.batches += 1
             try:
                 self.journal.append(events, blobs)
-            except Exception:  # noqa: BLE001 - one execution's fault must not fail the others: retry each alone
+            except Exception:
                 pass
             else:
                 for p in live:
@@ -94,7 +94,7 @@ class JournalWriter:
             self.batches += 1
             try:
                 self.journal.append(p.events, p.blobs)
-            except Exception as exc:  # noqa: BLE001 - handed to the one submitter it belongs to
+            except Exception as exc:
                 if not p.done.done():
                     p.done.set_exception(exc)
             else:
