@@ -141,13 +141,17 @@ class ExecutionContext:
         self._staged.append(event)
         return event
 
-    async def commit(self) -> None:
+    async def commit(self, *, urgent_only: bool = False) -> None:
         """Commit everything staged in one transaction (through the runtime's ``JournalWriter``,
         shared with the other executions that commit meanwhile) and notify the observers (a no-op
         when nothing is staged, and always in a pure replay). Engine-facing, like ``stage``.
 
         When the journal raises (``JournalWriteError``), what was staged stays staged, so a later
         commit writes it with no gap in ``seq``; the engine stops the run.
+
+        Args:
+            urgent_only: Commit only if an outcome still waits to be committed (``_urge``) or
+                stream chunks piled up (the background commit's check, made under the lock).
         """
         if self._pure:
             return
@@ -158,6 +162,8 @@ class ExecutionContext:
                 failed, self._failed = self._failed, None
                 raise failed
             if not self._staged and not self._blobs:
+                return
+            if urgent_only and not self._urgent and len(self._staged) < _STREAM_FLUSH_EVERY:
                 return
             events, blobs = self._staged, self._blobs
             urgent = self._urgent
@@ -201,8 +207,8 @@ class ExecutionContext:
         # A failed write leaves the events staged and urgent; the next ``commit`` (before the next
         # effect runs, or the engine's) raises the error and stops the run.
         try:
-            await self.commit()
-        except Exception as exc:
+            await self.commit(urgent_only=True)
+        except Exception as exc:  # kept for the next commit, which raises it
             self._failed = exc
 
     def _claim(self, ident: str) -> None:
@@ -467,6 +473,11 @@ class ExecutionContext:
         later commit must not claim it started); what was staged before it stays staged."""
         event = self.stage(EventKind.STEP_STARTED, sid, data)
         if not (commit or self._urgent):
+            if self._commit_lock.locked():
+                # No effect runs while a commit of its execution is in flight (it may hold the
+                # outcome of the step before, which must be durable before anything else runs).
+                async with self._commit_lock:
+                    pass
             return
         try:
             await self.commit()
