@@ -93,10 +93,10 @@ class ExecutionContext:
         self._seq = history.last_seq
         self._staged: list[Event] = []
         self._blobs: list[ContentBlob] = []
-        self._commit_lock = asyncio.Lock()
+        #: The commit of this execution in flight, if any (``_submit``).
+        self._inflight: asyncio.Future[None] | None = None
         #: An outcome is staged that must be committed before the next effect runs (``_urge``).
         self._urgent = False
-        self._kicks: set[asyncio.Task[None]] = set()
         #: The error of a commit made in the background (``_kick``), raised by the next ``commit``.
         self._failed: Exception | None = None
         #: Commit every step's start before it runs, until a step outcome is committed: a fresh
@@ -141,51 +141,74 @@ class ExecutionContext:
         self._staged.append(event)
         return event
 
-    async def commit(self, *, urgent_only: bool = False) -> None:
+    async def commit(self) -> None:
         """Commit everything staged in one transaction (through the runtime's ``JournalWriter``,
         shared with the other executions that commit meanwhile) and notify the observers (a no-op
         when nothing is staged, and always in a pure replay). Engine-facing, like ``stage``.
 
         When the journal raises (``JournalWriteError``), what was staged stays staged, so a later
-        commit writes it with no gap in ``seq``; the engine stops the run.
-
-        Args:
-            urgent_only: Commit only if an outcome still waits to be committed (``_urge``) or
-                stream chunks piled up (the background commit's check, made under the lock).
+        commit writes it with no gap in ``seq``; the engine stops the run. A commit made in the
+        background (``_urge``) that failed is raised here.
         """
         if self._pure:
             return
-        async with self._commit_lock:
-            if self._failed is not None:
-                # A background commit failed: the run stops here, as it would have there (what it
-                # staged is still staged; the engine's last commit tries it once more).
-                failed, self._failed = self._failed, None
-                raise failed
-            if not self._staged and not self._blobs:
-                return
-            if urgent_only and not self._urgent and len(self._staged) < _STREAM_FLUSH_EVERY:
-                return
-            events, blobs = self._staged, self._blobs
-            urgent = self._urgent
-            self._staged, self._blobs, self._urgent = [], [], False
-            done = self._rt.writer.submit(events, blobs)
-            try:
-                await asyncio.shield(done)
-            except BaseException as exc:
-                if isinstance(exc, asyncio.CancelledError) and not done.done():
-                    # The write goes on whatever happens to this task: wait for its outcome so
-                    # nothing staged later is submitted before it, then let the cancel through.
-                    with contextlib.suppress(BaseException):
-                        await done
-                if not done.done() or done.cancelled() or done.exception() is not None:
-                    self._staged, self._blobs = [*events, *self._staged], [*blobs, *self._blobs]
-                    self._urgent = self._urgent or urgent
-                raise
-        if self._careful and any(e.kind in _OUTCOMES for e in events):
-            self._careful = False
-        observers = self._rt.observers
-        if observers:
-            observers.notify_events([e for e in events if e.kind != EventKind.STREAM_CHUNK])  # chunks shown at once
+        await self._idle()
+        if self._failed is not None:
+            # A background commit failed: the run stops here, as it would have there (what it
+            # staged is still staged; the engine's last commit tries it once more).
+            failed, self._failed = self._failed, None
+            raise failed
+        if not self._staged and not self._blobs:
+            return
+        done = self._submit()
+        try:
+            await asyncio.shield(done)
+        except asyncio.CancelledError:
+            if not done.done():
+                # The write goes on whatever happens to this task: wait for its outcome, so
+                # nothing staged later is submitted before it, then let the cancel through.
+                with contextlib.suppress(Exception):
+                    await done
+            raise
+
+    async def _idle(self) -> None:
+        """Wait until no commit of this execution is in flight (one at a time, in ``seq`` order)."""
+        while self._inflight is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.shield(self._inflight)
+
+    def _submit(self, *, background: bool = False) -> asyncio.Future[None]:
+        """Hand everything staged to the writer (nothing may be in flight); the returned future
+        settles once it is committed. ``settled`` runs inside the writer's flush, before any task
+        wakes: on success it notifies the observers; on failure it puts the events back in front
+        of what was staged since (and keeps a background commit's error for the next ``commit``)."""
+        events, blobs, urgent = self._staged, self._blobs, self._urgent
+        self._staged, self._blobs, self._urgent = [], [], False
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._inflight = done
+
+        def settled(error: BaseException | None) -> None:
+            self._inflight = None
+            if error is None:
+                if self._careful and any(e.kind in _OUTCOMES for e in events):
+                    self._careful = False
+                observers = self._rt.observers
+                if observers:  # stream chunks were shown when staged
+                    observers.notify_events([e for e in events if e.kind != EventKind.STREAM_CHUNK])
+                done.set_result(None)
+                if self._urgent:  # an outcome staged while this commit was in flight
+                    asyncio.get_running_loop().call_soon(self._kick)
+            else:
+                self._staged, self._blobs = [*events, *self._staged], [*blobs, *self._blobs]
+                self._urgent = self._urgent or urgent
+                done.set_exception(error)
+                if background and isinstance(error, Exception):
+                    self._failed = error
+                    done.exception()  # retrieved: the next commit raises it
+                # Never written again from here on its own: the run stops at its next commit.
+
+        self._rt.writer.submit(events, blobs, settled)
+        return done
 
     def _urge(self) -> None:
         """An outcome that must not wait is staged: it is committed before the next effect runs
@@ -197,19 +220,12 @@ class ExecutionContext:
         asyncio.get_running_loop().call_soon(self._kick)
 
     def _kick(self) -> None:
-        if not self._urgent and len(self._staged) < _STREAM_FLUSH_EVERY:
+        """Start a background commit when an outcome waits (``_urge``) or stream chunks piled up,
+        unless one is in flight (it kicks again when it settles) or a background commit failed."""
+        if self._inflight is not None or self._failed is not None or self._pure:
             return
-        task = asyncio.ensure_future(self._commit_quietly())
-        self._kicks.add(task)
-        task.add_done_callback(self._kicks.discard)
-
-    async def _commit_quietly(self) -> None:
-        # A failed write leaves the events staged and urgent; the next ``commit`` (before the next
-        # effect runs, or the engine's) raises the error and stops the run.
-        try:
-            await self.commit(urgent_only=True)
-        except Exception as exc:  # kept for the next commit, which raises it
-            self._failed = exc
+        if self._urgent or len(self._staged) >= _STREAM_FLUSH_EVERY:
+            self._submit(background=True)
 
     def _claim(self, ident: str) -> None:
         if ident in self._claimed:
@@ -473,11 +489,11 @@ class ExecutionContext:
         later commit must not claim it started); what was staged before it stays staged."""
         event = self.stage(EventKind.STEP_STARTED, sid, data)
         if not (commit or self._urgent):
-            if self._commit_lock.locked():
-                # No effect runs while a commit of its execution is in flight (it may hold the
-                # outcome of the step before, which must be durable before anything else runs).
-                async with self._commit_lock:
-                    pass
+            # No effect runs while a commit of its execution is in flight (it may hold the outcome
+            # of the step before, which must be durable before anything else runs).
+            await self._idle()
+            if self._failed is not None:
+                await self.commit()  # raises the background commit's error: the effect does not run
             return
         try:
             await self.commit()

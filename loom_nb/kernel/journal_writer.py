@@ -15,7 +15,7 @@ the store's ``JournalWriteError``, which names the execution.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from loom_nb.journal.events import ContentBlob, Event
@@ -26,7 +26,7 @@ from loom_nb.journal.store import JournalStore
 class _Pending:
     events: Sequence[Event]
     blobs: Sequence[ContentBlob]
-    done: asyncio.Future[None]
+    settled: Callable[[BaseException | None], None]
 
 
 class JournalWriter:
@@ -46,22 +46,27 @@ class JournalWriter:
         self._scheduled = False
         self.batches = 0
 
-    def submit(self, events: Sequence[Event], blobs: Sequence[ContentBlob] = ()) -> asyncio.Future[None]:
-        """Queue ``events`` and ``blobs`` (one execution's, in ``seq`` order) for the next flush and
-        return the future that settles when they are committed (or with the store's error).
+    def submit(
+        self,
+        events: Sequence[Event],
+        blobs: Sequence[ContentBlob],
+        settled: Callable[[BaseException | None], None],
+    ) -> None:
+        """Queue ``events`` and ``blobs`` (one execution's, in ``seq`` order) for the next flush;
+        ``settled(None)`` is called once they are committed, ``settled(error)`` with the store's
+        error when they could not be (nothing of them written). ``settled`` runs inside the flush,
+        on the event loop's thread, before any task wakes up.
 
         Must be called from a running event loop. The caller must not submit the same execution
-        again before this future settles (``ExecutionContext.commit`` holds a lock for it).
+        again before ``settled`` ran (``ExecutionContext`` keeps one commit in flight).
         """
         loop = asyncio.get_running_loop()
-        done: asyncio.Future[None] = loop.create_future()
-        self._pending.append(_Pending(events, blobs, done))
+        self._pending.append(_Pending(events, blobs, settled))
         if not self._scheduled:
             self._scheduled = True
             # Two turns of the loop: every task already woken this turn reaches its commit point
             # and joins the batch before it is written.
             loop.call_soon(loop.call_soon, self._flush)
-        return done
 
     async def commit(self, events: Sequence[Event], blobs: Sequence[ContentBlob] = ()) -> None:
         """Submit and wait until committed.
@@ -69,34 +74,41 @@ class JournalWriter:
         Raises:
             JournalWriteError: this execution's events could not be committed (nothing of them was).
         """
-        await self.submit(events, blobs)
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+        def settled(error: BaseException | None) -> None:
+            if error is None:
+                done.set_result(None)
+            else:
+                done.set_exception(error)
+
+        self.submit(events, blobs, settled)
+        await done
 
     def _flush(self) -> None:
         self._scheduled = False
         batch, self._pending = self._pending, []
-        live = [p for p in batch if not p.done.cancelled()]
-        if not live:
+        if not batch:
             return
-        if len(live) > 1:
-            events = [e for p in live for e in p.events]
-            blobs = [b for p in live for b in p.blobs]
+        if len(batch) > 1:
             self.batches += 1
             try:
-                self.journal.append(events, blobs)
-            except Exception:
+                self.journal.append([e for p in batch for e in p.events], [b for p in batch for b in p.blobs])
+            except Exception:  # one execution's fault must not fail the others: each is retried alone
                 pass
-            else:
-                for p in live:
-                    if not p.done.done():
-                        p.done.set_result(None)
+            except BaseException as exc:  # an interrupt: every submitter gets it, nothing is retried
+                for p in batch:
+                    p.settled(exc)
                 return
-        for p in live:
+            else:
+                for p in batch:
+                    p.settled(None)
+                return
+        for p in batch:
             self.batches += 1
             try:
                 self.journal.append(p.events, p.blobs)
-            except Exception as exc:
-                if not p.done.done():
-                    p.done.set_exception(exc)
+            except BaseException as exc:  # handed to the one submitter it belongs to (an interrupt too)
+                p.settled(exc)
             else:
-                if not p.done.done():
-                    p.done.set_result(None)
+                p.settled(None)
