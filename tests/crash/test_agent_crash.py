@@ -25,7 +25,7 @@ pytestmark = pytest.mark.slow
 
 SCRIPT = CrashScript(Path(__file__).with_name("agent_crash_flow.py"), flow.EXECUTION_ID)
 #: Events committed after each commit of an uninterrupted run (checked by test_uninterrupted_run).
-COMMITS = [2, 5, 10, 17, 19, 23]
+COMMITS = [2, 5, 9, 17, 19, 23]
 #: Every model and tool step of the run (step id -> model|tool).
 STEPS = {
     "#turn:0": "model",
@@ -117,7 +117,7 @@ def test_a_crash_between_a_model_step_started_and_its_completion_re_runs_just_th
     assert run(tmp_path, "inside:#turn:2", "start").returncode == flow.CRASH_EXIT_CODE
     at_crash = journal_events(tmp_path)
     assert "#turn:2" not in {e.step_id for e in at_crash}
-    assert set(in_flight(at_crash)) == {"#turn:1:tool:0"}  # its start rode the model #turn:1 commit
+    assert not in_flight(at_crash)  # turn 1's tools, started and done, wait for the model #turn:2 commit
     before = calls_made(tmp_path)
     assert before == called(uninterrupted["calls"])[:6] and before[-1] == ("model", "#turn:2")
 
@@ -134,7 +134,8 @@ def test_a_crash_between_a_model_step_started_and_its_completion_re_runs_just_th
     assert not {sid for _, sid in after} & completed(at_crash)
     final = journal_events(tmp_path)
     starts = [(e.step_id, e.data["attempt"]) for e in final if e.kind == EventKind.STEP_STARTED]
-    assert ("#turn:1:tool:0", 2) in starts and ("#turn:2", 1) in starts and ("#turn:2", 2) not in starts
+    # No trace of the cut calls, so each is attempt 1 again: the same key, never in doubt.
+    assert [a for sid, a in starts if sid in {"#turn:1:tool:0", "#turn:1:tool:1", "#turn:2"}] == [1, 1, 1]
     assert recovered.result["resolved"] == []
 
 
