@@ -31,25 +31,50 @@ import loom_nb as loom
 from loom_nb.agent import TranscriptGrowthWarning
 from loom_nb.journal import DuckDBJournal, Event
 from loom_nb.kernel import FlowRegistry
-from loom_nb.messages import ModelRequest, ModelResponse
+from loom_nb.messages import ModelRequest, ModelResponse, Usage
 
 sys.path.insert(0, str(Path(__file__).parent))
-import agent as peers  # noqa: E402  (bench/agent.py: the workload and the kill at N/2)
+import agent as peers
 
 warnings.simplefilter("ignore", TranscriptGrowthWarning)
 TARGETS = {"idempotent": 1.6, "non_idempotent": 2.6, "concurrent": 8.0, "long": 1.2, "rss_mb": 20.0}
 
 
+USAGE = Usage(input_tokens=1000, output_tokens=100)
+
+
 def respond_for(turns: int) -> Any:
-    """The peers' scripted model: a tool call per turn for ``turns - 1`` turns, then an answer."""
+    """The peers' scripted model: a tool call per turn for ``turns - 1`` turns, then an answer. The
+    turn is read from the request's length (user message, then an assistant and a tool message per
+    turn) and the usage is given, so the fake model's own cost does not grow with the transcript."""
 
     def respond(request: ModelRequest) -> ModelResponse:
-        turn = sum(1 for m in request.messages if m.role == "assistant")
+        turn = (len(request.messages) - 1) // 2
         if turn >= turns - 1:
-            return ModelResponse.text("All batches are done.")
-        return ModelResponse.tool_calls([("work", {"turn": turn, "batch": peers.ARG})], text=peers.TEXT)
+            return ModelResponse.text("All batches are done.", usage=USAGE)
+        response = ModelResponse.tool_calls([("work", {"turn": turn, "batch": peers.ARG})], text=peers.TEXT)
+        return response.model_copy(update={"usage": USAGE})
 
     return respond
+
+
+class Scripted:
+    """``ScriptedModel`` without its request history (``ScriptedModel.history`` keeps every request,
+    each holding the whole transcript: memory that grows with the square of the turns, the fake's
+    own, not the loop's)."""
+
+    name = "scripted"
+
+    def __init__(self, turns: int) -> None:
+        self.inner = loom.ScriptedModel(respond_for(turns))
+
+    async def complete(
+        self, request: ModelRequest, *, on_delta: Any = None, idempotency_key: str | None = None
+    ) -> ModelResponse:
+        """Answer from the script and forget the request."""
+        response = await self.inner.complete(request, on_delta=on_delta)
+        self.inner.history.clear()
+        return response
 
 
 def build(turns: int, *, idempotent: bool = True, marks: list[float] | None = None) -> loom.Agent:
@@ -62,7 +87,7 @@ def build(turns: int, *, idempotent: bool = True, marks: list[float] | None = No
             marks.append(time.perf_counter())
         return peers.work_result(turn)
 
-    return loom.Agent(model=loom.ScriptedModel(respond_for(turns)), tools=[work], name="bench", max_turns=turns + 1)
+    return loom.Agent(model=Scripted(turns), tools=[work], name="bench", max_turns=turns + 1)
 
 
 def fresh(tmp: Path, name: str) -> loom.Runtime:
