@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import statistics
 import sys
 import tempfile
@@ -161,7 +162,7 @@ def long_run(tmp: Path, turns: int) -> dict[str, float]:
     after = rss_mb()
     assert run.status == "completed", run
     rt.close()
-    per_turn = [(b - a) * 1000 for a, b in zip(marks, marks[1:], strict=False)]
+    per_turn = [(b - a) * 1000 for a, b in itertools.pairwise(marks)]
     early = statistics.median(per_turn[75:125])
     late = statistics.median(per_turn[turns - 51 : turns - 1])
     return {"early": early, "late": late, "rss": after - before}
