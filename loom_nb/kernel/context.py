@@ -488,15 +488,15 @@ class ExecutionContext:
         runs. If that commit fails the effect will not run, so its ``step_started`` is unstaged (a
         later commit must not claim it started); what was staged before it stays staged."""
         event = self.stage(EventKind.STEP_STARTED, sid, data)
-        if not (commit or self._urgent):
-            # No effect runs while a commit of its execution is in flight (it may hold the outcome
-            # of the step before, which must be durable before anything else runs).
-            await self._idle()
-            if self._failed is not None:
-                await self.commit()  # raises the background commit's error: the effect does not run
-            return
         try:
-            await self.commit()
+            if commit or self._urgent:
+                await self.commit()
+            else:
+                # No effect runs while a commit of its execution is in flight (it may hold the
+                # outcome of the step before, which must be durable before anything else runs).
+                await self._idle()
+                if self._failed is not None:
+                    await self.commit()  # raises the background commit's error: the effect does not run
         except Exception:
             self._unstage(event)
             raise

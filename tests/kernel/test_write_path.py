@@ -16,7 +16,7 @@ from loom_nb.journal.events import EventKind
 from loom_nb.journal.store import write_error
 from loom_nb.kernel import Durability, ExecutionContext, JournalWriter
 from loom_nb.kernel.effect_registry import EffectRegistry
-from loom_nb.testing import JournalProxy
+from loom_nb.testing import FailingJournal, JournalProxy
 from tests.kernel.support import make_runtime
 
 
@@ -147,3 +147,29 @@ async def test_one_executions_failure_never_costs_another_its_events() -> None:
     assert journal.read("ok-1") and journal.read("ok-2") and not journal.read("bad")
     # the shared transaction first, then each execution alone
     assert journal.appends == [{"ok-1", "bad", "ok-2"}, {"ok-1"}, {"bad"}, {"ok-2"}]
+
+
+async def test_a_failed_background_commit_stops_the_run_before_the_next_effect() -> None:
+    """The commit of a step's outcome, started when the body yields, fails: the next step's effect
+    does not run and its start is not written; the engine writes what was staged once more and
+    raises; ``recover()`` runs the rest once."""
+    journal = FailingJournal(InMemoryJournal(), 2, persistent=False)
+    rt = make_runtime(journal)  # type: ignore[arg-type]
+    charged: list[Any] = []
+    rt.effects.register("fetch", lambda v: v, idempotent=True)
+    rt.effects.register("charge", lambda v: charged.append(v) or "ok")
+
+    async def pay(ctx: ExecutionContext, inp: Any) -> Any:
+        item = await ctx.execute("fetch", 1)
+        for _ in range(5):  # the body yields: the outcome's commit starts (and fails) meanwhile
+            await asyncio.sleep(0)
+        return [item, await ctx.execute("charge", 2)]
+
+    rt.flows.register(pay, "pay")
+    with pytest.raises(JournalWriteError):
+        await rt.start("pay", None, execution_id="p")
+    assert charged == []
+    assert not [e for e in journal.read("p") if e.step_id == "#2"]
+    assert [e.kind for e in journal.read("p") if e.step_id == "#1"][-1] == EventKind.STEP_COMPLETED
+    (done,) = await rt.recover()
+    assert done.status == "completed" and charged == [2]
