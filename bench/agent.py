@@ -2,8 +2,8 @@
 
 Each turn is one model call (about 300 B of text and one tool call with about 200 B of arguments)
 and one tool call (about 500 B of result); no sleeps; a ``ScriptedModel`` calls the tool for N-1
-turns then answers. The journal is a DuckDB FILE with the default (strict) durability: one commit
-per step boundary. For N = 10, 50 and 200 turns it reports:
+turns then answers. The journal is a DuckDB FILE with the default durability (``docs/design.md``,
+section 4): the bench's tool is idempotent, so one commit per turn. For N = 10, 50 and 200 turns it reports:
 
 - per-turn overhead: wall time of the whole run / N (median of 3 runs, each on a fresh file);
 - journal bytes per turn: the sum of ``len(data JSON)`` of the execution's events as stored (their
@@ -138,8 +138,8 @@ def one_run(turns: int, tmp: Path, *, stream: bool = True, event_format: int = C
 
 
 def commit_floor_ms(tmp: Path, commits: int = 400) -> float:
-    """The storage floor of one turn: two DuckDB commits (a step's completion rides with the next
-    step's start, so a model-plus-tool turn commits twice), timed alone with turn-sized events."""
+    """The storage floor of one turn: one DuckDB commit (the model step's completion carries the
+    idempotent tool's start and outcome), timed alone with turn-sized events."""
     journal = DuckDBJournal(tmp / "floor.duckdb")
     journal.append([Event("floor", 1, "execution_started", None, 0.0, {"flow": "floor"})])
     seq, times = 2, []
@@ -155,7 +155,7 @@ def commit_floor_ms(tmp: Path, commits: int = 400) -> float:
         times.append(time.perf_counter() - began)
         seq += 2
     journal.close()
-    return 2 * statistics.median(times) * 1000
+    return statistics.median(times) * 1000
 
 
 def empty_file_size(tmp: Path) -> int:
@@ -289,7 +289,7 @@ def report(
         f"{baseline:,} B (DuckDB allocates its file in 256 KiB blocks: at these sizes the file columns "
         "measure block allocation more than bytes)"
     )
-    print(f"storage floor per turn on this machine: two DuckDB commits = {floor:.3f} ms (median)\n")
+    print(f"storage floor per turn on this machine: one DuckDB commit = {floor:.3f} ms (median)\n")
     print("| N | per-turn ms | data B/turn | ratio | file B/turn | ratio | file-net B/turn | ratio | target |")
     print("|---|---|---|---|---|---|---|---|---|")
     for label, r in rows.items():

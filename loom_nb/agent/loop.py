@@ -125,7 +125,9 @@ async def agent_loop(ctx: FlowContext, config: AgentConfig, input: Any) -> Agent
         await _maybe_compact(ctx, config, state, turn)
         _maybe_warn(ctx, config, state)
         extras = await _turn_extras(ctx, config, state, turn)
-        request = ModelRequest(
+        # Built without validating again: every message already is a validated ``Message`` (validating
+        # the whole transcript each turn would make a long run's turns slower and slower).
+        request = ModelRequest.model_construct(
             messages=with_extras(state.transcript.messages, extras),
             tools=tuple(specs),
             output=out.format if out is not None else None,

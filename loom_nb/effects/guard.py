@@ -8,11 +8,37 @@ guarded one.
 
 from __future__ import annotations
 
+from operator import attrgetter
 from typing import Any
 
 from loom_nb.errors import PromptIntegrityError
 from loom_nb.kernel.effect_registry import EffectCall, EffectResult, Next
 from loom_nb.messages import Message, ModelRequest
+
+_TAINTED = attrgetter("tainted")
+#: The last messages checked per conversation (keyed by the id of its first message): a loop's next
+#: request holds the previous one's messages plus a few, so only those few are checked again.
+_CHECKED: dict[int, tuple[tuple[Message, ...], bool]] = {}
+_CHECKED_MAX = 256
+
+
+def _any_tainted(messages: tuple[Message, ...]) -> bool:
+    """Whether any message is tainted, in time proportional to the messages not seen in the
+    conversation's previous request (a prefix compared in C: identity first, then by value, so a
+    reused id or an equal copy is never taken for what it is not)."""
+    if not messages:
+        return False
+    key = id(messages[0])
+    seen = _CHECKED.get(key)
+    start, tainted = 0, False
+    if seen is not None and len(seen[0]) <= len(messages) and messages[: len(seen[0])] == seen[0]:
+        start, tainted = len(seen[0]), seen[1]
+    tainted = tainted or any(map(_TAINTED, messages[start:]))
+    if key not in _CHECKED and len(_CHECKED) >= _CHECKED_MAX:
+        del _CHECKED[next(iter(_CHECKED))]
+    _CHECKED[key] = (messages, tainted)
+    return tainted
+
 
 FENCE_OPEN = "<<<untrusted-content>>>"
 FENCE_CLOSE = "<<<end-untrusted-content>>>"
@@ -41,8 +67,7 @@ def guard_request(request: ModelRequest) -> ModelRequest:
     Raises:
         PromptIntegrityError: a system message is tainted.
     """
-    tainted = [m for m in request.messages if m.tainted]
-    if not tainted:
+    if not _any_tainted(request.messages):
         return request
     for i, m in enumerate(request.messages):
         if m.tainted and m.role == "system":

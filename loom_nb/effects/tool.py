@@ -17,7 +17,7 @@ from loom_nb.errors import ToolArgumentsError, UsageError
 from loom_nb.journal import step_ids
 from loom_nb.journal.store import off_the_loop
 from loom_nb.kernel.async_bridge import run_in_thread
-from loom_nb.kernel.effect_registry import EffectContext, EffectInvoker, EffectSpec
+from loom_nb.kernel.effect_registry import Durability, EffectContext, EffectInvoker, EffectSpec
 from loom_nb.messages import ToolCall, ToolSpec
 
 ApprovalRule = bool | Callable[[ToolCall, int], bool]
@@ -203,6 +203,9 @@ class Tool:
             self.effect_id,
             fn,
             idempotent=self.idempotent,
+            # An idempotent tool's step rides the next commit (the next model step's): a crash
+            # before it re-runs the tool; one that is not is committed before and after it runs.
+            durability=Durability.DEFERRED if self.idempotent else Durability.BEFORE,
             scopes=self.scopes,
             retry=self.retry,
             quota=self.quota,

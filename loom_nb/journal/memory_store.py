@@ -28,8 +28,9 @@ class InMemoryJournal:
         staged: dict[str, list[Event]] = {}
         for event in events:
             eid = storable_text(event.execution_id)
-            log = staged.setdefault(eid, list(self._events.get(eid, ())))
-            if log and log[-1].seq >= event.seq:
+            log = staged.setdefault(eid, [])
+            last = log[-1] if log else (self._events[eid][-1] if self._events.get(eid) else None)
+            if last is not None and last.seq >= event.seq:
                 cause = ValueError(f"duplicate or out-of-order seq {event.seq} for execution {eid!r}")
                 raise write_error(self.location, events, cause, why="another runtime writes this execution")
             step = None if event.step_id is None else storable_text(event.step_id)
@@ -40,7 +41,8 @@ class InMemoryJournal:
             if execution_id in self._executions or started.count(execution_id) > 1:
                 cause = ValueError(f"duplicate execution {execution_id!r}: it was already started")
                 raise write_error(self.location, events, cause, why="pick another execution id")
-        self._events.update(staged)
+        for eid, new in staged.items():  # appended in place: an append costs its own events, not the log's
+            self._events.setdefault(eid, []).extend(new)
         for blob in contents:
             self._content.setdefault(blob.digest, (blob.data, blob.media_type, blob.tainted))
         for execution_id, status, flow, at in changes:

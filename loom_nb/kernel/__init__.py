@@ -8,6 +8,7 @@ from loom_nb.kernel.check import CheckFinding, CheckReport, ExecutionCheck
 from loom_nb.kernel.context import ExecutionContext, InDoubtResolution
 from loom_nb.kernel.decisions import Decision
 from loom_nb.kernel.effect_registry import (
+    Durability,
     EffectCall,
     EffectContext,
     EffectRegistry,
@@ -21,12 +22,14 @@ from loom_nb.kernel.engine import Engine, ExecutionResult, GateAnswer, ReplayRep
 from loom_nb.kernel.flow_context import FlowContext
 from loom_nb.kernel.flows import FLOWS, FlowRegistry, flow
 from loom_nb.kernel.gates import GateRequest, OpenGate, Suspend
+from loom_nb.kernel.journal_writer import JournalWriter
 
 __all__ = [
     "FLOWS",
     "CheckFinding",
     "CheckReport",
     "Decision",
+    "Durability",
     "EffectCall",
     "EffectContext",
     "EffectRegistry",
@@ -42,6 +45,7 @@ __all__ = [
     "GateRequest",
     "InDoubtResolution",
     "Interceptor",
+    "JournalWriter",
     "Next",
     "OpenGate",
     "Principal",

@@ -6,8 +6,11 @@ gate, decision and value from the journal and runs live only past the recorded p
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import inspect
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Literal, NoReturn
 
 from pydantic import BaseModel, TypeAdapter
@@ -26,7 +29,7 @@ from loom_nb.journal.canonical import canonical_json, digest_bytes, digest_value
 from loom_nb.journal.event_format import FORMAT_1, ref_target, usage_of_output
 from loom_nb.journal.events import ContentBlob, Event, EventKind
 from loom_nb.kernel.decisions import Decision, Policy, policy_name, propensity_of
-from loom_nb.kernel.effect_registry import EffectCall, EffectContext, EffectSpec, Principal
+from loom_nb.kernel.effect_registry import Durability, EffectCall, EffectContext, EffectSpec, Principal
 from loom_nb.kernel.errors_codec import error_from_data, error_to_data
 from loom_nb.kernel.gates import GateRequest, Suspend, resolve_schema, schema_name
 from loom_nb.kernel.history import GateRecord, History, StepRecord, in_doubt_attempt
@@ -42,6 +45,8 @@ _RECENT_OUTPUTS = 8
 #: How many attempts in all an idempotent step without a retry policy (``EffectSpec.retry`` with an
 #: ``attempts`` limit) gets across processes before a cut in flight fails it instead of running it again.
 DEFAULT_ATTEMPT_LIMIT = 3
+#: Step outcomes: once one of these is committed, a recovered run has made progress.
+_OUTCOMES = frozenset({EventKind.STEP_COMPLETED, EventKind.STEP_FAILED})
 
 
 class InDoubtResolution(BaseModel):
@@ -81,7 +86,7 @@ class ExecutionContext:
         principal: Who it acts for.
     """
 
-    def __init__(self, runtime: Engine, history: History, *, pure: bool = False) -> None:
+    def __init__(self, runtime: Engine, history: History, *, pure: bool = False, recovering: bool = False) -> None:
         self._rt = runtime
         self._h = history
         self.execution_id = history.execution_id
@@ -91,6 +96,16 @@ class ExecutionContext:
         self._seq = history.last_seq
         self._staged: list[Event] = []
         self._blobs: list[ContentBlob] = []
+        #: The commit of this execution in flight, if any (``_submit``).
+        self._inflight: asyncio.Future[None] | None = None
+        #: An outcome is staged that must be committed before the next effect runs (``_urge``).
+        self._urgent = False
+        #: The error of a commit made in the background (``_kick``), raised by the next ``commit``.
+        self._failed: Exception | None = None
+        #: Commit every step's start before it runs, until a step outcome is committed: a fresh
+        #: execution (so its first step finds it in the journal) and a run ``recover()`` drives (so
+        #: a step that kills its process every time counts attempts and meets its limit).
+        self._careful = history.last_seq == 0 or recovering
         self._auto = 0
         self._values = 0
         self._claimed: set[str] = set()
@@ -142,21 +157,91 @@ class ExecutionContext:
         self._staged.append(event)
         return event
 
-    def commit(self) -> None:
-        """Commit everything staged in one transaction and notify the observers (a no-op when
-        nothing is staged, and always in a pure replay). Engine-facing, like ``stage``.
+    async def commit(self) -> None:
+        """Commit everything staged in one transaction (through the runtime's ``JournalWriter``,
+        shared with the other executions that commit meanwhile) and notify the observers (a no-op
+        when nothing is staged, and always in a pure replay). Engine-facing, like ``stage``.
 
         When the journal raises (``JournalWriteError``), what was staged stays staged, so a later
-        commit writes it with no gap in ``seq``; the engine stops the run.
+        commit writes it with no gap in ``seq``; the engine stops the run. A commit made in the
+        background (``_urge``) that failed is raised here.
         """
-        if self._pure or (not self._staged and not self._blobs):
+        if self._pure:
             return
-        events, blobs = self._staged, self._blobs
-        self._rt.journal.append(events, blobs)
-        self._staged, self._blobs = [], []
-        observers = self._rt.observers
-        if observers:
-            observers.notify_events([e for e in events if e.kind != EventKind.STREAM_CHUNK])  # chunks shown at once
+        await self._idle()
+        if self._failed is not None:
+            # A background commit failed: the run stops here, as it would have there (what it
+            # staged is still staged; the engine's last commit tries it once more).
+            failed, self._failed = self._failed, None
+            raise failed
+        if not self._staged and not self._blobs:
+            return
+        done = self._submit()
+        try:
+            await asyncio.shield(done)
+        except asyncio.CancelledError:
+            if not done.done():
+                # The write goes on whatever happens to this task: wait for its outcome, so
+                # nothing staged later is submitted before it, then let the cancel through.
+                with contextlib.suppress(Exception):
+                    await done
+            raise
+
+    async def _idle(self) -> None:
+        """Wait until no commit of this execution is in flight (one at a time, in ``seq`` order)."""
+        while self._inflight is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.shield(self._inflight)
+
+    def _submit(self, *, background: bool = False) -> asyncio.Future[None]:
+        """Hand everything staged to the writer (nothing may be in flight); the returned future
+        settles once it is committed. ``settled`` runs inside the writer's flush, before any task
+        wakes: on success it notifies the observers; on failure it puts the events back in front
+        of what was staged since (and keeps a background commit's error for the next ``commit``)."""
+        events, blobs, urgent = self._staged, self._blobs, self._urgent
+        self._staged, self._blobs, self._urgent = [], [], False
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._inflight = done
+
+        def settled(error: BaseException | None) -> None:
+            self._inflight = None
+            if error is None:
+                if self._careful and any(e.kind in _OUTCOMES for e in events):
+                    self._careful = False
+                observers = self._rt.observers
+                if observers:  # stream chunks were shown when staged
+                    observers.notify_events([e for e in events if e.kind != EventKind.STREAM_CHUNK])
+                done.set_result(None)
+                if self._urgent:  # an outcome staged while this commit was in flight
+                    asyncio.get_running_loop().call_soon(self._kick)
+            else:
+                self._staged, self._blobs = [*events, *self._staged], [*blobs, *self._blobs]
+                self._urgent = self._urgent or urgent
+                done.set_exception(error)
+                if background and isinstance(error, Exception):
+                    self._failed = error
+                    done.exception()  # retrieved: the next commit raises it
+                # Never written again from here on its own: the run stops at its next commit.
+
+        self._rt.writer.submit(events, blobs, settled)
+        return done
+
+    def _urge(self) -> None:
+        """An outcome that must not wait is staged: it is committed before the next effect runs
+        (with that step's start when the body goes straight on to a step committed before it runs),
+        or as soon as the body yields to the event loop, whichever comes first."""
+        if self._pure:
+            return
+        self._urgent = True
+        asyncio.get_running_loop().call_soon(self._kick)
+
+    def _kick(self) -> None:
+        """Start a background commit when an outcome waits (``_urge``) or stream chunks piled up,
+        unless one is in flight (it kicks again when it settles) or a background commit failed."""
+        if self._inflight is not None or self._failed is not None or self._pure:
+            return
+        if self._urgent or len(self._staged) >= _STREAM_FLUSH_EVERY:
+            self._submit(background=True)
 
     def _claim(self, ident: str) -> None:
         if ident in self._claimed:
@@ -269,7 +354,8 @@ class ExecutionContext:
         else:
             spec = self._rt.effects.spec(effect_id)
         ref = self._input_reference(input_ref, journaled)
-        output = await self._run_live(sid, spec, input, journaled, digest, attempt, on_delta, ref)
+        cut = rec is not None
+        output = await self._run_live(sid, spec, input, journaled, digest, attempt, on_delta, ref, cut=cut)
         return _convert(output, returns)
 
     def _exhausted(self, sid: str, rec: StepRecord) -> NoReturn:
@@ -348,12 +434,18 @@ class ExecutionContext:
         attempt: int,
         on_delta: Callable[[str], None] | None,
         ref: list[Any] | None = None,
+        *,
+        cut: bool,
     ) -> Any:
         eid = self.execution_id
         effect_id = spec.effect_id
         key = f"{eid}:{sid}"
         started = self._started(effect_id, journaled, digest, key, ref)
-        self._commit_start(sid, self._with_attempt(started, attempt))
+        rule = spec.commit_rule
+        # Durability rules (docs/design.md, section 4): the start is committed before the effect
+        # runs for a BEFORE effect, for an attempt after a cut one, and while ``_careful``.
+        first = rule is Durability.BEFORE or cut or self._careful
+        await self._start(sid, self._with_attempt(started, attempt), commit=first)
         current = attempt
         rt = self._rt
 
@@ -362,10 +454,10 @@ class ExecutionContext:
             failed = {"effect": effect_id, "attempt": current, "will_retry": True, "delay": delay}
             self._release_held(sid)  # the failed attempt's text: no output holds it
             self.stage(EventKind.STEP_FAILED, sid, {**failed, "error": error_to_data(error)})
-            self.commit()  # a crash during the backoff must not make a clean failure look in doubt
+            await self.commit()  # a crash during the backoff must not make a clean failure look in doubt
             await rt.clock.sleep(delay)
             current += 1
-            self._commit_start(sid, self._with_attempt(started, current))
+            await self._start(sid, self._with_attempt(started, current), commit=first or self._careful)
             if self._format > FORMAT_1:
                 self._held[sid] = []  # the next attempt's text is held again
             return current
@@ -405,6 +497,8 @@ class ExecutionContext:
                 sid,
                 {"effect": effect_id, "attempt": current, "will_retry": False, "error": error_to_data(exc)},
             )
+            if rule is not Durability.DEFERRED:
+                self._urge()
             raise
         self._held.pop(sid, None)  # format 2: the output holds the text streamed for this step
         data = self._completed(effect_id, output, current, to_jsonable(dict(result.usage)) if result.usage else None)
@@ -412,6 +506,8 @@ class ExecutionContext:
             data["tainted"] = True
         self.stage(EventKind.STEP_COMPLETED, sid, data)
         self._remember(sid, output)
+        if rule is not Durability.DEFERRED:
+            self._urge()
         return output
 
     # -- the event format's step shapes (``journal.event_format``) ---------------------------------
@@ -474,17 +570,33 @@ class ExecutionContext:
         for channel, text in self._held.pop(sid, ()):
             self.stage(EventKind.STREAM_CHUNK, None, {"channel": channel, "text": text})
 
-    def _commit_start(self, sid: str, data: dict[str, Any]) -> None:
-        """Commit a ``step_started`` before the effect runs. If that commit fails the effect will
-        not run, so its ``step_started`` is unstaged (a later commit must not claim it started);
-        what was staged before it stays staged."""
+    async def _start(self, sid: str, data: dict[str, Any], *, commit: bool) -> None:
+        """Stage a ``step_started`` (so steps keep the order the body asked for them in) and, when
+        ``commit`` or an outcome is waiting to be committed (``_urge``), commit before the effect
+        runs. If that commit fails the effect will not run, so its ``step_started`` is unstaged (a
+        later commit must not claim it started); what was staged before it stays staged."""
         event = self.stage(EventKind.STEP_STARTED, sid, data)
         try:
-            self.commit()
-        except JournalWriteError:
-            self._staged.remove(event)
-            self._seq -= 1
+            if commit or self._urgent:
+                await self.commit()
+            else:
+                # No effect runs while a commit of its execution is in flight (it may hold the
+                # outcome of the step before, which must be durable before anything else runs).
+                await self._idle()
+                if self._failed is not None:
+                    await self.commit()  # raises the background commit's error: the effect does not run
+        except Exception:
+            self._unstage(event)
             raise
+
+    def _unstage(self, event: Event) -> None:
+        """Take ``event`` back out of the staged events (numbering the ones staged after it down)."""
+        for i, staged in enumerate(self._staged):
+            if staged is event:
+                del self._staged[i]
+                self._staged[i:] = [replace(e, seq=e.seq - 1) for e in self._staged[i:]]
+                self._seq -= 1
+                return
 
     # -- gates ----------------------------------------------------------------------------------
     async def gate(self, gate_id: str, kind: str, *, payload: Any = None, schema: Any = None) -> Any:
@@ -644,7 +756,7 @@ class ExecutionContext:
             channel: ``assistant``, ``thinking``...
             step_id: The step whose output will hold this text (the model step streaming it). In
                 event format 2 the chunk is held while that step runs and not journaled once it
-                completes; it is journaled when the step fails, or when 64 events wait for a commit.
+                completes; it is journaled when the step fails, or when 64 of its chunks are held.
         """
         if not text or self.replaying:
             return
@@ -657,15 +769,15 @@ class ExecutionContext:
             if held is None:
                 return  # the step completed: its output holds the text
             held.append((channel, text))
-            if len(self._staged) + len(held) >= _STREAM_FLUSH_EVERY:
+            if len(held) >= _STREAM_FLUSH_EVERY:  # (the staged chunks' own count: a release is not undone)
                 self._release_held(step_id)
                 self._held[step_id] = []
-                self.commit()
+                asyncio.get_running_loop().call_soon(self._kick)
             return
         event = self.stage(EventKind.STREAM_CHUNK, None, data)
         self._rt.observers.notify_events((event,))
         if len(self._staged) >= _STREAM_FLUSH_EVERY:
-            self.commit()
+            asyncio.get_running_loop().call_soon(self._kick)
 
     def _holds(self, step_id: str) -> bool:
         """Format 2: True when step ``step_id`` is running live (its chunks are held) or completed

@@ -11,6 +11,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
+from enum import StrEnum
 from typing import Any, Protocol, TypedDict, Unpack
 
 from loom_nb.errors import EffectNotFoundError, UsageError, registered
@@ -34,6 +35,24 @@ class Principal:
         return cls(name=name, scopes=frozenset(scopes))
 
 
+class Durability(StrEnum):
+    """When a step of an effect is committed relative to running it (``docs/design.md``, section 4).
+
+    * ``BEFORE``: its ``step_started`` is committed before the effect runs and its outcome right
+      after (before anything else runs): a crash mid-call is detected (the step is in doubt). The
+      only choice for an effect that is not idempotent.
+    * ``AFTER``: its start and outcome are committed together once it returns, before the next
+      effect runs (the default for idempotent effects, model calls included): a crash mid-call
+      re-runs it.
+    * ``DEFERRED``: its start and outcome ride the execution's next commit (an agent's idempotent
+      tool: the next model step's): a crash before that commit re-runs it.
+    """
+
+    BEFORE = "before"
+    AFTER = "after"
+    DEFERRED = "deferred"
+
+
 @dataclass(frozen=True, kw_only=True)
 class EffectSpec:
     """A registered effect.
@@ -50,6 +69,8 @@ class EffectSpec:
         kind: ``effect``, ``tool``, ``model`` or ``summarizer`` (for views and the guard).
         meta: Free-form extra data (a tool's JSON schema, a provider...).
         context_param: The name of the parameter that receives the ``EffectContext``, if any.
+        durability: When its steps are committed (``Durability``); None means ``AFTER`` when
+            idempotent, else ``BEFORE``. ``AFTER`` and ``DEFERRED`` need ``idempotent=True``.
     """
 
     effect_id: str
@@ -63,6 +84,15 @@ class EffectSpec:
     kind: str = "effect"
     meta: Mapping[str, Any] = field(default_factory=dict)
     context_param: str | None = None
+    durability: Durability | None = None
+
+    @property
+    def commit_rule(self) -> Durability:
+        """The ``Durability`` its steps get: ``durability`` when set, else ``AFTER`` for an
+        idempotent effect and ``BEFORE`` for one that is not."""
+        if self.durability is not None:
+            return self.durability
+        return Durability.AFTER if self.idempotent else Durability.BEFORE
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -153,6 +183,7 @@ class EffectOptions(TypedDict, total=False):
     trusted: bool
     kind: str
     meta: Mapping[str, Any] | None
+    durability: Durability | str | None
 
 
 class EffectInvoker(Protocol):
@@ -189,6 +220,29 @@ def _context_param(fn: Callable[..., Any]) -> str | None:
     return None
 
 
+def check_durability(effect_id: str, durability: Durability | str | None, idempotent: bool) -> Durability | None:
+    """``durability`` as a ``Durability`` (None stays None), checked against ``idempotent``.
+
+    Raises:
+        UsageError: an unknown value, or ``AFTER`` / ``DEFERRED`` for an effect that is not
+            idempotent (a crash mid-call would then go unnoticed and the call could run twice).
+    """
+    if durability is None:
+        return None
+    try:
+        rule = Durability(durability)
+    except ValueError:
+        known = ", ".join(repr(d.value) for d in Durability)
+        raise UsageError(f"effect {effect_id!r}: durability must be one of {known}, got {durability!r}") from None
+    if rule is not Durability.BEFORE and not idempotent:
+        raise UsageError(
+            f"effect {effect_id!r}: durability={rule.value!r} needs idempotent=True: a step that is not "
+            "committed before it runs may run twice after a crash, unnoticed. Mark the effect idempotent "
+            "(it is safe to run again with the same idempotency key) or use durability='before'."
+        )
+    return rule
+
+
 async def call_effect_fn(call: EffectCall) -> EffectResult:
     """The innermost link: call the registered function (sync or async) with the input."""
     spec = call.spec
@@ -220,6 +274,7 @@ class EffectRegistry:
             raise UsageError(f"effect {effect_id!r}: {fn!r} is not callable")
         given: dict[str, Any] = {**options}
         given.update(scopes=frozenset(options.get("scopes", ())), meta=dict(options.get("meta") or {}))
+        given["durability"] = check_durability(effect_id, options.get("durability"), options.get("idempotent", False))
         spec = replace(EffectSpec(effect_id=effect_id, fn=fn, context_param=_context_param(fn)), **given)
         self._specs[effect_id] = spec
         return spec

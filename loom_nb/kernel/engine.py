@@ -34,6 +34,7 @@ from loom_nb.kernel.errors_codec import error_from_data, error_summary, error_to
 from loom_nb.kernel.flows import FLOWS, FlowFn, FlowRegistry
 from loom_nb.kernel.gates import OpenGate, Suspend, validate_payload
 from loom_nb.kernel.history import GateRecord, History
+from loom_nb.kernel.journal_writer import JournalWriter
 from loom_nb.kernel.observers import Observers
 from loom_nb.kernel.sources import Clock, IdSource, RandomSource
 from loom_nb.system_sources import RandomIds, SystemClock, SystemRandom
@@ -204,6 +205,8 @@ class Engine:
         principal: Principal | None = None,
     ) -> None:
         self.journal = journal
+        #: Batches every execution's commits into one transaction (group commit).
+        self.writer = JournalWriter(journal)
         self.clock: Clock = clock or SystemClock()
         self.ids: IdSource = ids or RandomIds()
         self.random: RandomSource = random or SystemRandom()
@@ -302,10 +305,10 @@ class Engine:
             lock = self._locks[execution_id] = asyncio.Lock()
         return lock
 
-    async def _drive(self, history: History, *, fresh: bool = False) -> ExecutionResult:
+    async def _drive(self, history: History, *, fresh: bool = False, recovering: bool = False) -> ExecutionResult:
         eid = history.execution_id
         body = self.flows.get(history.flow)
-        ctx = ExecutionContext(self, history)
+        ctx = ExecutionContext(self, history, recovering=recovering)
         if fresh:
             started = {"flow": history.flow, "input": history.input, "principal": history.principal}
             ctx.stage(EventKind.EXECUTION_STARTED, None, with_format(started, history.format))
@@ -315,14 +318,14 @@ class Engine:
             self._driving[eid] = task
         try:
             if eid in self._cancels:  # cancelled between the answer that resumed it and now
-                ctx.commit()
+                await ctx.commit()
                 return self._record_cancel(eid)
             try:
                 output = to_jsonable(await body(ctx, history.input))
             except Suspend:
                 waiting = ctx.open_gates()
                 ctx.stage(EventKind.EXECUTION_SUSPENDED, None, {"gates": [g.gate_id for g in waiting]})
-                ctx.commit()
+                await ctx.commit()
                 return ExecutionResult(
                     execution_id=eid, status="suspended", gates=tuple(_gate(eid, g) for g in waiting)
                 )
@@ -331,30 +334,30 @@ class Engine:
                 # what the context still holds staged once more (a transient fault may have cleared)
                 # and stop; the run stays ``running`` for ``recover()``.
                 try:
-                    ctx.commit()
+                    await ctx.commit()
                 except JournalWriteError as again:
                     exc.add_note(f"(writing the staged events once more failed too: {again.cause_text})")
                 raise
             except (NonDeterminismError, EffectNotFoundError, FlowNotFoundError):
-                ctx.commit()
+                await ctx.commit()
                 raise
             except Exception as exc:
                 error = error_to_data(exc)
                 ctx.stage(EventKind.EXECUTION_FAILED, None, {"error": error})
-                ctx.commit()
+                await ctx.commit()
                 return ExecutionResult(execution_id=eid, status="failed", error=error)
             except asyncio.CancelledError:
-                ctx.commit()  # nothing recorded is lost
+                await ctx.commit()  # nothing recorded is lost
                 if eid not in self._cancels:
                     raise  # not a cancel of the run (the loop is closing): it stays running for recover()
                 if task is not None:
                     task.uncancel()
                 return self._record_cancel(eid)
             except BaseException:
-                ctx.commit()  # nothing recorded is lost; the execution stays running for recover()
+                await ctx.commit()  # nothing recorded is lost; the execution stays running for recover()
                 raise
             ctx.stage(EventKind.EXECUTION_COMPLETED, None, {"output": output})
-            ctx.commit()
+            await ctx.commit()
             return ExecutionResult(execution_id=eid, status="completed", output=output)
         finally:
             self._active.discard(eid)
@@ -499,7 +502,7 @@ class Engine:
                     history = self.history(rec.execution_id)
                     if history.status != "running" or rec.execution_id in self._active:
                         continue  # another task drove it on while this one waited for its lock
-                    results.append(await self._drive(history))
+                    results.append(await self._drive(history, recovering=True))
                 except JournalWriteError:
                     raise  # the journal is failing, not this execution: stop rather than fail them all
                 except Exception as exc:

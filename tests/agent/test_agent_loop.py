@@ -107,7 +107,7 @@ async def test_concurrent_tool_calls_of_one_turn_keep_the_ids_of_their_position(
 
     model = ScriptedModel(
         [
-            calls(("wait", {"ticks": 6}), ("wait", {"ticks": 3}), ("wait", {"ticks": 0})),
+            calls(("wait", {"ticks": 60}), ("wait", {"ticks": 30}), ("wait", {"ticks": 0})),
             ModelResponse.text("done"),
         ]
     )
@@ -115,25 +115,26 @@ async def test_concurrent_tool_calls_of_one_turn_keep_the_ids_of_their_position(
     rt, result = await run_agent(config, model)
     eid = result.execution_id
 
+    # The ticks are far apart: a commit before a call takes a few ticks of its own (group commit).
     if parallel:  # all three ran at once and finished in reverse order
-        assert trace[:3] == ["start 6", "start 3", "start 0"]
-        assert [t for t in trace if t.startswith("end")] == ["end 0", "end 3", "end 6"]
+        assert trace[:3] == ["start 60", "start 30", "start 0"]
+        assert [t for t in trace if t.startswith("end")] == ["end 0", "end 30", "end 60"]
         assert step_ids(rt, eid, EventKind.STEP_COMPLETED)[1:4] == [
             "#turn:0:tool:2",
             "#turn:0:tool:1",
             "#turn:0:tool:0",
         ]
     else:
-        assert trace == ["start 6", "end 6", "start 3", "end 3", "start 0", "end 0"]
+        assert trace == ["start 60", "end 60", "start 30", "end 30", "start 0", "end 0"]
     # Whatever the completion order, tool j is call j of the turn: its input and its output.
-    for j, ticks in enumerate((6, 3, 0)):
+    for j, ticks in enumerate((60, 30, 0)):
         sid = f"#turn:0:tool:{j}"
         (done,) = [e for e in events(rt, eid, EventKind.STEP_COMPLETED) if e.step_id == sid]
         assert (rt.history(eid).steps[sid].input, done.data["output"]) == ({"ticks": ticks}, f"waited {ticks}")
     tool_msgs = [m for m in model.history[1].messages if m.role == "tool"]
     assert [(m.tool_call_id, m.text) for m in tool_msgs] == [
-        ("call_0", "waited 6"),
-        ("call_1", "waited 3"),
+        ("call_0", "waited 60"),
+        ("call_1", "waited 30"),
         ("call_2", "waited 0"),
     ]
     assert_rebuilt_matches(rt, eid, model)

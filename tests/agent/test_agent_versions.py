@@ -126,7 +126,9 @@ async def test_kill_matrix_a_recovered_run_keeps_the_version_it_started_with(rec
     seen: list[str | None] = []
     whole = await _searching_agent(seen, patched=recorded_by == "patched").run("tidy", runtime=rt, execution_id="r")
     boundaries = list(journal.boundaries)
-    assert len(boundaries) >= 4
+    # The fresh run's first start; the model's answer with the search's start (the idempotent search
+    # itself rides the next model commit); the last answer with execution_completed.
+    assert len(boundaries) >= 3
     for cut in boundaries:
         prefix = prefix_journal(journal, "r", cut)
         steps = [e for e in prefix.read("r") if e.kind == "step_started"]

@@ -19,7 +19,7 @@ pytestmark = pytest.mark.slow
 
 SCRIPT = CrashScript(Path(__file__).with_name("session_crash_flow.py"), flow.EXECUTION_ID)
 #: Events committed by the second run's process after each of its commits (uninterrupted).
-COMMITS = [2, 4, 6, 8]  # event format 2: the model text is in its step, not in chunks
+COMMITS = [2, 4, 8]  # the idempotent tool rides the last model commit (design.md, section 4)
 #: The second run's model and tool steps.
 STEPS = {"#turn:0": "model", "#turn:0:tool:0": "tool", "#turn:1": "model"}
 OUTPUT = "asked ['weather in Paris?', 'and Rome?']; found ['Paris: sunny', 'Rome: sunny']"

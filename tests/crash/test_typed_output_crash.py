@@ -19,7 +19,7 @@ pytestmark = pytest.mark.slow
 
 SCRIPT = CrashScript(Path(__file__).with_name("typed_output_crash_flow.py"), flow.EXECUTION_ID)
 #: Events committed after each commit of an uninterrupted run (checked by test_uninterrupted_run).
-COMMITS = [2, 4, 6, 8, 10]
+COMMITS = [2, 4, 8, 10]  # the idempotent lookup rides the next model commit (design.md, section 4)
 STEPS = {"#turn:0": "model", "#turn:0:tool:0": "tool", "#turn:1": "model", "#turn:2": "model"}
 
 
