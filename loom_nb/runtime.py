@@ -17,6 +17,7 @@ from loom_nb.effects.retry import RetryPolicy
 from loom_nb.effects.ring import EffectRing
 from loom_nb.errors import UsageError
 from loom_nb.journal.duckdb_store import DuckDBJournal, SnapshotInfo
+from loom_nb.journal.postgres_store import is_postgres_url
 from loom_nb.journal.run_state import RunState
 from loom_nb.journal.store import JournalStore
 from loom_nb.kernel.engine import Engine, EngineOptions
@@ -75,15 +76,25 @@ class Runtime(Engine):
 
     @classmethod
     def open(cls, target: str | Path = ":memory:", *, read_only: bool = False, **kwargs: Any) -> Self:
-        """Open a runtime on a DuckDB journal file (or ``":memory:"``).
+        """Open a runtime on a DuckDB journal file (or ``":memory:"``), or on a shared PostgreSQL
+        journal (``"postgresql://user@host:5432/db"``, needs the ``postgres`` extra).
 
         Raises:
-            JournalLockedError: another process holds the file.
-            UsageError: a PostgreSQL URL (not available yet).
+            JournalLockedError: another process holds the DuckDB file.
+            JournalReadError: the PostgreSQL server cannot be reached.
+            UsageError: ``read_only`` with a PostgreSQL URL (use a read-only database role instead),
+                or the ``postgres`` extra is missing.
         """
         text = str(target)
-        if text.startswith(("postgresql://", "postgres://")):
-            raise UsageError("PostgreSQL journals are not available yet: open a DuckDB file path or ':memory:'")
+        if is_postgres_url(text):
+            if read_only:
+                raise UsageError(
+                    "read_only applies to DuckDB files: a PostgreSQL journal is shared by design; "
+                    "connect as a role that may only SELECT to read without writing"
+                )
+            from loom_nb.journal.postgres_store import PostgresJournal
+
+            return cls(PostgresJournal(text), **kwargs)
         return cls(DuckDBJournal(text, read_only=read_only), **kwargs)
 
     def snapshot(self, path: str | Path, *, overwrite: bool = False) -> SnapshotInfo:
