@@ -268,6 +268,8 @@ class Frames:
                 self._con = connection.cursor()
                 create_views(self._con)
             return self._con
+        if hasattr(journal, "arrow_tables"):
+            return self._arrow_connection(journal)
         if not hasattr(journal, "all_events"):
             raise UsageError(
                 f"frames cannot read a {type(journal).__name__}: use a DuckDB journal "
@@ -275,13 +277,41 @@ class Frames:
             )
         version = getattr(journal, "commits", None)
         if self._con is None:
-            self._con = duckdb.connect(":memory:", config={**_NO_NETWORK, "enable_external_access": False})
-            for _, statements in MIGRATIONS:
-                for statement in statements:
-                    self._con.execute(statement)
-            create_views(self._con)
+            self._con = self._private_database()
         if version is None or version != self._version:
             self._load(journal.all_events())
+            self._version = version
+        return self._con
+
+    def _private_database(self) -> Any:
+        con = duckdb.connect(":memory:", config={**_NO_NETWORK, "enable_external_access": False})
+        for _, statements in MIGRATIONS:
+            for statement in statements:
+                con.execute(statement)
+        create_views(con)
+        return con
+
+    def _arrow_connection(self, journal: Any) -> Any:
+        """A private in-memory DuckDB holding a copy of a server journal's tables (PostgreSQL),
+        moved as Arrow (``arrow_tables``), loaded again whenever events were appended."""
+        version = journal.change_marker()
+        if self._con is None:
+            self._con = self._private_database()
+        if version != self._version:
+            tables = journal.arrow_tables()
+            con = self._con
+            database = events_table(con).removesuffix(".main.events")
+            con.execute("BEGIN")
+            try:
+                for name, arrow in tables.items():
+                    con.execute(f"DELETE FROM {database}.main.{name}")
+                    con.register("loom_arrow_rows", arrow)
+                    con.execute(f"INSERT INTO {database}.main.{name} SELECT * FROM loom_arrow_rows")
+                    con.unregister("loom_arrow_rows")
+                con.execute("COMMIT")
+            except BaseException:
+                con.execute("ROLLBACK")
+                raise
             self._version = version
         return self._con
 

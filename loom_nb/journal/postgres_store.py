@@ -268,6 +268,37 @@ class PostgresJournal:
         rows = self._fetch("count its events", "SELECT count(*), coalesce(sum(seq), 0) FROM events")
         return int(rows[0][0]), int(rows[0][1])
 
+    def arrow_tables(self, tables: Sequence[str] = ("events", "executions", "content")) -> dict[str, Any]:
+        """The journal's tables as ``pyarrow.Table`` s, read in one repeatable-read transaction
+        (a consistent cut) through the ADBC PostgreSQL driver: rows move as Arrow, never as
+        Python objects (what ``loom.frames()`` loads into DuckDB).
+
+        Raises:
+            UsageError: the ADBC driver or pyarrow is not installed (the ``postgres`` extra).
+            JournalReadError: the server refused the read.
+        """
+        check_on_loop(self.location)
+        try:
+            import adbc_driver_postgresql.dbapi as adbc
+        except ImportError as exc:
+            raise UsageError(
+                "reading a PostgreSQL journal as frames needs adbc-driver-postgresql and pyarrow: "
+                "pip install 'loom_nb[postgres]'"
+            ) from exc
+        try:
+            with adbc.connect(self.url) as conn, conn.cursor() as cur:
+                cur.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+                out = {}
+                for table in tables:
+                    cur.execute(f"SELECT * FROM {table}")
+                    out[table] = cur.fetch_arrow_table()
+                conn.rollback()
+                return out
+        except Exception as exc:
+            raise JournalReadError(
+                f"the journal {self.location} could not be read as Arrow tables: {type(exc).__name__}: {exc}"
+            ) from exc
+
     # -- leases (``LeasingStore``) ----------------------------------------------------------------
     def claim_lease(self, execution_id: str, owner: str, ttl: float) -> bool:
         """Take the lease when it is free, expired or already ``owner``'s (one statement, so two
