@@ -90,9 +90,7 @@ class PostgresJournal:
 
     def __init__(self, url: str, *, min_size: int = 1, max_size: int = 4) -> None:
         if psycopg is None or ConnectionPool is None:
-            raise UsageError(
-                "a PostgreSQL journal needs psycopg 3 and psycopg-pool: pip install 'loom_nb[postgres]'"
-            )
+            raise UsageError("a PostgreSQL journal needs psycopg 3 and psycopg-pool: pip install 'loom_nb[postgres]'")
         self.url = url
         self.location = _redacted(url)
         self._closed = True

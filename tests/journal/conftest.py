@@ -13,7 +13,8 @@ from tests import stores
 
 @pytest.fixture(params=["memory", "duckdb-memory", "duckdb-file", "postgres"])
 def journal(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[JournalStore]:
-    """Each store the journal contract must hold for: in memory, DuckDB in memory, a DuckDB file, PostgreSQL (a fresh schema)."""
+    """Each store the journal contract must hold for: in memory, DuckDB in memory, a DuckDB file,
+    PostgreSQL (a fresh schema)."""
     store: JournalStore
     if request.param == "memory":
         store = InMemoryJournal()
