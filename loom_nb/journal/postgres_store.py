@@ -311,6 +311,16 @@ class PostgresJournal:
         )
         return bool(rows)
 
+    def take_over_lease(self, execution_id: str, owner: str, dead_owner: str, ttl: float) -> bool:
+        """Take the lease from ``dead_owner`` (one statement: of processes racing for it, one wins)."""
+        rows = self._fetch(
+            f"take over the lease of execution {execution_id!r}",
+            f"UPDATE leases SET owner = %s, heartbeat_at = {_NOW}, expires_at = {_NOW} + %s * INTERVAL '1 second' "
+            "WHERE execution_id = %s AND owner = %s RETURNING owner",
+            [owner, ttl, storable_text(execution_id), dead_owner],
+        )
+        return bool(rows)
+
     def renew_lease(self, execution_id: str, owner: str, ttl: float) -> bool:
         """Extend ``owner``'s lease; False when it no longer holds it (taken over, or released)."""
         rows = self._fetch(

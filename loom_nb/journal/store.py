@@ -67,6 +67,11 @@ class LeasingStore(Protocol):
         it already; False when another owner holds a live one."""
         ...
 
+    def take_over_lease(self, execution_id: str, owner: str, dead_owner: str, ttl: float) -> bool:
+        """Take the lease from ``dead_owner`` (a process known to have died) before it expires;
+        False when ``dead_owner`` no longer holds it (another process took it first)."""
+        ...
+
     def renew_lease(self, execution_id: str, owner: str, ttl: float) -> bool:
         """Extend ``owner``'s lease by ``ttl`` seconds from now; False when ``owner`` lost it."""
         ...

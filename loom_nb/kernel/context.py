@@ -152,6 +152,7 @@ class ExecutionContext:
         if self._pure or (not self._staged and not self._blobs):
             return
         events, blobs = self._staged, self._blobs
+        self._rt.check_lease(self.execution_id)
         self._rt.journal.append(events, blobs)
         self._staged, self._blobs = [], []
         observers = self._rt.observers

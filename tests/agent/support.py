@@ -190,7 +190,10 @@ def prefix_journal(source: JournalStore, execution_id: str, upto_seq: int) -> In
 
 def _content_digests(source: JournalStore) -> list[str]:
     inner = getattr(source, "inner", source)
-    assert isinstance(inner, InMemoryJournal), "prefix_journal copies content from an in-memory journal"
+    if hasattr(inner, "pool"):  # a PostgresJournal
+        with inner.pool.connection() as conn:
+            return [row[0] for row in conn.execute("SELECT digest FROM content ORDER BY digest").fetchall()]
+    assert isinstance(inner, InMemoryJournal), "prefix_journal copies content from an in-memory or PostgreSQL journal"
     return list(inner._content)
 
 
