@@ -6,8 +6,9 @@
 ``seed`` starts ``n`` executions of ``leased`` at once; each calls its ``prep`` step, then waits on an
 event nobody sets, and when all have called it the process kills itself (``os._exit``): ``n`` crashed
 executions, each still leased to a dead process (``prep``'s outcome may not be journaled yet: it is
-idempotent, so recovery may call it again; ``charge`` is not, and must run once). ``recover`` runs ``runtime.recover()`` and prints
-which executions this process completed. Every effect call appends ``<effect> <execution> <pid>``
+idempotent, so recovery may call it again; ``charge`` is not, and must run once). ``recover``
+runs ``runtime.recover()`` and prints which executions this process completed. Every effect call
+appends ``<effect> <execution> <pid>``
 to the side-effects log (``O_APPEND``, one ``write`` per line), so the test counts real calls.
 """
 
