@@ -144,12 +144,29 @@ class Runtime(Engine):
 #: Global because ``Agent.start``, ``frames()`` and the magics take no runtime in a notebook: the one
 #: ``%load_ext loom_nb`` opens (or ``set_default_runtime`` sets) is found here.
 _default: Runtime | None = None
+#: Why the notebook's journal could not be opened (``%load_ext loom_nb``), repeated by every later
+#: call that needs the default runtime instead of a message that contradicts it.
+_open_failure: str | None = None
 
 
 def set_default_runtime(runtime: Runtime | None) -> None:
     """Make ``runtime`` the one ``Agent.start`` and ``frames()`` use when given none."""
-    global _default
+    global _default, _open_failure
     _default = runtime
+    if runtime is not None:
+        _open_failure = None
+
+
+def note_open_failure(reason: str | None) -> None:
+    """Remember why the default journal could not be opened (None forgets it), so that
+    ``default_runtime()`` repeats the cause rather than "run %load_ext loom_nb"."""
+    global _open_failure
+    _open_failure = reason
+
+
+def open_failure() -> str | None:
+    """Why the default journal could not be opened, if it could not."""
+    return _open_failure
 
 
 def default_runtime() -> Runtime:
@@ -158,6 +175,11 @@ def default_runtime() -> Runtime:
     Raises:
         UsageError: none is set.
     """
+    if (_default is None or _default.closed) and _open_failure is not None:
+        raise UsageError(
+            f"no default runtime: %load_ext loom_nb could not open the journal: {_open_failure} "
+            "(then %loom open PATH, or pass runtime=loom.Runtime.open(...))"
+        )
     if _default is None or _default.closed:
         raise UsageError(
             "no default runtime: run %load_ext loom_nb in a notebook, or pass "

@@ -24,7 +24,7 @@ from loom_nb.agent.agent import RUN_HOOKS, Run
 from loom_nb.agent.batch import BATCH_HOOKS
 from loom_nb.errors import LoomError
 from loom_nb.journal import step_ids
-from loom_nb.runtime import Runtime, default_runtime, set_default_runtime
+from loom_nb.runtime import Runtime, default_runtime, note_open_failure, set_default_runtime
 
 log = logging.getLogger("loom_nb")
 
@@ -215,6 +215,7 @@ def load_ipython_extension(ipython: Any) -> None:
     try:
         open_journal(path, why="" if why == "the default" else why)
     except LoomError as exc:
+        note_open_failure(str(exc))
         print(f"loom_nb: {exc} (%loom open PATH opens another file)", file=sys.stderr)
 
 
@@ -227,6 +228,7 @@ def unload_ipython_extension(ipython: Any) -> None:
 
     while show_batch in BATCH_HOOKS:
         BATCH_HOOKS.remove(show_batch)
+    note_open_failure(None)
     runtime, _opened = _opened, None
     if runtime is not None:
         if current_runtime() is runtime:

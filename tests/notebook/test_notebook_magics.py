@@ -156,6 +156,12 @@ def test_a_locked_journal_is_a_one_line_message(shell: Any, journal: Path, capsy
         assert err.startswith(f"loom_nb: the journal {journal} is held by process {holder.pid}")
         assert err.endswith("(%loom open PATH opens another file)")
         assert captured.out == ""
+        # what needs the journal next repeats the cause, never "run %load_ext" or "no journal" alone
+        with pytest.raises(loom.UsageError, match=f"could not open the journal: the journal {journal} is held by"):
+            loom.frames()
+        shell.run_cell("%%loom_sql\nSELECT 1")
+        err = capsys.readouterr().err.strip()
+        assert f"no journal is open: the journal {journal} is held by process {holder.pid}" in err, err
         # the magics are there to open another file; opening the locked one is one line too
         shell.run_cell(f"%loom open {journal}")
         err = capsys.readouterr().err.strip()
