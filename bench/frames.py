@@ -163,7 +163,7 @@ def postgres_copy(rt: loom.Runtime, url: str) -> tuple[str, float]:
             ("executions", "SELECT * FROM executions"),
             ("content", "SELECT * FROM content"),
         ):
-            reader = con.execute(select).to_arrow_reader(100_000)
+            reader = con.sql(select).to_arrow_reader(100_000)
             with pg.cursor().copy(f"COPY {table} FROM STDIN") as copy:
                 for batch in reader:
                     for row in zip(*(col.to_pylist() for col in batch.columns), strict=True):

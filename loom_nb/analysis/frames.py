@@ -15,6 +15,7 @@ DuckDB database (again whenever it has changed), so the same views answer.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
@@ -47,6 +48,9 @@ DataFrame = Any  # pandas is untyped here
 #: Step kinds whose rows are effect steps (not gates, decisions or values).
 _EFFECT_KINDS = (step_ids.MODEL_KIND, step_ids.TOOL_KIND, step_ids.COMPACTION_KIND, step_ids.EFFECT_KIND)
 _NO_NETWORK = {"autoinstall_known_extensions": False, "autoload_known_extensions": False}
+#: A table's key clause and a column's ``PRIMARY KEY``, left out of a private copy (``keys=False``).
+_KEY_CLAUSE = re.compile(r",\s*PRIMARY KEY \([^)]*\)")
+_PRIMARY_KEY = re.compile(r"\s+PRIMARY KEY\b")
 # Analysis SQL reads: only these statement types (as DuckDB's own parser classifies them) run.
 _READING = frozenset({duckdb.StatementType.SELECT, duckdb.StatementType.EXPLAIN})
 
@@ -283,10 +287,14 @@ class Frames:
             self._version = version
         return self._con
 
-    def _private_database(self) -> Any:
+    def _private_database(self, *, keys: bool = True) -> Any:
+        """A private in-memory DuckDB with the journal's tables and the views; without primary keys
+        when ``keys`` is false (a copy loaded whole: building the index would cost more than the rows)."""
         con = duckdb.connect(":memory:", config={**_NO_NETWORK, "enable_external_access": False})
         for _, statements in MIGRATIONS:
             for statement in statements:
+                if not keys:
+                    statement = _PRIMARY_KEY.sub("", _KEY_CLAUSE.sub("", statement))
                 con.execute(statement)
         create_views(con)
         return con
@@ -296,7 +304,7 @@ class Frames:
         moved as Arrow (``arrow_tables``), loaded again whenever events were appended."""
         version = journal.change_marker()
         if self._con is None:
-            self._con = self._private_database()
+            self._con = self._private_database(keys=False)
         if version != self._version:
             tables = journal.arrow_tables()
             con = self._con
