@@ -65,8 +65,9 @@ def _no_nul(value: str, what: str, location: str) -> str:
     return value
 
 
-def _redacted(url: str) -> str:
-    """``url`` without a password, for messages."""
+def redacted_url(url: str) -> str:
+    """``url`` without a password, for messages and records (libpq finds it in ``PGPASSWORD`` or
+    ``~/.pgpass``)."""
     head, sep, tail = url.partition("://")
     if "@" not in tail:
         return url
@@ -92,7 +93,7 @@ class PostgresJournal:
         if psycopg is None or ConnectionPool is None:
             raise UsageError("a PostgreSQL journal needs psycopg 3 and psycopg-pool: pip install 'loom_nb[postgres]'")
         self.url = url
-        self.location = _redacted(url)
+        self.location = redacted_url(url)
         self._closed = True
         try:
             self.pool: Any = ConnectionPool(

@@ -478,3 +478,25 @@ def test_cancel_stops_a_suspended_run_and_says_so(ip: Any, capsys: pytest.Captur
 
 def rt_events(run: loom.Run) -> list[Event]:
     return run.runtime.journal.read(run.id)
+
+
+def test_load_ext_opens_a_postgresql_journal(
+    shell: Any, _postgres_server: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tests import stores
+
+    url = stores.new_schema("notebook")
+    monkeypatch.setenv("LOOM_JOURNAL", url)
+    capsys.readouterr()
+    shell.run_line_magic("load_ext", "loom_nb")
+    try:
+        out = capsys.readouterr().out
+        assert f"loom_nb: journal {url} is open: 0 execution(s), from $LOOM_JOURNAL" in out, out
+        rt = loom.default_runtime()
+        assert type(rt.journal).__name__ == "PostgresJournal"
+        assert list(loom.frames().steps().columns)  # the frames read it (as Arrow, into DuckDB)
+        shell.run_cell("%%loom_sql -o n\nSELECT count(*) AS n FROM events")
+        assert int(shell.user_ns["n"]["n"][0]) == 0
+    finally:
+        shell.run_line_magic("unload_ext", "loom_nb")
+        stores.drop_schemas()
