@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: venv servers demo test check fmt lint pytest lab bench browser clean notebooks binder-check screens
+.PHONY: venv servers demo test check fmt lint pytest lab bench browser clean notebooks binder-check screens postgres
 
 $(STAMP): pyproject.toml constraints.txt
 	python3 -m venv $(VENV)
@@ -36,7 +36,7 @@ fmt: venv
 	$(VENV)/bin/ruff check --fix loom_nb tests bench
 
 # The edit loop: lint and every test not marked slow or browser (no notebooks, no binder check).
-check: lint
+check: lint postgres
 	$(VENV)/bin/pytest -q -m "not slow and not browser" tests
 
 browser:
@@ -46,10 +46,20 @@ browser:
 screens: venv browser
 	$(PY) -m tests.notebook.screens docs/screens
 
-pytest: venv servers
+# The PostgreSQL server the journal tests use (LOOM_TEST_POSTGRES): started here if it is installed
+# and stopped; the test session itself fails at once, with a message, when it cannot reach it.
+LOOM_TEST_POSTGRES ?= postgresql://postgres@127.0.0.1:5432/test
+export LOOM_TEST_POSTGRES
+postgres: venv
+	@$(PY) -c "import psycopg, os; psycopg.connect(os.environ['LOOM_TEST_POSTGRES'], connect_timeout=3).close()" 2>/dev/null \
+	  || { command -v pg_ctlcluster >/dev/null && pg_ctlcluster 15 main start 2>/dev/null; sleep 2; } || true
+	@$(PY) -c "import psycopg, os; psycopg.connect(os.environ['LOOM_TEST_POSTGRES'], connect_timeout=3).close()" \
+	  || { echo "PostgreSQL is not reachable at $$LOOM_TEST_POSTGRES: start PostgreSQL 15 there or set LOOM_TEST_POSTGRES"; exit 1; }
+
+pytest: venv servers postgres
 	$(VENV)/bin/pytest
 
-test: lint browser servers pytest binder-check
+test: lint browser servers postgres pytest binder-check
 
 lab: venv
 	$(VENV)/bin/jupyter lab notebooks

@@ -9,6 +9,7 @@
     ├── JournalError               the event log
     │   ├── JournalLockedError     another process holds the DuckDB file
     │   ├── JournalWriteError      a commit failed (full disk, I/O error, bad text); the run stops
+    │   │   └── LeaseLostError     another process took the execution over (a shared journal)
     │   ├── JournalReadError       the file cannot be opened or read (closed, I/O error)
     │   │   └── JournalCorruptError  the file is damaged: truncated, overwritten, not a journal
     │   ├── NonDeterminismError    a replayed step differs from the record
@@ -125,6 +126,19 @@ class JournalWriteError(JournalError):
 
     def __reduce__(self) -> Any:
         return (rebuild_error, (type(self), self.args, self.__dict__))
+
+
+class LeaseLostError(JournalWriteError):
+    """This process lost the lease of the execution it was driving (it expired, and another process
+    of a shared journal took it over): the run stopped here, before its next commit, and the other
+    owner goes on with it. Nothing of the refused commit was written.
+
+    Attributes:
+        execution_id: The execution.
+        owner: Who holds the lease now ("" when nobody does).
+    """
+
+    owner: str = ""
 
 
 class JournalReadError(JournalError):

@@ -17,6 +17,7 @@ from loom_nb.effects.retry import RetryPolicy
 from loom_nb.effects.ring import EffectRing
 from loom_nb.errors import UsageError
 from loom_nb.journal.duckdb_store import DuckDBJournal, SnapshotInfo
+from loom_nb.journal.postgres_store import is_postgres_url
 from loom_nb.journal.run_state import RunState
 from loom_nb.journal.store import JournalStore
 from loom_nb.kernel.engine import Engine, EngineOptions
@@ -75,15 +76,25 @@ class Runtime(Engine):
 
     @classmethod
     def open(cls, target: str | Path = ":memory:", *, read_only: bool = False, **kwargs: Any) -> Self:
-        """Open a runtime on a DuckDB journal file (or ``":memory:"``).
+        """Open a runtime on a DuckDB journal file (or ``":memory:"``), or on a shared PostgreSQL
+        journal (``"postgresql://user@host:5432/db"``, needs the ``postgres`` extra).
 
         Raises:
-            JournalLockedError: another process holds the file.
-            UsageError: a PostgreSQL URL (not available yet).
+            JournalLockedError: another process holds the DuckDB file.
+            JournalReadError: the PostgreSQL server cannot be reached.
+            UsageError: ``read_only`` with a PostgreSQL URL (use a read-only database role instead),
+                or the ``postgres`` extra is missing.
         """
         text = str(target)
-        if text.startswith(("postgresql://", "postgres://")):
-            raise UsageError("PostgreSQL journals are not available yet: open a DuckDB file path or ':memory:'")
+        if is_postgres_url(text):
+            if read_only:
+                raise UsageError(
+                    "read_only applies to DuckDB files: a PostgreSQL journal is shared by design; "
+                    "connect as a role that may only SELECT to read without writing"
+                )
+            from loom_nb.journal.postgres_store import PostgresJournal
+
+            return cls(PostgresJournal(text), **kwargs)
         return cls(DuckDBJournal(text, read_only=read_only), **kwargs)
 
     def snapshot(self, path: str | Path, *, overwrite: bool = False) -> SnapshotInfo:
@@ -133,12 +144,29 @@ class Runtime(Engine):
 #: Global because ``Agent.start``, ``frames()`` and the magics take no runtime in a notebook: the one
 #: ``%load_ext loom_nb`` opens (or ``set_default_runtime`` sets) is found here.
 _default: Runtime | None = None
+#: Why the notebook's journal could not be opened (``%load_ext loom_nb``), repeated by every later
+#: call that needs the default runtime instead of a message that contradicts it.
+_open_failure: str | None = None
 
 
 def set_default_runtime(runtime: Runtime | None) -> None:
     """Make ``runtime`` the one ``Agent.start`` and ``frames()`` use when given none."""
-    global _default
+    global _default, _open_failure
     _default = runtime
+    if runtime is not None:
+        _open_failure = None
+
+
+def note_open_failure(reason: str | None) -> None:
+    """Remember why the default journal could not be opened (None forgets it), so that
+    ``default_runtime()`` repeats the cause rather than "run %load_ext loom_nb"."""
+    global _open_failure
+    _open_failure = reason
+
+
+def open_failure() -> str | None:
+    """Why the default journal could not be opened, if it could not."""
+    return _open_failure
 
 
 def default_runtime() -> Runtime:
@@ -147,6 +175,11 @@ def default_runtime() -> Runtime:
     Raises:
         UsageError: none is set.
     """
+    if (_default is None or _default.closed) and _open_failure is not None:
+        raise UsageError(
+            f"no default runtime: %load_ext loom_nb could not open the journal: {_open_failure} "
+            "(then %loom open PATH, or pass runtime=loom.Runtime.open(...))"
+        )
     if _default is None or _default.closed:
         raise UsageError(
             "no default runtime: run %load_ext loom_nb in a notebook, or pass "

@@ -205,6 +205,7 @@ EXPECTED_ALL = sorted(
         "JournalLockedError",
         "JournalReadError",
         "JournalWriteError",
+        "LeaseLostError",
         "LoomError",
         "McpError",
         "McpServerGone",

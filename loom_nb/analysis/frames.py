@@ -15,6 +15,7 @@ DuckDB database (again whenever it has changed), so the same views answer.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
@@ -47,6 +48,9 @@ DataFrame = Any  # pandas is untyped here
 #: Step kinds whose rows are effect steps (not gates, decisions or values).
 _EFFECT_KINDS = (step_ids.MODEL_KIND, step_ids.TOOL_KIND, step_ids.COMPACTION_KIND, step_ids.EFFECT_KIND)
 _NO_NETWORK = {"autoinstall_known_extensions": False, "autoload_known_extensions": False}
+#: A table's key clause and a column's ``PRIMARY KEY``, left out of a private copy (``keys=False``).
+_KEY_CLAUSE = re.compile(r",\s*PRIMARY KEY \([^)]*\)")
+_PRIMARY_KEY = re.compile(r"\s+PRIMARY KEY\b")
 # Analysis SQL reads: only these statement types (as DuckDB's own parser classifies them) run.
 _READING = frozenset({duckdb.StatementType.SELECT, duckdb.StatementType.EXPLAIN})
 
@@ -268,6 +272,8 @@ class Frames:
                 self._con = connection.cursor()
                 create_views(self._con)
             return self._con
+        if hasattr(journal, "arrow_tables"):
+            return self._arrow_connection(journal)
         if not hasattr(journal, "all_events"):
             raise UsageError(
                 f"frames cannot read a {type(journal).__name__}: use a DuckDB journal "
@@ -275,13 +281,45 @@ class Frames:
             )
         version = getattr(journal, "commits", None)
         if self._con is None:
-            self._con = duckdb.connect(":memory:", config={**_NO_NETWORK, "enable_external_access": False})
-            for _, statements in MIGRATIONS:
-                for statement in statements:
-                    self._con.execute(statement)
-            create_views(self._con)
+            self._con = self._private_database()
         if version is None or version != self._version:
             self._load(journal.all_events())
+            self._version = version
+        return self._con
+
+    def _private_database(self, *, keys: bool = True) -> Any:
+        """A private in-memory DuckDB with the journal's tables and the views; without primary keys
+        when ``keys`` is false (a copy loaded whole: building the index would cost more than the rows)."""
+        con = duckdb.connect(":memory:", config={**_NO_NETWORK, "enable_external_access": False})
+        for _, statements in MIGRATIONS:
+            for statement in statements:
+                if not keys:
+                    statement = _PRIMARY_KEY.sub("", _KEY_CLAUSE.sub("", statement))
+                con.execute(statement)
+        create_views(con)
+        return con
+
+    def _arrow_connection(self, journal: Any) -> Any:
+        """A private in-memory DuckDB holding a copy of a server journal's tables (PostgreSQL),
+        moved as Arrow (``arrow_tables``), loaded again whenever events were appended."""
+        version = journal.change_marker()
+        if self._con is None:
+            self._con = self._private_database(keys=False)
+        if version != self._version:
+            tables = journal.arrow_tables()
+            con = self._con
+            database = events_table(con).removesuffix(".main.events")
+            con.execute("BEGIN")
+            try:
+                for name, arrow in tables.items():
+                    con.execute(f"DELETE FROM {database}.main.{name}")
+                    con.register("loom_arrow_rows", arrow)
+                    con.execute(f"INSERT INTO {database}.main.{name} SELECT * FROM loom_arrow_rows")
+                    con.unregister("loom_arrow_rows")
+                con.execute("COMMIT")
+            except BaseException:
+                con.execute("ROLLBACK")
+                raise
             self._version = version
         return self._con
 

@@ -11,10 +11,12 @@ import json
 import os
 import re
 import shutil
+import sys
 import weakref
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from threading import RLock
 from typing import Any
@@ -45,15 +47,61 @@ def _us(seconds: float) -> int:
     return round(seconds * 1_000_000)
 
 
+def holder_path(path: str | Path) -> Path:
+    """The lock record beside a journal file: who holds it read-write (``<file>.holder.json``)."""
+    p = Path(path)
+    return p.with_name(p.name + ".holder.json")
+
+
+def _opened_by() -> str:
+    """What opens the journal, for the lock record: the notebook (Jupyter names it to its kernel in
+    ``JPY_SESSION_NAME``) or the command line."""
+    notebook = os.environ.get("JPY_SESSION_NAME")
+    return f"notebook {notebook}" if notebook else "command " + " ".join(sys.argv)[:300]
+
+
+def _write_holder(path: str) -> None:
+    record = {
+        "pid": os.getpid(),
+        "opened_by": _opened_by(),
+        "opened_at": datetime.now(UTC).isoformat(timespec="seconds"),
+    }
+    with suppress(OSError):  # the record only improves a message; the journal works without it
+        holder_path(path).write_text(json.dumps(record), encoding="utf-8")
+
+
+def _remove_holder(path: str) -> None:
+    with suppress(OSError, ValueError):
+        record = json.loads(holder_path(path).read_text(encoding="utf-8"))
+        if record.get("pid") == os.getpid():
+            holder_path(path).unlink()
+
+
+def _holder_text(path: str, pid: str | None) -> str:
+    """``process N (notebook x.ipynb, opened at ...)`` from DuckDB's pid and the lock record."""
+    if pid is None:
+        return "another process"
+    try:
+        record = json.loads(holder_path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return f"process {pid}"
+    if str(record.get("pid")) != pid:
+        return f"process {pid}"  # a record left by an earlier holder
+    return f"process {pid} ({record.get('opened_by')}, opened {record.get('opened_at')})"
+
+
 def _lock_error(path: str, exc: BaseException) -> JournalLockedError:
     match = _PID.search(str(exc))
-    holder = f"process {match.group(1)}" if match else "another process"
+    holder = _holder_text(path, match.group(1) if match else None)
     return JournalLockedError(
         f"the journal {path} is held by {holder} (DuckDB allows one writing process per file, and "
-        "refuses even a read-only open beside it). Close that kernel or process first, then open it here; "
-        "or make a consistent copy in the process that holds it: runtime.snapshot('copy.duckdb') or "
-        "%loom snapshot copy.duckdb; then open the copy (copying the file itself misses what is still in its "
-        ".wal); or use a server journal."
+        "refuses even a read-only open beside it). Close that kernel or process first, then open it here. "
+        "Or, to analyse it meanwhile, make a consistent copy in the process that holds it: "
+        "runtime.snapshot('copy.duckdb') or %loom snapshot copy.duckdb; then open the copy (copying the file "
+        "itself misses what is still in its .wal; loom-nb journal snapshot SRC DST copies it once nobody holds "
+        "it). Or, to share runs live between notebooks and processes, use a PostgreSQL journal: "
+        "loom.Runtime.open('postgresql://user@host:5432/db'), or LOOM_JOURNAL=postgresql://... before "
+        "%load_ext loom_nb."
     )
 
 
@@ -154,6 +202,8 @@ class DuckDBJournal:
         except duckdb.Error as exc:
             raise read_error(self.location, exc, "be opened") from exc
         self._closed = False
+        if not read_only and self.location != ":memory:":
+            _write_holder(self.location)
         if not read_only:
             try:
                 with self.reading("be opened"):
@@ -409,6 +459,8 @@ class DuckDBJournal:
                         self.connection.execute("CHECKPOINT")
                 self._closed = True
                 self.connection.close()
+                if not self.read_only and self.location != ":memory:":
+                    _remove_holder(self.location)
             self._release()
 
     @property

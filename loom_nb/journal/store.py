@@ -52,6 +52,39 @@ class JournalStore(Protocol):
         ...
 
 
+@runtime_checkable
+class LeasingStore(Protocol):
+    """A journal several processes share: each execution is driven by the one owner holding its
+    lease (a row with a heartbeat and an expiry, read on the database's clock).
+
+    The engine claims the lease before it drives an execution, renews it while it does, and
+    releases it when the run suspends, ends or stops. ``(execution_id, seq)`` stays the last
+    defence: two writers of one execution still cannot both commit a seq.
+    """
+
+    def claim_lease(self, execution_id: str, owner: str, ttl: float) -> bool:
+        """Take the lease for ``ttl`` seconds when nobody holds it, it expired, or ``owner`` holds
+        it already; False when another owner holds a live one."""
+        ...
+
+    def take_over_lease(self, execution_id: str, owner: str, dead_owner: str, ttl: float) -> bool:
+        """Take the lease from ``dead_owner`` (a process known to have died) before it expires;
+        False when ``dead_owner`` no longer holds it (another process took it first)."""
+        ...
+
+    def renew_lease(self, execution_id: str, owner: str, ttl: float) -> bool:
+        """Extend ``owner``'s lease by ``ttl`` seconds from now; False when ``owner`` lost it."""
+        ...
+
+    def release_lease(self, execution_id: str, owner: str) -> None:
+        """Give the lease up (a no-op when ``owner`` does not hold it)."""
+        ...
+
+    def lease_owner(self, execution_id: str) -> str | None:
+        """Who holds a live lease on the execution, or None."""
+        ...
+
+
 def projection_changes(events: Sequence[Event]) -> list[tuple[str, str, str | None, float]]:
     """Return ``(execution_id, status, flow_or_None, at)`` for each status-changing event, in order
     (ids and flow names as stored: ``storable_text``).

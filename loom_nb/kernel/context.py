@@ -176,6 +176,7 @@ class ExecutionContext:
             raise failed
         if not self._staged and not self._blobs:
             return
+        self._rt.check_lease(self.execution_id)  # a run whose lease was taken over stops before writing
         done = self._submit()
         try:
             await asyncio.shield(done)
@@ -241,6 +242,11 @@ class ExecutionContext:
         if self._inflight is not None or self._failed is not None or self._pure:
             return
         if self._urgent or len(self._staged) >= _STREAM_FLUSH_EVERY:
+            try:
+                self._rt.check_lease(self.execution_id)
+            except JournalWriteError as lost:  # the lease was taken over: the next commit raises it
+                self._failed = lost
+                return
             self._submit(background=True)
 
     def _claim(self, ident: str) -> None:

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import socket
 from collections import Counter
 from collections.abc import Coroutine, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -17,6 +19,7 @@ from loom_nb.errors import (
     EffectNotFoundError,
     FlowNotFoundError,
     JournalWriteError,
+    LeaseLostError,
     NonDeterminismError,
     ReplayDivergedError,
     RunCancelledError,
@@ -25,7 +28,7 @@ from loom_nb.errors import (
 from loom_nb.journal.canonical import digest_value, to_jsonable
 from loom_nb.journal.event_format import CURRENT_FORMAT, with_format
 from loom_nb.journal.events import TERMINAL_STATUSES, Event, EventKind
-from loom_nb.journal.store import JournalStore
+from loom_nb.journal.store import JournalStore, LeasingStore
 from loom_nb.kernel.async_bridge import run_sync
 from loom_nb.kernel.check import CheckHook, CheckReport, check_executions
 from loom_nb.kernel.context import IN_DOUBT_GATE, ExecutionContext
@@ -115,6 +118,24 @@ class GateAnswer:
     gate_id: str
     history: History = field(repr=False)
     resumed: bool
+
+
+def _dead_here(owner: str) -> bool:
+    """True when ``owner`` (``host:pid:engine``) names a process of this host that no longer runs."""
+    host, _, rest = owner.partition(":")
+    pid_text = rest.partition(":")[0]
+    if host != socket.gethostname() or not pid_text.isdigit():
+        return False
+    pid = int(pid_text)
+    if pid == os.getpid():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except OSError:
+        return False
+    return False
 
 
 def _gate(execution_id: str, g: GateRecord) -> OpenGate:
@@ -232,6 +253,13 @@ class Engine:
         #: source's). Set it to 1 to write the format before versioning.
         self.event_format: int = CURRENT_FORMAT
         self._closed = False
+        #: Seconds a lease on a shared journal (``LeasingStore``) lasts without a heartbeat; the
+        #: heartbeat renews it every third of that while this process drives the execution.
+        self.lease_seconds = 30.0
+        #: Who this engine is in the ``leases`` table: host, process id and engine.
+        self.lease_owner = f"{socket.gethostname()}:{os.getpid()}:{id(self):x}"
+        self._heartbeats: dict[str, asyncio.Task[None]] = {}
+        self._lost: dict[str, str] = {}
 
     # -- lifecycle ------------------------------------------------------------------------------
     @property
@@ -305,7 +333,89 @@ class Engine:
             lock = self._locks[execution_id] = asyncio.Lock()
         return lock
 
+    # -- leases (a shared journal: ``LeasingStore``) -------------------------------------------------
+    def _leases(self) -> LeasingStore | None:
+        journal = self.journal
+        return journal if isinstance(journal, LeasingStore) else None
+
+    def _claim(self, execution_id: str) -> bool:
+        """Take the execution's lease (True at once on a journal without leases). A lease held by a
+        process of this host that has died is taken over without waiting for it to expire."""
+        leases = self._leases()
+        if leases is None:
+            return True
+        if leases.claim_lease(execution_id, self.lease_owner, self.lease_seconds):
+            return True
+        holder = leases.lease_owner(execution_id)
+        if holder is not None and _dead_here(holder):
+            return leases.take_over_lease(execution_id, self.lease_owner, holder, self.lease_seconds)
+        return holder is None and leases.claim_lease(execution_id, self.lease_owner, self.lease_seconds)
+
+    def _hold(self, execution_id: str) -> None:
+        """Renew the lease in the background while this process drives the execution."""
+        leases = self._leases()
+        if leases is None or execution_id in self._heartbeats:
+            return
+        self._lost.pop(execution_id, None)
+        self._heartbeats[execution_id] = asyncio.get_running_loop().create_task(
+            self._heartbeat(leases, execution_id), name=f"loom-lease-{execution_id}"
+        )
+
+    async def _heartbeat(self, leases: LeasingStore, execution_id: str) -> None:
+        while True:
+            await asyncio.sleep(self.lease_seconds / 3)
+            try:
+                held = leases.renew_lease(execution_id, self.lease_owner, self.lease_seconds)
+            except Exception as exc:  # a blip of the server: try again at the next beat
+                log.warning("could not renew the lease of execution %s: %s", execution_id, exc)
+                continue
+            if not held:
+                self._lost[execution_id] = leases.lease_owner(execution_id) or ""
+                return
+
+    def _let_go(self, execution_id: str) -> None:
+        """Stop the heartbeat and give the lease up (unless it was lost to another owner)."""
+        task = self._heartbeats.pop(execution_id, None)
+        if task is not None:
+            task.cancel()
+        leases = self._leases()
+        if leases is not None and self._lost.pop(execution_id, None) is None:
+            try:
+                leases.release_lease(execution_id, self.lease_owner)
+            except Exception as exc:  # it expires on its own
+                log.warning("could not release the lease of execution %s: %s", execution_id, exc)
+
+    def check_lease(self, execution_id: str) -> None:
+        """Refuse a commit of an execution whose lease this process lost (called before each commit).
+
+        Raises:
+            LeaseLostError: another process took the execution over; this run stops here.
+        """
+        if execution_id in self._lost:
+            holder = self._lost[execution_id]
+            error = LeaseLostError(
+                f"this process ({self.lease_owner}) lost the lease of execution {execution_id!r} on the journal "
+                f"{self.journal.location} (no heartbeat for {self.lease_seconds:g} s; now held by "
+                f"{holder or 'nobody'}): it stopped before writing more; the owner of the lease goes on with it. "
+                "If this process was merely slow, raise runtime.lease_seconds."
+            )
+            error.location, error.execution_id, error.owner = self.journal.location, execution_id, holder
+            raise error
+
     async def _drive(self, history: History, *, fresh: bool = False, recovering: bool = False) -> ExecutionResult:
+        eid = history.execution_id
+        if not self._claim(eid):
+            raise LeaseLostError(
+                f"execution {eid!r} is driven by another process of the shared journal {self.journal.location} "
+                f"(it holds the lease): this process ({self.lease_owner}) leaves it to that one"
+            )
+        self._hold(eid)
+        try:
+            return await self._drive_held(history, fresh=fresh, recovering=recovering)
+        finally:
+            self._let_go(eid)
+
+    async def _drive_held(self, history: History, *, fresh: bool = False, recovering: bool = False) -> ExecutionResult:
         eid = history.execution_id
         body = self.flows.get(history.flow)
         ctx = ExecutionContext(self, history, recovering=recovering)
@@ -329,6 +439,8 @@ class Engine:
                 return ExecutionResult(
                     execution_id=eid, status="suspended", gates=tuple(_gate(eid, g) for g in waiting)
                 )
+            except LeaseLostError:
+                raise  # another process drives it now: write nothing more
             except JournalWriteError as exc:
                 # The journal failed, not the flow: never record that as the run's failure. Write
                 # what the context still holds staged once more (a transient fault may have cleared)
@@ -388,6 +500,11 @@ class Engine:
                         "pick another execution_id"
                     )
                 return self.result(eid)
+            if not self._claim(eid):
+                raise UsageError(
+                    f"execution {eid!r} is being started by another process of the shared journal "
+                    f"{self.journal.location}: wait for it (runtime.result({eid!r}))"
+                )
             who = principal or self.principal
             history = History(
                 execution_id=eid,
@@ -447,6 +564,11 @@ class Engine:
         seq = h.last_seq + 1
         events = [Event(execution_id, seq, EventKind.GATE_RESOLVED, gate_id, now, {"payload": to_jsonable(value)})]
         resumed = not any(g.gate_id != gate_id for g in h.open_gates())
+        if resumed and not self._claim(execution_id):
+            raise UsageError(
+                f"execution {execution_id!r} is driven by another process of the shared journal "
+                f"{self.journal.location}: its gate {gate_id!r} was answered there already"
+            )
         if resumed:
             events.append(Event(execution_id, seq + 1, EventKind.EXECUTION_RESUMED, None, now, {"gate_id": gate_id}))
         self.journal.append(events)
@@ -498,11 +620,17 @@ class Engine:
             if rec.execution_id in self._active:
                 continue
             async with self._lock(rec.execution_id):
+                if not self._claim(rec.execution_id):
+                    continue  # another live process drives it
                 try:
-                    history = self.history(rec.execution_id)
+                    history = self.history(rec.execution_id)  # read after the claim: what the last owner left
                     if history.status != "running" or rec.execution_id in self._active:
+                        if rec.execution_id not in self._active:
+                            self._let_go(rec.execution_id)  # another process finished or parked it meanwhile
                         continue  # another task drove it on while this one waited for its lock
                     results.append(await self._drive(history, recovering=True))
+                except LeaseLostError as exc:
+                    log.warning("execution %s: %s", rec.execution_id, exc)
                 except JournalWriteError:
                     raise  # the journal is failing, not this execution: stop rather than fail them all
                 except Exception as exc:

@@ -24,7 +24,8 @@ from loom_nb.agent.agent import RUN_HOOKS, Run
 from loom_nb.agent.batch import BATCH_HOOKS
 from loom_nb.errors import LoomError
 from loom_nb.journal import step_ids
-from loom_nb.runtime import Runtime, default_runtime, set_default_runtime
+from loom_nb.journal.postgres_store import is_postgres_url, redacted_url
+from loom_nb.runtime import Runtime, default_runtime, note_open_failure, set_default_runtime
 
 log = logging.getLogger("loom_nb")
 
@@ -67,7 +68,7 @@ def remembered_journal() -> str | None:
     path = _read_record(nb.parent / RECORD_FILE).get(nb.name)
     if path is None:
         return None
-    return path if os.path.isabs(path) else str(nb.parent / path)
+    return path if os.path.isabs(path) or is_postgres_url(path) else str(nb.parent / path)
 
 
 def remember_journal(path: str) -> None:
@@ -77,10 +78,13 @@ def remember_journal(path: str) -> None:
     if nb is None or path == ":memory:":
         return
     record = nb.parent / RECORD_FILE
-    target = os.path.abspath(path)
-    relative = os.path.relpath(target, nb.parent)
     journals = _read_record(record)
-    journals[nb.name] = target if relative.startswith("..") else relative
+    if is_postgres_url(path):
+        journals[nb.name] = redacted_url(path)  # never a password in a file beside the notebook
+    else:
+        target = os.path.abspath(path)
+        relative = os.path.relpath(target, nb.parent)
+        journals[nb.name] = target if relative.startswith("..") else relative
     try:
         record.write_text(json.dumps({"journals": journals}, indent=1, sort_keys=True) + "\n", encoding="utf-8")
     except OSError as exc:  # a read-only folder: the journal still opens, it is just not remembered
@@ -165,7 +169,7 @@ def open_journal(path: str, *, quiet: bool = False, why: str = "") -> Runtime:
             )
     if old is not None and not old.closed and _same_file(old.journal.location, path):
         old.close()  # one read-write journal per file in a process: reopening it replaces it
-    new = path == ":memory:" or not os.path.exists(path)
+    new = path == ":memory:" or (not is_postgres_url(path) and not os.path.exists(path))
     runtime = Runtime.open(path)
     if old is not None:
         old.close()
@@ -176,7 +180,8 @@ def open_journal(path: str, *, quiet: bool = False, why: str = "") -> Runtime:
         count = len(runtime.journal.list_executions())
         what = "a new journal" if new else f"{count} execution(s)"
         what += f", {why}" if why else ""
-        print(f"loom_nb: journal {path} is open: {what} (%loom status, %loom runs, %loom pending)")
+        shown = runtime.journal.location if is_postgres_url(path) else path  # a URL without its password
+        print(f"loom_nb: journal {shown} is open: {what} (%loom status, %loom runs, %loom pending)")
         for line in crash_report(runtime):
             print(line)
     return runtime
@@ -215,6 +220,7 @@ def load_ipython_extension(ipython: Any) -> None:
     try:
         open_journal(path, why="" if why == "the default" else why)
     except LoomError as exc:
+        note_open_failure(str(exc))
         print(f"loom_nb: {exc} (%loom open PATH opens another file)", file=sys.stderr)
 
 
@@ -227,6 +233,7 @@ def unload_ipython_extension(ipython: Any) -> None:
 
     while show_batch in BATCH_HOOKS:
         BATCH_HOOKS.remove(show_batch)
+    note_open_failure(None)
     runtime, _opened = _opened, None
     if runtime is not None:
         if current_runtime() is runtime:

@@ -189,6 +189,11 @@ class LoomMagics(Magics):
     def _runtime(self) -> Runtime:
         runtime = extension.current_runtime()
         if runtime is None:
+            from loom_nb.runtime import open_failure
+
+            failure = open_failure()
+            if failure is not None:
+                raise IPythonUsageError(f"no journal is open: {failure} (%loom open PATH opens another file)")
             raise IPythonUsageError("no journal is open: run %load_ext loom_nb or %loom open PATH")
         return runtime
 

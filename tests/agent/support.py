@@ -17,6 +17,7 @@ from loom_nb.messages import Message, ModelRequest, ModelResponse, ToolCall
 from loom_nb.providers.scripted import ScriptedModel
 from loom_nb.runtime import Runtime
 from loom_nb.testing import FakeClock, SequentialIds
+from tests import stores
 
 MODEL = "model.main"
 SUMMARIZER = "model.summarizer"
@@ -29,7 +30,7 @@ def make_runtime(journal: JournalStore | None = None, **kwargs: Any) -> Runtime:
     kwargs.setdefault("clock", FakeClock(tick=0.001))
     kwargs.setdefault("ids", SequentialIds())
     kwargs.setdefault("flows", FlowRegistry())
-    return Runtime(journal if journal is not None else InMemoryJournal(), **kwargs)
+    return Runtime(journal if journal is not None else stores.default_journal(), **kwargs)
 
 
 def register_model(rt: Runtime, model: Any, effect_id: str = MODEL, *, kind: str = "model", **options: Any) -> None:
@@ -189,7 +190,10 @@ def prefix_journal(source: JournalStore, execution_id: str, upto_seq: int) -> In
 
 def _content_digests(source: JournalStore) -> list[str]:
     inner = getattr(source, "inner", source)
-    assert isinstance(inner, InMemoryJournal), "prefix_journal copies content from an in-memory journal"
+    if hasattr(inner, "pool"):  # a PostgresJournal
+        with inner.pool.connection() as conn:
+            return [row[0] for row in conn.execute("SELECT digest FROM content ORDER BY digest").fetchall()]
+    assert isinstance(inner, InMemoryJournal), "prefix_journal copies content from an in-memory or PostgreSQL journal"
     return list(inner._content)
 
 

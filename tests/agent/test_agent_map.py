@@ -133,7 +133,7 @@ async def test_an_item_left_running_is_recovered_not_restarted() -> None:
     await rt.start(agent.flow_name, "ask-1", execution_id=eid)  # suspends at the gate
     await rt.start(agent.flow_name, "q-left", execution_id=other)
     events = rt.journal.read(eid)
-    cut = [e for e in events if e.kind.value in ("execution_started", "step_started", "step_completed")]
+    cut = [e for e in events if e.kind in ("execution_started", "step_started", "step_completed")]
     fresh = InMemoryJournal()
     fresh.append(cut)
     rt2 = make_runtime(fresh)
@@ -155,7 +155,7 @@ async def test_recover_drives_only_the_executions_named() -> None:
         await rt.start(agent.flow_name, f"q {eid}", execution_id=eid)
     fresh = InMemoryJournal()
     for eid in ids:
-        fresh.append([e for e in rt.journal.read(eid) if e.kind.value == "execution_started"])
+        fresh.append([e for e in rt.journal.read(eid) if e.kind == "execution_started"])
     rt2 = make_runtime(fresh)
     agent.register(rt2)
     results = await rt2.recover(execution_ids=["left-2", "nope", "left-2"])

@@ -7,12 +7,16 @@ from collections.abc import Iterator
 import pytest
 
 import loom_nb as loom
+from tests import stores
 from tests.analysis.support import JOURNALS, make_runtime
 
 
 @pytest.fixture(params=JOURNALS)
 def rt(request: pytest.FixtureRequest) -> Iterator[loom.Runtime]:
-    """A deterministic runtime over each journal kind (in memory, DuckDB ``:memory:``)."""
+    """A deterministic runtime over each journal kind (in memory, DuckDB ``:memory:``, PostgreSQL)."""
+    if request.param == "postgres":
+        request.getfixturevalue("_postgres_server")
     runtime = make_runtime(request.param)
     yield runtime
     runtime.close()
+    stores.drop_schemas()

@@ -15,17 +15,21 @@ from loom_nb.journal import InMemoryJournal
 from loom_nb.kernel import FlowRegistry
 from loom_nb.messages import ModelRequest
 from loom_nb.testing import FakeClock, SequentialIds
+from tests import stores
 from tests.agent.support import tidy_tools
 
-JOURNALS = ("memory", "duckdb")
+JOURNALS = ("memory", "duckdb", "postgres")
 
 
 def make_runtime(kind: str = "memory", *, tick: float = 0.5) -> loom.Runtime:
-    """A deterministic runtime: an ``InMemoryJournal`` or a DuckDB ``:memory:`` journal, a fake clock
+    """A deterministic runtime: an ``InMemoryJournal``, a DuckDB ``:memory:`` journal or a PostgreSQL one
+    (a fresh schema), a fake clock
     (``tick`` seconds per reading), sequential ids and a private flow registry."""
     options: dict[str, Any] = {"clock": FakeClock(tick=tick), "ids": SequentialIds(), "flows": FlowRegistry()}
     if kind == "memory":
         return loom.Runtime(InMemoryJournal(), **options)
+    if kind == "postgres":
+        return loom.Runtime.open(stores.new_schema(), **options)
     return loom.Runtime.open(":memory:", **options)
 
 

@@ -677,7 +677,7 @@ async def test_views_leave_the_journal_schema_alone(tmp_path: Path) -> None:
     assert len(f.steps()) == 5 and len(f.tool_calls()) == 3
     con = rt.journal.connection  # type: ignore[attr-defined]
     tables = {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
-    assert tables == {"events", "executions", "content", "schema_migrations"}
+    assert tables == {"events", "executions", "content", "schema_migrations", "leases"}
     assert con.execute("SELECT count(*) FROM duckdb_views() WHERE NOT internal").fetchone()[0] == 0
     # the journal's own queries still read its tables, not the views of the same name
     assert [r.status for r in rt.journal.list_executions()] == ["suspended"]
@@ -701,7 +701,7 @@ async def test_views_leave_the_journal_schema_alone(tmp_path: Path) -> None:
                 "SELECT table_name FROM information_schema.tables"
             ).fetchall()
         }
-        assert tables == {"events", "executions", "content", "schema_migrations"}
+        assert tables == {"events", "executions", "content", "schema_migrations", "leases"}
 
 
 async def test_in_memory_frames_follow_new_commits() -> None:

@@ -23,7 +23,6 @@ from pathlib import Path
 from typing import Any
 
 import loom_nb as loom
-from loom_nb.journal import DuckDBJournal
 from loom_nb.kernel import EffectContext, FlowRegistry
 from loom_nb.messages import ModelRequest, ModelResponse
 from loom_nb.testing import CrashingJournal, FakeClock, SequentialIds
@@ -81,7 +80,9 @@ def build_agent(log_path: str) -> loom.Agent:
 
 def run(journal_path: str, log_path: str, crash_after: int | None) -> dict[str, Any]:
     """Map the agent over ``INPUTS`` and return what to print."""
-    journal = CrashingJournal(DuckDBJournal(journal_path), crash_after, exit_code=CRASH_EXIT_CODE)
+    from tests import stores  # the repository root is on sys.path by now (see __main__)
+
+    journal = CrashingJournal(stores.open_journal(journal_path), crash_after, exit_code=CRASH_EXIT_CODE)
     rt = loom.Runtime(journal, clock=FakeClock(tick=0.001), ids=SequentialIds(), flows=FlowRegistry())
     try:
         batch = build_agent(log_path).map(INPUTS, concurrency=CONCURRENCY, runtime=rt, progress=False)

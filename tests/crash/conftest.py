@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from tests import stores
 from tests.crash.harness import CrashScript
 
 
@@ -25,7 +26,11 @@ def crash_script(request: pytest.FixtureRequest) -> CrashScript:
 def uninterrupted(crash_script: CrashScript, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """One run of the module's script that nothing interrupts: its ``result``, ``events`` and ``calls``."""
     tmp = tmp_path_factory.mktemp("uninterrupted")
-    outcome = crash_script.run(tmp, None, "start")
-    assert outcome.returncode == 0, outcome.stderr
-    assert outcome.result is not None
-    return {"result": outcome.result, "events": crash_script.events(tmp), "calls": crash_script.calls(tmp)}
+    store, stores.current = stores.current, "duckdb"  # the reference runs on DuckDB for both stores
+    try:
+        outcome = crash_script.run(tmp, None, "start")
+        assert outcome.returncode == 0, outcome.stderr
+        assert outcome.result is not None
+        return {"result": outcome.result, "events": crash_script.events(tmp), "calls": crash_script.calls(tmp)}
+    finally:
+        stores.current = store

@@ -28,7 +28,6 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from loom_nb.journal import DuckDBJournal
 from loom_nb.kernel import Decision, EffectContext, Engine, ExecutionContext, ExecutionResult, FlowRegistry
 from loom_nb.testing import CrashingJournal, FakeClock, SequentialIds
 
@@ -81,7 +80,9 @@ FLOWS.register(order)
 
 def build(journal_path: str, log_path: str, crash_after: int | None, crash_in: str | None = None) -> Engine:
     """The runtime over the real DuckDB file, wrapped in the crash switch, with every effect registered."""
-    journal = CrashingJournal(DuckDBJournal(journal_path), crash_after, exit_code=CRASH_EXIT_CODE)
+    from tests import stores  # the repository root is on sys.path by now (see __main__)
+
+    journal = CrashingJournal(stores.open_journal(journal_path), crash_after, exit_code=CRASH_EXIT_CODE)
     rt = Engine(journal, clock=FakeClock(tick=1.0), ids=SequentialIds(), flows=FLOWS)
 
     def register(effect_id: str, idempotent: bool) -> None:

@@ -16,9 +16,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from loom_nb.journal import DuckDBJournal, Event, EventKind
+from loom_nb.journal import Event, EventKind
+from tests import stores
 
-#: The journal file every script writes, in the directory a test gives it.
+#: The journal file every script writes, in the directory a test gives it (on the DuckDB run;
+#: ``stores.target`` gives the PostgreSQL schema on the other).
 JOURNAL = "journal.duckdb"
 
 
@@ -42,9 +44,10 @@ def run_script(script: Path, *args: str) -> ScriptOutcome:
     return ScriptOutcome(proc.returncode, result, proc.stderr)
 
 
-def read_journal_file(path: Path, execution_id: str) -> list[Event]:
-    """One execution's events from a DuckDB journal file nobody else holds (opened read-only)."""
-    journal = DuckDBJournal(path, read_only=True)
+def read_journal_file(path: Path | str, execution_id: str) -> list[Event]:
+    """One execution's events from a DuckDB journal file nobody else holds (opened read-only), or
+    from a PostgreSQL journal (a URL, ``stores.target``)."""
+    journal = stores.open_journal(str(path), read_only=True)
     try:
         return journal.read(execution_id)
     finally:
@@ -69,11 +72,11 @@ class CrashScript:
         """Run ``mode`` (``start`` or ``recover``) over the journal in ``where``; ``crash`` as the
         script reads it (``None``: do not crash)."""
         crash_arg = "none" if crash is None else str(crash)
-        return run_script(self.script, str(where / JOURNAL), str(where / self.log), crash_arg, mode)
+        return run_script(self.script, stores.target(where), str(where / self.log), crash_arg, mode)
 
     def events(self, where: Path) -> list[Event]:
-        """The execution's events in ``where``'s journal."""
-        return read_journal_file(where / JOURNAL, self.execution_id)
+        """The execution's events in ``where``'s journal (of the running test's store)."""
+        return read_journal_file(stores.target(where), self.execution_id)
 
     def calls(self, where: Path) -> list[tuple[str, str, int]]:
         """``(what, idempotency key, attempt)`` of every call the log holds, in order."""

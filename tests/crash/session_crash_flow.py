@@ -26,7 +26,6 @@ from pathlib import Path
 from typing import Any
 
 import loom_nb as loom
-from loom_nb.journal import DuckDBJournal
 from loom_nb.kernel import EffectContext, FlowRegistry
 from loom_nb.messages import ModelRequest, ModelResponse
 from loom_nb.testing import FakeClock, SequentialIds
@@ -92,14 +91,16 @@ def runtime(journal: Any) -> loom.Runtime:
 
 def run(journal_path: str, log_path: str, crash_after: int | None, mode: str) -> dict[str, Any]:
     """Run ``mode`` and return what to print."""
+    from tests import stores  # the repository root is on sys.path by now (see __main__)
+
     agent = build_agent(log_path)
     if mode == "start":
-        first = runtime(DuckDBJournal(journal_path))
+        first = runtime(stores.open_journal(journal_path))
         try:
             agent.session(SESSION, runtime=first).start("weather in Paris?")
         finally:
             first.close()
-    journal = CountingCrashJournal(DuckDBJournal(journal_path), crash_after)
+    journal = CountingCrashJournal(stores.open_journal(journal_path), crash_after)
     rt = runtime(journal)
     try:
         if mode == "start":

@@ -9,9 +9,10 @@ from typing import Any
 
 import pytest
 
-from loom_nb.journal import DuckDBJournal, EventKind
+from loom_nb.journal import EventKind
+from tests import stores
 from tests.crash.batch_crash_flow import CONCURRENCY, CRASH_EXIT_CODE, INPUTS
-from tests.crash.harness import JOURNAL, run_script
+from tests.crash.harness import run_script
 
 SCRIPT = Path(__file__).with_name("batch_crash_flow.py")
 
@@ -25,7 +26,7 @@ def calls(where: Path) -> list[tuple[str, str]]:
 
 def completed_keys(where: Path, ids: list[str]) -> set[str]:
     """``<execution id>:<step id>`` of every step the journal holds completed (an idempotency key)."""
-    journal = DuckDBJournal(where / JOURNAL, read_only=True)
+    journal = stores.open_journal(stores.target(where), read_only=True)
     try:
         return {f"{eid}:{e.step_id}" for eid in ids for e in journal.read(eid) if e.kind == EventKind.STEP_COMPLETED}
     finally:
@@ -33,13 +34,18 @@ def completed_keys(where: Path, ids: list[str]) -> set[str]:
 
 
 def run(where: Path, crash: int | None) -> Any:
-    return run_script(SCRIPT, str(where / JOURNAL), str(where / "calls.log"), "none" if crash is None else str(crash))
+    target = stores.target(where)
+    return run_script(SCRIPT, target, str(where / "calls.log"), "none" if crash is None else str(crash))
 
 
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     tmp = tmp_path_factory.mktemp("uninterrupted")
-    outcome = run(tmp, None)
+    store, stores.current = stores.current, "duckdb"  # the reference runs on DuckDB for both stores
+    try:
+        outcome = run(tmp, None)
+    finally:
+        stores.current = store
     assert outcome.returncode == 0, outcome.stderr
     assert outcome.result is not None
     return {"result": outcome.result, "calls": calls(tmp)}

@@ -16,10 +16,11 @@ from typing import Any
 
 import pytest
 
-from loom_nb.journal import DuckDBJournal, EventKind
+from loom_nb.journal import EventKind
 from loom_nb.kernel import Engine
+from tests import stores
 from tests.crash import crash_flow
-from tests.crash.harness import JOURNAL, CrashScript, in_flight
+from tests.crash.harness import CrashScript, in_flight
 from tests.journal.support import shape
 
 pytestmark = pytest.mark.slow
@@ -45,7 +46,7 @@ def test_uninterrupted_run(uninterrupted: dict[str, Any]) -> None:
 
 
 def assert_replays(tmp: Path) -> None:
-    rt = Engine(DuckDBJournal(tmp / JOURNAL, read_only=True), flows=crash_flow.FLOWS)
+    rt = Engine(stores.open_journal(stores.target(tmp), read_only=True), flows=crash_flow.FLOWS)
     try:
         report = rt.replay_sync(crash_flow.EXECUTION_ID)
     finally:

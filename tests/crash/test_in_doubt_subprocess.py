@@ -19,6 +19,8 @@ import pytest
 from tests.crash import in_doubt_flow as F
 from tests.crash.harness import JOURNAL, run_script
 
+ONE_STORE = "the in-doubt flow opens a DuckDB file with Runtime.open; the crash matrices run on both stores"
+
 pytestmark = pytest.mark.slow
 
 SCRIPT = Path(__file__).with_name("in_doubt_flow.py")

@@ -23,6 +23,8 @@ from loom_nb.kernel.context import DEFAULT_ATTEMPT_LIMIT
 from tests.crash import crash_flow
 from tests.crash.harness import JOURNAL, CrashScript, run_script
 
+ONE_STORE = "a chain of kills of one DuckDB file journal (its lock and WAL); the crash matrices run on both stores"
+
 pytestmark = pytest.mark.slow
 
 SCRIPT = CrashScript(Path(__file__).with_name("kill_chain.py"), crash_flow.EXECUTION_ID, log="effects.log")

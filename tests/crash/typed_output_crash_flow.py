@@ -25,7 +25,6 @@ from typing import Any
 from pydantic import BaseModel
 
 import loom_nb as loom
-from loom_nb.journal import DuckDBJournal
 from loom_nb.kernel import EffectContext, FlowRegistry
 from loom_nb.messages import ModelRequest, ModelResponse
 from loom_nb.testing import FakeClock, SequentialIds
@@ -90,7 +89,9 @@ def build_agent(log_path: str) -> loom.Agent[Trip]:
 
 def run(journal_path: str, log_path: str, crash_after: int | None, mode: str) -> dict[str, Any]:
     """Run ``mode`` and return what to print."""
-    journal = CountingCrashJournal(DuckDBJournal(journal_path), crash_after)
+    from tests import stores  # the repository root is on sys.path by now (see __main__)
+
+    journal = CountingCrashJournal(stores.open_journal(journal_path), crash_after)
     rt = loom.Runtime(journal, clock=FakeClock(tick=0.001), ids=SequentialIds(), flows=FlowRegistry())
     agent = build_agent(log_path)
     try:

@@ -59,7 +59,8 @@ def test_second_process_gets_journal_locked_error(tmp_path: Path, how: str) -> N
     assert str(path) in message
     assert f"process {os.getpid()}" in message
     assert "Close that kernel or process first" in message
-    assert "read-only" in message and "server journal" in message
+    assert "read-only" in message and "PostgreSQL journal" in message and "loom-nb journal snapshot" in message
+    assert "(command " in message and "opened 20" in message  # the lock record names who opened it
     # how to make a consistent copy, in the process that holds it (copying the file misses its .wal)
     assert "runtime.snapshot('copy.duckdb') or %loom snapshot copy.duckdb; then open the copy" in message
     # DuckDB's own words do not reach the user

@@ -81,7 +81,7 @@ def test_a_snapshot_of_a_journal_in_use_holds_everything_committed(tmp_path: Pat
     moved.mkdir()
     shutil.move(target, moved / "snap.duckdb")
     rt = open_runtime(moved / "snap.duckdb")
-    assert rt.journal.applied_migrations() == ["m001_initial"]
+    assert rt.journal.applied_migrations() == ["m001_initial", "m002_leases"]
     assert sorted(r.execution_id for r in rt.journal.list_executions()) == sorted(f"e{i}" for i in range(30))
     assert [r.status for r in rt.journal.list_executions()] == ["completed"] * 30
     assert rt.journal.get_content(digest_bytes(data)) == data

@@ -8,17 +8,18 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from loom_nb.journal import InMemoryJournal
 from loom_nb.journal.store import JournalStore
 from loom_nb.kernel import EffectContext, Engine, FlowRegistry
 from loom_nb.testing import FakeClock, SeededRandom, SequentialIds
+from tests import stores
 
 
 def make_runtime(journal: JournalStore | None = None, *, flows: FlowRegistry | None = None) -> Engine:
-    """A deterministic runtime: in-memory journal, fake clock (1 s per reading), sequential ids,
+    """A deterministic runtime: in-memory journal (a PostgreSQL one on the PostgreSQL run), fake clock
+    (1 s per reading), sequential ids,
     seeded randomness and a private flow registry (tests never touch the process-wide one)."""
     return Engine(
-        journal if journal is not None else InMemoryJournal(),
+        journal if journal is not None else stores.default_journal(),
         clock=FakeClock(tick=1.0),
         ids=SequentialIds(),
         random=SeededRandom(7),

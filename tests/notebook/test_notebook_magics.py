@@ -156,6 +156,12 @@ def test_a_locked_journal_is_a_one_line_message(shell: Any, journal: Path, capsy
         assert err.startswith(f"loom_nb: the journal {journal} is held by process {holder.pid}")
         assert err.endswith("(%loom open PATH opens another file)")
         assert captured.out == ""
+        # what needs the journal next repeats the cause, never "run %load_ext" or "no journal" alone
+        with pytest.raises(loom.UsageError, match=f"could not open the journal: the journal {journal} is held by"):
+            loom.frames()
+        shell.run_cell("%%loom_sql\nSELECT 1")
+        err = capsys.readouterr().err.strip()
+        assert f"no journal is open: the journal {journal} is held by process {holder.pid}" in err, err
         # the magics are there to open another file; opening the locked one is one line too
         shell.run_cell(f"%loom open {journal}")
         err = capsys.readouterr().err.strip()
@@ -484,3 +490,25 @@ def test_cancel_stops_a_suspended_run_and_says_so(ip: Any, capsys: pytest.Captur
 
 def rt_events(run: loom.Run) -> list[Event]:
     return run.runtime.journal.read(run.id)
+
+
+def test_load_ext_opens_a_postgresql_journal(
+    shell: Any, _postgres_server: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tests import stores
+
+    url = stores.new_schema("notebook")
+    monkeypatch.setenv("LOOM_JOURNAL", url)
+    capsys.readouterr()
+    shell.run_line_magic("load_ext", "loom_nb")
+    try:
+        out = capsys.readouterr().out
+        assert f"loom_nb: journal {url} is open: 0 execution(s), from $LOOM_JOURNAL" in out, out
+        rt = loom.default_runtime()
+        assert type(rt.journal).__name__ == "PostgresJournal"
+        assert list(loom.frames().steps().columns)  # the frames read it (as Arrow, into DuckDB)
+        shell.run_cell("%%loom_sql -o n\nSELECT count(*) AS n FROM events")
+        assert int(shell.user_ns["n"]["n"][0]) == 0
+    finally:
+        shell.run_line_magic("unload_ext", "loom_nb")
+        stores.drop_schemas()

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 import pytest
 
 import loom_nb as loom
+from tests import stores
 from tests.analysis.support import JOURNALS, make_runtime
 from tests.tracing.support import Recorder
 
@@ -14,9 +15,12 @@ from tests.tracing.support import Recorder
 @pytest.fixture(params=JOURNALS)
 def rt(request: pytest.FixtureRequest) -> Iterator[loom.Runtime]:
     """A deterministic runtime (fake clock, sequential ids) over each journal kind."""
+    if request.param == "postgres":
+        request.getfixturevalue("_postgres_server")
     runtime = make_runtime(request.param)
     yield runtime
     runtime.close()
+    stores.drop_schemas()
 
 
 @pytest.fixture

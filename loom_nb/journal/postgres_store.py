@@ -1,0 +1,368 @@
+"""``PostgresJournal``: the shared journal, one PostgreSQL database (or schema) many processes use.
+
+The same event model, tables and guarantees as ``DuckDBJournal``: an append is one transaction
+(events, content blobs and the executions projection together), durable when it returns. Event
+payloads are stored as the canonical JSON text itself (``TEXT``, not ``jsonb``, which would reorder
+keys and refuse ``\\u0000``), so the bytes a digest was computed on are the bytes read back.
+
+It is also a ``LeasingStore``: a process drives an execution only while it holds the execution's
+lease (``leases`` table, migration ``m002_leases``), read on the database server's clock, so
+processes on several machines agree on expiry.
+
+Connections come from a ``psycopg_pool.ConnectionPool`` (autocommit; explicit transactions for
+appends). Choose the schema with the URL (``?options=-csearch_path%3Dmy_schema``).
+"""
+
+from __future__ import annotations
+
+import json
+import zlib
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+from loom_nb.errors import JournalError, JournalReadError, UsageError
+from loom_nb.journal.canonical import canonical_json, storable_text
+from loom_nb.journal.events import ContentBlob, Event, ExecutionRecord
+from loom_nb.journal.migrations import CREATE_MIGRATIONS_TABLE, for_dialect
+from loom_nb.journal.store import check_on_loop, projection_changes, write_error
+
+try:
+    import psycopg
+    from psycopg_pool import ConnectionPool
+except ImportError:  # pragma: no cover - the extra is not installed
+    psycopg = None  # type: ignore[assignment]
+    ConnectionPool = None  # type: ignore[assignment,misc]
+
+#: Microseconds since the epoch -> TIMESTAMP, exactly (integers below 2^53 multiply exactly).
+_TS = "(TIMESTAMP '1970-01-01' + %s::bigint * INTERVAL '1 microsecond')"
+_EPOCH_US = "(extract(epoch FROM {col}) * 1000000)::bigint"
+#: The database server's clock, in UTC whatever the session's time zone: every process compares
+#: lease expiry on it, never on its own clock.
+_NOW = "(clock_timestamp() AT TIME ZONE 'UTC')"
+_ROW = f"(%s, %s, %s, %s, {_TS}, %s)"
+#: Serializes migrations of one database across processes (``pg_advisory_xact_lock``).
+_MIGRATION_LOCK = zlib.crc32(b"loom_nb.migrations")
+_SCHEMES = ("postgresql://", "postgres://")
+
+
+def is_postgres_url(target: str) -> bool:
+    """True when ``target`` names a PostgreSQL database (``postgresql://...``)."""
+    return target.startswith(_SCHEMES)
+
+
+def _us(seconds: float) -> int:
+    return round(seconds * 1_000_000)
+
+
+def _no_nul(value: str, what: str, location: str) -> str:
+    """``value`` when PostgreSQL can store it as text (no NUL character)."""
+    if "\x00" in value:
+        raise UsageError(
+            f"{what} {value!r} holds a NUL character (\\x00), which a PostgreSQL journal ({location}) cannot "
+            "store in a text column: use an id without it (nothing was written)"
+        )
+    return value
+
+
+def redacted_url(url: str) -> str:
+    """``url`` without a password, for messages and records (libpq finds it in ``PGPASSWORD`` or
+    ``~/.pgpass``)."""
+    head, sep, tail = url.partition("://")
+    if "@" not in tail:
+        return url
+    auth, _, rest = tail.rpartition("@")
+    user = auth.split(":", 1)[0]
+    return f"{head}{sep}{user}@{rest}"
+
+
+class PostgresJournal:
+    """A ``JournalStore`` (and ``LeasingStore``) in a PostgreSQL database.
+
+    Args:
+        url: ``postgresql://user@host:port/db`` (libpq's URL; the search path may name a schema).
+        min_size: Connections the pool keeps open.
+        max_size: Connections the pool opens at most.
+
+    Raises:
+        UsageError: the ``postgres`` extra (psycopg) is not installed.
+        JournalReadError: the server cannot be reached or refuses the connection.
+    """
+
+    def __init__(self, url: str, *, min_size: int = 1, max_size: int = 4) -> None:
+        if psycopg is None or ConnectionPool is None:
+            raise UsageError("a PostgreSQL journal needs psycopg 3 and psycopg-pool: pip install 'loom_nb[postgres]'")
+        self.url = url
+        self.location = redacted_url(url)
+        self._closed = True
+        try:
+            self.pool: Any = ConnectionPool(
+                url,
+                min_size=min_size,
+                max_size=max_size,
+                kwargs={"autocommit": True},
+                open=False,
+                name="loom_nb-journal",
+            )
+            self.pool.open(wait=True, timeout=10)
+        except Exception as exc:
+            raise JournalReadError(
+                f"cannot connect to the PostgreSQL journal {self.location}: {type(exc).__name__}: {exc}. "
+                "Check that the server runs and the URL (user, host, port, database) is right; "
+                "or use a DuckDB file (loom.Runtime.open('loom.duckdb'))."
+            ) from exc
+        self._closed = False
+        try:
+            self._migrate()
+        except BaseException:
+            self.close()
+            raise
+
+    # -- plumbing ---------------------------------------------------------------------------------
+    @contextmanager
+    def _conn(self, doing: str) -> Iterator[Any]:
+        check_on_loop(self.location)
+        if self._closed:
+            raise JournalReadError(f"the journal {self.location} is closed and could not {doing}: open it again")
+        try:
+            with self.pool.connection() as conn:
+                yield conn
+        except psycopg.Error as exc:
+            raise JournalReadError(
+                f"the journal {self.location} could not {doing}: {type(exc).__name__}: {exc}. "
+                "Check the server; the pool reconnects on the next call."
+            ) from exc
+
+    def _fetch(self, doing: str, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        with self._conn(doing) as conn:
+            return list(conn.execute(sql, params).fetchall())
+
+    # -- schema -----------------------------------------------------------------------------------
+    def _migrate(self) -> None:
+        with self._conn("be migrated") as conn, conn.transaction():
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", [_MIGRATION_LOCK])
+            conn.execute(CREATE_MIGRATIONS_TABLE)
+            applied = {row[0] for row in conn.execute("SELECT name FROM schema_migrations").fetchall()}
+            for name, statements in for_dialect("postgresql"):
+                if name in applied:
+                    continue
+                for sql in statements:
+                    conn.execute(sql)
+                conn.execute(f"INSERT INTO schema_migrations VALUES (%s, {_TS})", [name, 0])
+
+    def applied_migrations(self) -> list[str]:
+        """Names of the applied migrations, in order."""
+        return [r[0] for r in self._fetch("list its migrations", "SELECT name FROM schema_migrations ORDER BY name")]
+
+    # -- writes -----------------------------------------------------------------------------------
+    def append(self, events: Sequence[Event], contents: Sequence[ContentBlob] = ()) -> None:
+        """Atomically append events and content, updating the executions projection.
+
+        Raises:
+            JournalWriteError: the commit failed (nothing of it was written); psycopg's error is
+                its cause.
+            UsageError: a payload or id cannot be journaled (nothing was written), or the call
+                came from a synchronous tool's worker thread.
+        """
+        check_on_loop(self.location)
+        params: list[Any] = []
+        for e in events:
+            eid = _no_nul(storable_text(e.execution_id), "execution id", self.location)
+            step = None if e.step_id is None else _no_nul(storable_text(e.step_id), "step id", self.location)
+            params += [eid, e.seq, str(e.kind), step, _us(e.at), canonical_json(e.data)]
+        changes = projection_changes(events)
+        for _, _, flow, _ in changes:
+            if flow is not None:
+                _no_nul(flow, "flow name", self.location)
+        if self._closed:
+            raise write_error(self.location, events, JournalError("the journal is closed"))
+        try:
+            with self.pool.connection() as conn, conn.transaction():
+                self._write(conn, events, contents, params, changes)
+        except psycopg.errors.UniqueViolation as exc:
+            why = "A duplicate seq or execution: another process drives this execution (its lease was lost)?"
+            raise write_error(self.location, events, exc, why=why) from exc
+        except psycopg.Error as exc:
+            raise write_error(self.location, events, exc) from exc
+
+    def _write(
+        self,
+        conn: Any,
+        events: Sequence[Event],
+        contents: Sequence[ContentBlob],
+        params: list[Any],
+        changes: list[tuple[str, str, str | None, float]],
+    ) -> None:
+        at = _us(events[0].at) if events else 0
+        for blob in contents:
+            conn.execute(
+                f"INSERT INTO content VALUES (%s, %s, %s, %s, %s, {_TS}) ON CONFLICT DO NOTHING",
+                [blob.digest, len(blob.data), blob.media_type, blob.data, blob.tainted, at],
+            )
+        if events:
+            conn.execute("INSERT INTO events VALUES " + ", ".join([_ROW] * len(events)), params)
+        for execution_id, status, flow, when in changes:
+            if flow is not None:
+                conn.execute(
+                    f"INSERT INTO executions VALUES (%s, %s, %s, {_TS}, {_TS})",
+                    [execution_id, flow, status, _us(when), _us(when)],
+                )
+            else:
+                conn.execute(
+                    f"UPDATE executions SET status = %s, updated_at = {_TS} WHERE execution_id = %s",
+                    [status, _us(when), execution_id],
+                )
+
+    # -- reads ------------------------------------------------------------------------------------
+    def read(self, execution_id: str) -> list[Event]:
+        """Return an execution's events in order."""
+        eid = storable_text(execution_id)
+        if "\x00" in eid:
+            return []
+        rows = self._fetch(
+            f"read execution {execution_id!r}",
+            f"SELECT seq, kind, step_id, {_EPOCH_US.format(col='at')}, data FROM events "
+            "WHERE execution_id = %s ORDER BY seq",
+            [eid],
+        )
+        return [Event(eid, seq, kind, step, us / 1e6, json.loads(data)) for seq, kind, step, us, data in rows]
+
+    _RECORD = (
+        f"SELECT execution_id, flow, status, {_EPOCH_US.format(col='created_at')}, "
+        f"{_EPOCH_US.format(col='updated_at')} FROM executions"
+    )
+
+    def get_execution(self, execution_id: str) -> ExecutionRecord | None:
+        """Return one execution's projection row."""
+        eid = storable_text(execution_id)
+        if "\x00" in eid:
+            return None
+        rows = self._fetch(f"read execution {execution_id!r}", self._RECORD + " WHERE execution_id = %s", [eid])
+        return None if not rows else _record(rows[0])
+
+    def list_executions(self, status: str | None = None) -> list[ExecutionRecord]:
+        """Return executions, oldest first."""
+        sql, params = self._RECORD, []
+        if status is not None:
+            sql += " WHERE status = %s"
+            params.append(status)
+        rows = self._fetch("list its executions", sql + " ORDER BY created_at, execution_id", params)
+        return [_record(r) for r in rows]
+
+    def get_content(self, digest: str) -> bytes | None:
+        """Return stored bytes, or None."""
+        rows = self._fetch(f"read content {digest}", "SELECT bytes FROM content WHERE digest = %s", [digest])
+        return None if not rows else bytes(rows[0][0])
+
+    def content_info(self, digest: str) -> tuple[int, str, bool] | None:
+        """Return size, media type and taint of stored content."""
+        rows = self._fetch(
+            f"read content {digest}", "SELECT size, media_type, tainted FROM content WHERE digest = %s", [digest]
+        )
+        return None if not rows else (int(rows[0][0]), str(rows[0][1]), bool(rows[0][2]))
+
+    def change_marker(self) -> tuple[int, int]:
+        """A cheap value that changes whenever events are appended (count and the sum of seqs),
+        so a reader (``loom.frames``) can tell whether to load the journal again."""
+        rows = self._fetch("count its events", "SELECT count(*), coalesce(sum(seq), 0) FROM events")
+        return int(rows[0][0]), int(rows[0][1])
+
+    def arrow_tables(self, tables: Sequence[str] = ("events", "executions", "content")) -> dict[str, Any]:
+        """The journal's tables as ``pyarrow.Table`` s, read in one repeatable-read transaction
+        (a consistent cut) through the ADBC PostgreSQL driver: rows move as Arrow, never as
+        Python objects (what ``loom.frames()`` loads into DuckDB).
+
+        Raises:
+            UsageError: the ADBC driver or pyarrow is not installed (the ``postgres`` extra).
+            JournalReadError: the server refused the read.
+        """
+        check_on_loop(self.location)
+        try:
+            import adbc_driver_postgresql.dbapi as adbc
+        except ImportError as exc:
+            raise UsageError(
+                "reading a PostgreSQL journal as frames needs adbc-driver-postgresql and pyarrow: "
+                "pip install 'loom_nb[postgres]'"
+            ) from exc
+        try:
+            with adbc.connect(self.url) as conn, conn.cursor() as cur:
+                cur.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+                out = {}
+                for table in tables:
+                    cur.execute(f"SELECT * FROM {table}")
+                    out[table] = cur.fetch_arrow_table()
+                conn.rollback()
+                return out
+        except Exception as exc:
+            raise JournalReadError(
+                f"the journal {self.location} could not be read as Arrow tables: {type(exc).__name__}: {exc}"
+            ) from exc
+
+    # -- leases (``LeasingStore``) ----------------------------------------------------------------
+    def claim_lease(self, execution_id: str, owner: str, ttl: float) -> bool:
+        """Take the lease when it is free, expired or already ``owner``'s (one statement, so two
+        processes racing for it cannot both win)."""
+        rows = self._fetch(
+            f"claim the lease of execution {execution_id!r}",
+            f"INSERT INTO leases VALUES (%s, %s, {_NOW}, {_NOW} + %s * INTERVAL '1 second') "
+            "ON CONFLICT (execution_id) DO UPDATE SET owner = EXCLUDED.owner, "
+            "heartbeat_at = EXCLUDED.heartbeat_at, expires_at = EXCLUDED.expires_at "
+            f"WHERE leases.owner = EXCLUDED.owner OR leases.expires_at < {_NOW} RETURNING owner",
+            [storable_text(execution_id), owner, ttl],
+        )
+        return bool(rows)
+
+    def take_over_lease(self, execution_id: str, owner: str, dead_owner: str, ttl: float) -> bool:
+        """Take the lease from ``dead_owner`` (one statement: of processes racing for it, one wins)."""
+        rows = self._fetch(
+            f"take over the lease of execution {execution_id!r}",
+            f"UPDATE leases SET owner = %s, heartbeat_at = {_NOW}, expires_at = {_NOW} + %s * INTERVAL '1 second' "
+            "WHERE execution_id = %s AND owner = %s RETURNING owner",
+            [owner, ttl, storable_text(execution_id), dead_owner],
+        )
+        return bool(rows)
+
+    def renew_lease(self, execution_id: str, owner: str, ttl: float) -> bool:
+        """Extend ``owner``'s lease; False when it no longer holds it (taken over, or released)."""
+        rows = self._fetch(
+            f"renew the lease of execution {execution_id!r}",
+            f"UPDATE leases SET heartbeat_at = {_NOW}, expires_at = {_NOW} + %s * INTERVAL '1 second' "
+            "WHERE execution_id = %s AND owner = %s RETURNING owner",
+            [ttl, storable_text(execution_id), owner],
+        )
+        return bool(rows)
+
+    def release_lease(self, execution_id: str, owner: str) -> None:
+        """Give the lease up (a no-op when ``owner`` does not hold it)."""
+        with self._conn(f"release the lease of execution {execution_id!r}") as conn:
+            conn.execute(
+                "DELETE FROM leases WHERE execution_id = %s AND owner = %s", [storable_text(execution_id), owner]
+            )
+
+    def lease_owner(self, execution_id: str) -> str | None:
+        """Who holds a live lease on the execution, or None."""
+        rows = self._fetch(
+            f"read the lease of execution {execution_id!r}",
+            f"SELECT owner FROM leases WHERE execution_id = %s AND expires_at >= {_NOW}",
+            [storable_text(execution_id)],
+        )
+        return None if not rows else str(rows[0][0])
+
+    # -- lifecycle --------------------------------------------------------------------------------
+    def close(self) -> None:
+        """Close the pool (idempotent)."""
+        if not self._closed:
+            self._closed = True
+            self.pool.close()
+
+    @property
+    def closed(self) -> bool:
+        """True once ``close()`` ran."""
+        return self._closed
+
+    def __repr__(self) -> str:
+        return f"PostgresJournal({self.location!r})"
+
+
+def _record(row: tuple[Any, ...]) -> ExecutionRecord:
+    return ExecutionRecord(row[0], row[1], row[2], row[3] / 1e6, row[4] / 1e6)
