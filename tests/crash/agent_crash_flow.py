@@ -24,10 +24,11 @@ its answer is lost).
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -83,19 +84,25 @@ def respond(request: ModelRequest) -> ModelResponse:
 
 
 class LoggedModel:
-    """A ``ScriptedModel`` that logs each call with its idempotency key before answering."""
+    """A ``ScriptedModel`` answering with ``script`` (``respond`` by default) that logs each call with
+    its idempotency key before answering, after ``latency`` seconds (so concurrent runs interleave)."""
 
     name = "logged"
 
-    def __init__(self, log_path: str) -> None:
+    def __init__(
+        self, log_path: str, script: Callable[[ModelRequest], ModelResponse] = respond, *, latency: float = 0.0
+    ) -> None:
         self.log_path = log_path
-        self.inner = loom.ScriptedModel(respond)
+        self.latency = latency
+        self.inner = loom.ScriptedModel(script)
 
     async def complete(
         self, request: ModelRequest, *, on_delta: Any = None, idempotency_key: str | None = None
     ) -> ModelResponse:
         """Log, then answer from the script."""
         log_call(self.log_path, "model", idempotency_key or "?", 0)
+        if self.latency:
+            await asyncio.sleep(self.latency)
         return await self.inner.complete(request, on_delta=on_delta)
 
 
@@ -162,6 +169,18 @@ def run(journal_path: str, log_path: str, crash_after: int | None, mode: str) ->
         }
     finally:
         rt.close()
+
+
+def script_main(argv: list[str], run: Callable[[str, str, int | None, str], dict[str, Any]], doc: str | None) -> int:
+    """The entry point the agent crash scripts share: ``<journal_path> <calls_log> <crash> <mode>``
+    (``crash``: ``none`` or an event count); prints ``run``'s answer as JSON."""
+    if len(argv) != 4:
+        print(doc, file=sys.stderr)
+        return 2
+    journal_path, log_path, crash, mode = argv
+    crash_after = None if crash == "none" else int(crash)
+    print(json.dumps(run(journal_path, log_path, crash_after, mode), sort_keys=True))
+    return 0
 
 
 def main(argv: list[str]) -> int:

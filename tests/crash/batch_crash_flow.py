@@ -15,9 +15,7 @@ order) is printed as one JSON line.
 
 from __future__ import annotations
 
-import asyncio
 import json
-import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -26,17 +24,11 @@ import loom_nb as loom
 from loom_nb.kernel import EffectContext, FlowRegistry
 from loom_nb.messages import ModelRequest, ModelResponse
 from loom_nb.testing import CrashingJournal, FakeClock, SequentialIds
+from tests.crash.agent_crash_flow import LoggedModel, log_call
 
 CRASH_EXIT_CODE = 86
 INPUTS = [f"city {name}" for name in ("Paris", "Rome", "Oslo", "Lima", "Pune", "Kyiv", "Bern", "Doha", "Baku")]
 CONCURRENCY = 4
-
-
-def log_call(path: str, what: str, key: str, attempt: int) -> None:
-    with open(path, "a", encoding="utf-8") as fh:
-        fh.write(f"{what} {key} {attempt}\n")
-        fh.flush()
-        os.fsync(fh.fileno())
 
 
 def respond(request: ModelRequest) -> ModelResponse:
@@ -48,24 +40,6 @@ def respond(request: ModelRequest) -> ModelResponse:
     return ModelResponse.text(f"{user}: {tool}")
 
 
-class LoggedModel:
-    """A ``ScriptedModel`` that logs each call with its idempotency key before answering."""
-
-    name = "logged"
-
-    def __init__(self, log_path: str) -> None:
-        self.log_path = log_path
-        self.inner = loom.ScriptedModel(respond)
-
-    async def complete(
-        self, request: ModelRequest, *, on_delta: Any = None, idempotency_key: str | None = None
-    ) -> ModelResponse:
-        """Log, then answer from the script."""
-        log_call(self.log_path, "model", idempotency_key or "?", 0)
-        await asyncio.sleep(0.002)  # a model's latency: the items' runs interleave
-        return await self.inner.complete(request, on_delta=on_delta)
-
-
 def build_agent(log_path: str) -> loom.Agent:
     """The agent; its tool logs every call."""
 
@@ -75,7 +49,9 @@ def build_agent(log_path: str) -> loom.Agent:
         log_call(log_path, "tool", ctx.idempotency_key, ctx.attempt)
         return f"sunny in {city}"
 
-    return loom.Agent(model=LoggedModel(log_path), tools=[lookup], name="weather", model_retry=None)
+    return loom.Agent(
+        model=LoggedModel(log_path, respond, latency=0.002), tools=[lookup], name="weather", model_retry=None
+    )
 
 
 def run(journal_path: str, log_path: str, crash_after: int | None) -> dict[str, Any]:

@@ -19,8 +19,6 @@ second run's process after each commit).
 
 from __future__ import annotations
 
-import json
-import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -29,20 +27,13 @@ import loom_nb as loom
 from loom_nb.kernel import EffectContext, FlowRegistry
 from loom_nb.messages import ModelRequest, ModelResponse
 from loom_nb.testing import FakeClock, SequentialIds
-from tests.crash.agent_crash_flow import CRASH_EXIT_CODE, CountingCrashJournal
+from tests.crash.agent_crash_flow import CRASH_EXIT_CODE, CountingCrashJournal, LoggedModel, log_call, script_main
 
 SESSION = "s"
 FIRST = "session:chat:s:0"
 EXECUTION_ID = "session:chat:s:1"
 #: The exit status of a process the crash switch killed.
 EXIT_CODE = CRASH_EXIT_CODE
-
-
-def log_call(path: str, what: str, key: str, attempt: int) -> None:
-    with open(path, "a", encoding="utf-8") as fh:
-        fh.write(f"{what} {key} {attempt}\n")
-        fh.flush()
-        os.fsync(fh.fileno())
 
 
 def respond(request: ModelRequest) -> ModelResponse:
@@ -56,23 +47,6 @@ def respond(request: ModelRequest) -> ModelResponse:
     return ModelResponse.text(f"asked {users}; found {tools}")
 
 
-class LoggedModel:
-    """A ``ScriptedModel`` that logs each call with its idempotency key before answering."""
-
-    name = "logged"
-
-    def __init__(self, log_path: str) -> None:
-        self.log_path = log_path
-        self.inner = loom.ScriptedModel(respond)
-
-    async def complete(
-        self, request: ModelRequest, *, on_delta: Any = None, idempotency_key: str | None = None
-    ) -> ModelResponse:
-        """Log, then answer from the script."""
-        log_call(self.log_path, "model", idempotency_key or "?", 0)
-        return await self.inner.complete(request, on_delta=on_delta)
-
-
 def build_agent(log_path: str) -> loom.Agent:
     """The session's agent; its tool logs every call."""
 
@@ -82,7 +56,9 @@ def build_agent(log_path: str) -> loom.Agent:
         log_call(log_path, "tool", ctx.idempotency_key, ctx.attempt)
         return f"{city}: sunny"
 
-    return loom.Agent(model=LoggedModel(log_path), tools=[lookup], name="chat", system="Be brief.", model_retry=None)
+    return loom.Agent(
+        model=LoggedModel(log_path, respond), tools=[lookup], name="chat", system="Be brief.", model_retry=None
+    )
 
 
 def runtime(journal: Any) -> loom.Runtime:
@@ -123,13 +99,7 @@ def run(journal_path: str, log_path: str, crash_after: int | None, mode: str) ->
 
 def main(argv: list[str]) -> int:
     """Entry point: ``<journal_path> <calls_log> <crash> <mode>``."""
-    if len(argv) != 4:
-        print(__doc__, file=sys.stderr)
-        return 2
-    journal_path, log_path, crash, mode = argv
-    crash_after = None if crash == "none" else int(crash)
-    print(json.dumps(run(journal_path, log_path, crash_after, mode), sort_keys=True))
-    return 0
+    return script_main(argv, run, __doc__)
 
 
 if __name__ == "__main__":

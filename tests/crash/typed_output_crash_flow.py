@@ -17,7 +17,6 @@ commit that brings this process's committed events to N or more).
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -28,7 +27,14 @@ import loom_nb as loom
 from loom_nb.kernel import EffectContext, FlowRegistry
 from loom_nb.messages import ModelRequest, ModelResponse
 from loom_nb.testing import FakeClock, SequentialIds
-from tests.crash.agent_crash_flow import CRASH_EXIT_CODE, EXECUTION_ID, CountingCrashJournal, log_call
+from tests.crash.agent_crash_flow import (
+    CRASH_EXIT_CODE,
+    EXECUTION_ID,
+    CountingCrashJournal,
+    LoggedModel,
+    log_call,
+    script_main,
+)
 
 __all__ = ["CRASH_EXIT_CODE", "EXECUTION_ID", "Trip", "main"]
 
@@ -58,23 +64,6 @@ def respond(request: ModelRequest) -> ModelResponse:
     )
 
 
-class LoggedModel:
-    """A ``ScriptedModel`` that logs each call with its idempotency key before answering."""
-
-    name = "logged"
-
-    def __init__(self, log_path: str) -> None:
-        self.log_path = log_path
-        self.inner = loom.ScriptedModel(respond)
-
-    async def complete(
-        self, request: ModelRequest, *, on_delta: Any = None, idempotency_key: str | None = None
-    ) -> ModelResponse:
-        """Log, then answer from the script."""
-        log_call(self.log_path, "model", idempotency_key or "?", 0)
-        return await self.inner.complete(request, on_delta=on_delta)
-
-
 def build_agent(log_path: str) -> loom.Agent[Trip]:
     """The typed agent, its tool logging every call."""
 
@@ -84,7 +73,9 @@ def build_agent(log_path: str) -> loom.Agent[Trip]:
         log_call(log_path, "tool", ctx.idempotency_key, ctx.attempt)
         return f"{city}: sunny, 21C"
 
-    return loom.Agent(LoggedModel(log_path), tools=[lookup], name="typed-trip", model_retry=None, output_type=Trip)
+    return loom.Agent(
+        LoggedModel(log_path, respond), tools=[lookup], name="typed-trip", model_retry=None, output_type=Trip
+    )
 
 
 def run(journal_path: str, log_path: str, crash_after: int | None, mode: str) -> dict[str, Any]:
@@ -117,13 +108,7 @@ def run(journal_path: str, log_path: str, crash_after: int | None, mode: str) ->
 
 def main(argv: list[str]) -> int:
     """Entry point: ``<journal_path> <calls_log> <crash> <mode>``."""
-    if len(argv) != 4:
-        print(__doc__, file=sys.stderr)
-        return 2
-    journal_path, log_path, crash, mode = argv
-    crash_after = None if crash == "none" else int(crash)
-    print(json.dumps(run(journal_path, log_path, crash_after, mode), sort_keys=True))
-    return 0
+    return script_main(argv, run, __doc__)
 
 
 if __name__ == "__main__":
