@@ -13,7 +13,7 @@ import asyncio
 import contextlib
 import warnings
 from collections.abc import Callable, Coroutine, Generator, Iterable, Mapping, Sequence
-from typing import Any, Generic, Unpack, cast, overload
+from typing import Any, Generic, Literal, Unpack, cast, overload
 
 from loom_nb.agent.batch import Batch, map_agent
 from loom_nb.agent.config import (
@@ -328,6 +328,23 @@ class Agent(Generic[Out]):
         run.drive(rt.start(self.flow_name, input, execution_id=run.id))
         return run
 
+    def submit(self, input: Any, execution_id: str | None = None, *, runtime: Runtime | None = None) -> Run[Out]:
+        """Record a run of this agent on ``input`` for a worker (``loom-nb worker``) to drive, and
+        return its ``Run`` (status ``queued`` until a worker takes it); nothing runs here. The
+        runtime must be on a shared PostgreSQL journal for a worker to see it. An existing
+        ``execution_id`` returns that run as the journal has it.
+
+        Raises:
+            UsageError: ``execution_id`` exists and runs another flow (another agent).
+        """
+        rt = runtime or default_runtime()
+        self.register(rt)
+        eid = rt.ids.new_id() if execution_id is None else require_execution_id(execution_id, "execution_id")
+        rt.submit(self.flow_name, input, execution_id=eid)
+        run: Run[Out] = Run.of(rt, eid, agent=self)
+        run.refresh()
+        return run
+
     def _existing(self, rt: Runtime, eid: str, input: Any, *, view: bool) -> Run[Out]:
         """``start`` on an execution id the journal holds: this kernel's one ``Run`` of it."""
         record = rt.journal.get_execution(eid)
@@ -373,6 +390,7 @@ class Agent(Generic[Out]):
         runtime: Runtime | None = None,
         view: bool = True,
         progress: bool = True,
+        on: Literal["here", "workers"] = "here",
     ) -> Batch:
         """Run this agent on many inputs, at most ``concurrency`` runs moving at once, and return
         the ``Batch``.
@@ -388,11 +406,17 @@ class Agent(Generic[Out]):
         it returns when no item moves, after printing a progress line and the results' DataFrame
         (``progress=False``: silent). ``batch.frame()`` gives the DataFrame.
 
+        ``on="workers"``: every input is submitted (``submit``) for the workers of the shared
+        journal (``loom-nb worker``) and nothing runs here; the batch returns at once with its items
+        ``queued`` (``batch.refresh()`` reads where they stand).
+
         Raises:
             UsageError: ``concurrency`` below 1, ``ids`` not one distinct id per input, or an id
                 whose execution runs another flow.
         """
-        return map_agent(self, inputs, concurrency=concurrency, ids=ids, runtime=runtime, view=view, progress=progress)
+        return map_agent(
+            self, inputs, concurrency=concurrency, ids=ids, runtime=runtime, view=view, progress=progress, on=on
+        )
 
     def attach(self, execution_id: str, *, runtime: Runtime | None = None) -> Run[Out]:
         """This kernel's ``Run`` of an existing execution (e.g. after a kernel restart).
@@ -610,6 +634,12 @@ class Run(Generic[Out]):
         if self._task is None and self._error is not None and state.status != "running":
             self._error = None
         self._set_state(state)
+
+    @property
+    def moving(self) -> bool:
+        """True while this process drives the run (a task of this kernel)."""
+        self._absorb()
+        return self._task is not None
 
     # -- state ----------------------------------------------------------------------------------
     def _absorb(self) -> None:

@@ -27,7 +27,7 @@ from loom_nb.errors import (
 )
 from loom_nb.journal.canonical import digest_value, to_jsonable
 from loom_nb.journal.event_format import CURRENT_FORMAT, with_format
-from loom_nb.journal.events import TERMINAL_STATUSES, Event, EventKind
+from loom_nb.journal.events import QUEUED_STATUS, TERMINAL_STATUSES, Event, EventKind
 from loom_nb.journal.store import JournalStore, LeasingStore
 from loom_nb.kernel.async_bridge import run_sync
 from loom_nb.kernel.check import CheckHook, CheckReport, check_executions
@@ -304,6 +304,10 @@ class Engine:
     def result(self, execution_id: str) -> ExecutionResult:
         """Where an execution stands, from the journal."""
         h = self._known(execution_id)
+        if h.status == "running" and len(h.events) == 1:
+            record = self.journal.get_execution(execution_id)
+            if record is not None and record.status == QUEUED_STATUS:
+                return ExecutionResult(execution_id=execution_id, status=QUEUED_STATUS)
         gates = tuple(_gate(execution_id, g) for g in h.open_gates()) if h.status == "suspended" else ()
         error = h.error
         if h.status == "cancelled":
@@ -515,6 +519,46 @@ class Engine:
                 status="running",
             )
             return await self._drive(history, fresh=True)
+
+    def submit(
+        self,
+        flow: FlowFn | str,
+        input: Any = None,
+        *,
+        execution_id: str | None = None,
+        principal: Principal | None = None,
+    ) -> ExecutionResult:
+        """Record an execution of ``flow`` with ``input`` for a worker to run (``loom-nb worker``),
+        without running it here: its ``execution_started`` carries ``"queued": true`` and its
+        status is ``queued`` until a worker takes it. Submitting an id that exists returns that
+        execution's current result (idempotent, as ``start``).
+
+        Raises:
+            UsageError: ``execution_id`` exists and runs another flow.
+        """
+        name = self.flows.name_of(flow)
+        eid = self.ids.new_id() if execution_id is None else require_execution_id(execution_id, "execution_id")
+        existing = self.journal.get_execution(eid)
+        if existing is not None:
+            if existing.flow != name:
+                raise UsageError(
+                    f"execution {eid!r} already exists and runs flow {existing.flow!r}, not {name!r}: "
+                    "pick another execution_id"
+                )
+            return self.result(eid)
+        who = principal or self.principal
+        started = {
+            "flow": name,
+            "input": to_jsonable(input),
+            "principal": {"name": who.name, "scopes": sorted(who.scopes)},
+            "queued": True,
+        }
+        events = [
+            Event(eid, 1, EventKind.EXECUTION_STARTED, None, self.clock.now(), with_format(started, self.event_format))
+        ]
+        self.journal.append(events)
+        self.observers.notify_events(events)
+        return ExecutionResult(execution_id=eid, status=QUEUED_STATUS)
 
     async def resume(self, execution_id: str, gate_id: str, payload: Any = None) -> ExecutionResult:
         """Resolve an open gate with ``payload`` and, once no gate is left open, run the body on.
