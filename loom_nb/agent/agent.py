@@ -38,7 +38,7 @@ from loom_nb.effects.tool import Tool
 from loom_nb.errors import LoomError, UsageError, WaitInterrupted
 from loom_nb.journal import step_ids
 from loom_nb.journal.canonical import digest_value, to_jsonable
-from loom_nb.journal.events import TERMINAL_STATUSES
+from loom_nb.journal.events import TERMINAL_STATUSES, Event
 from loom_nb.kernel.async_bridge import in_running_loop, run_or_schedule
 from loom_nb.kernel.context import IN_DOUBT_GATE, InDoubtResolution
 from loom_nb.kernel.engine import ExecutionResult, require_execution_id
@@ -592,6 +592,8 @@ class Run(Generic[Out]):
         #: at its gates are refused at the call site instead.
         self.last_error: LoomError | None = None
         self._refused: LoomError | None = None
+        self._follower: asyncio.Future[None] | None = None
+        self._submitted: bool | None = None
 
     @classmethod
     def of(cls, runtime: Runtime, execution_id: str, *, agent: Agent[Any] | None = None) -> Run[Any]:
@@ -765,6 +767,14 @@ class Run(Generic[Out]):
         """Answer the gate ``gate_id`` with ``payload`` and let the run go on (``Gate.resolve`` calls
         this). A wrong answer raises here and the run stays suspended; an answer given while the run
         still moves is queued and checked in its turn."""
+        if self._submitted is None:
+            self._submitted = self.runtime.submitted(self.id)
+        if self.status != "running" and self._submitted:
+            # A worker drives this run: record the answer (checked here) and let the NOTIFY of its
+            # commit wake a worker, which runs it on; ``follow`` / ``wait`` see it move.
+            answer = self.runtime.answer(self.id, gate_id, payload, drive_here=False)
+            self.refresh()
+            return answer
         if self.status != "running":
             # The engine checks and records the answer here, so a wrong one raises at the call site
             # and the run stays suspended; only the driving on is scheduled.
@@ -845,9 +855,49 @@ class Run(Generic[Out]):
             ) from None
         return self
 
+    def follow(self) -> asyncio.Future[None] | None:
+        """Follow a run another process drives (a worker), from the shared journal: a task on the
+        running loop that sleeps on the journal's ``LISTEN`` channel (no polling) and, at each
+        commit of this execution, hands the new events to ``runtime.observers`` (the live view) and
+        reads the run's state again (``on_change`` listeners, ``wait``). It ends once the run is
+        settled. None when the journal is not shared (PostgreSQL) or no loop runs; the one task
+        when already following. ``wait`` follows by itself while the run does not move here."""
+        journal: Any = self.runtime.journal
+        if not hasattr(journal, "async_listener") or not in_running_loop():
+            return None
+        if self._follower is None or self._follower.done():
+            self._follower = asyncio.ensure_future(self._follow(journal))
+        return self._follower
+
+    async def _follow(self, journal: Any) -> None:
+        conn = await journal.async_listener()
+        last = self.runtime.journal.read(self.id)
+        seen = [last[-1].seq if last else 0]
+
+        def handed_on(event: Event) -> None:  # this process's own commits (an answer) are handed on already
+            seen[0] = max(seen[0], event.seq)
+
+        stop_tracking = self.runtime.observe(handed_on, execution_id=self.id)
+        try:
+            self.refresh()  # what committed before LISTEN began
+            while self.status not in TERMINAL_STATUSES or self.moving:
+                async for note in conn.notifies():
+                    if note.payload == self.id:
+                        break
+                if not self.moving:
+                    self.refresh()  # before the read: the events handed on hold all the state shows
+                new = [e for e in self.runtime.journal.read(self.id) if e.seq > seen[0]]
+                if new:
+                    self.runtime.observers.notify_events(new)
+        finally:
+            stop_tracking()
+            await conn.close()
+
     async def _wait_for(self, stops: frozenset[str]) -> None:
         if self._changed is None:
             self._changed = asyncio.Event()
+        if self.status not in stops and not self.moving:
+            self.follow()  # a worker may drive it: be woken by the journal
         while self.status not in stops:
             self._changed.clear()
             # Wake up every WAKE_SECONDS even when nothing changed: ipykernel turns Kernel > Interrupt

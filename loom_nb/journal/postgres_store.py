@@ -400,6 +400,13 @@ class PostgresJournal:
         conn.execute(psycopg.sql.SQL("LISTEN {}").format(psycopg.sql.Identifier(self.channel)))
         return conn
 
+    async def async_listener(self) -> Any:
+        """``listener`` for an event loop: a new ``psycopg.AsyncConnection`` LISTENing on
+        ``channel`` (``async for note in conn.notifies()``). Close it when done."""
+        conn = await psycopg.AsyncConnection.connect(self.url, autocommit=True)
+        await conn.execute(psycopg.sql.SQL("LISTEN {}").format(psycopg.sql.Identifier(self.channel)))
+        return conn
+
     # -- lifecycle --------------------------------------------------------------------------------
     def close(self) -> None:
         """Close the pool (idempotent)."""

@@ -573,13 +573,23 @@ class Engine:
         async with self._lock(execution_id):
             return await self._proceed(self.answer(execution_id, gate_id, payload))
 
-    def answer(self, execution_id: str, gate_id: str, payload: Any = None) -> GateAnswer:
+    def submitted(self, execution_id: str) -> bool:
+        """True when the execution was submitted for the workers (``submit``): a worker drives it,
+        and an answer to its gates is only recorded here (``answer(..., drive_here=False)``)."""
+        events = self.journal.read(execution_id)
+        return bool(events) and events[0].data.get("queued") is True
+
+    def answer(self, execution_id: str, gate_id: str, payload: Any = None, *, drive_here: bool = True) -> GateAnswer:
         """Check ``payload`` against an open gate and record it (``gate_resolved``, and
         ``execution_resumed`` when it was the last open gate); nothing runs. ``proceed`` runs on.
 
         Synchronous, so a wrong answer raises at the call site: the one place a gate's answer is
         checked. When this resumes the execution, it counts as running in this process
         (``is_active``) until ``proceed`` has run it on: call ``proceed`` next.
+
+        ``drive_here=False`` (an answer to a submitted run, from a notebook): the answer is recorded
+        and nothing is claimed; the resumed execution is ``running`` without a lease, and a worker,
+        woken by the append's NOTIFY, drives it on (``loom_nb.worker``). Do not call ``proceed``.
 
         Raises:
             ResumeValidationError: the payload fails the gate's schema (nothing recorded).
@@ -608,7 +618,7 @@ class Engine:
         seq = h.last_seq + 1
         events = [Event(execution_id, seq, EventKind.GATE_RESOLVED, gate_id, now, {"payload": to_jsonable(value)})]
         resumed = not any(g.gate_id != gate_id for g in h.open_gates())
-        if resumed and not self._claim(execution_id):
+        if resumed and drive_here and not self._claim(execution_id):
             raise UsageError(
                 f"execution {execution_id!r} is driven by another process of the shared journal "
                 f"{self.journal.location}: its gate {gate_id!r} was answered there already"
@@ -617,7 +627,7 @@ class Engine:
             events.append(Event(execution_id, seq + 1, EventKind.EXECUTION_RESUMED, None, now, {"gate_id": gate_id}))
         self.journal.append(events)
         h.extend(events)
-        if resumed:
+        if resumed and drive_here:
             self._active.add(execution_id)  # so recover() leaves it to proceed()
         self.observers.notify_events(events)
         return GateAnswer(execution_id=execution_id, gate_id=gate_id, history=h, resumed=resumed)

@@ -7,6 +7,7 @@ no completed call made again.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import subprocess
@@ -14,13 +15,14 @@ import sys
 import time
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from loom_nb.journal.events import EventKind
 from loom_nb.runtime import Runtime
 from tests import stores
-from tests.workers.worker_agents import clerk
+from tests.workers.worker_agents import clerk, courier
 
 ONE_STORE = "workers need the shared PostgreSQL journal"
 ROOT = Path(__file__).resolve().parents[2]
@@ -45,6 +47,11 @@ def _worker(url: str, log: Path, *extra: str, env: dict[str, str] | None = None)
         stderr=subprocess.PIPE,
         text=True,
     )
+
+
+def seen_append(seen: list[int]) -> Any:
+    """An event observer that appends each event's seq to ``seen``."""
+    return lambda e: seen.append(e.seq)
 
 
 def _calls(log: Path) -> Counter[str]:
@@ -134,4 +141,53 @@ def test_a_sigkilled_worker_is_continued_by_another_once_its_lease_expires(
         assert _calls(log) == Counter({"x": 1})  # the completed call was not made again
         print(f"taken over and finished {finished:.2f} s after the kill (lease 2 s)")
     finally:
+        rt.close()
+
+
+def test_an_append_notifies_the_journal_channel(_postgres_server: str) -> None:
+    rt = Runtime.open(stores.new_schema("notify"))
+    conn = rt.journal.listener()
+    try:
+        clerk.submit("n", "job-n", runtime=rt)
+        notes = list(conn.notifies(timeout=5, stop_after=1))
+        assert [(n.channel, n.payload) for n in notes] == [(rt.journal.channel, "job-n")]
+    finally:
+        conn.close()
+        rt.close()
+
+
+@pytest.mark.slow
+def test_a_notebook_follows_a_worker_run_and_its_answer_wakes_the_worker(_postgres_server: str, tmp_path: Path) -> None:
+    """The test process is the notebook: it submits, follows the run a worker drives (woken by
+    LISTEN), approves the gate; the worker, woken by the answer's NOTIFY, runs on."""
+    url = stores.new_schema("follow")
+    worker = _worker(url, tmp_path / "calls.log")
+    rt = Runtime.open(url)
+
+    async def scenario() -> list[float]:
+        wakes = []
+        for i in range(5):
+            run = courier.submit(f"p{i}", f"job-p{i}", runtime=rt)
+            seen: list[int] = []
+            rt.observe(seen_append(seen), execution_id=run.id)
+            await run.wait(until="suspended", timeout=30)
+            run.gates[0].approve()
+            await run.wait(timeout=30)
+            assert run.status == "completed"
+            events = rt.journal.read(run.id)
+            # the live view's feed: every event the worker committed from when the follow began, in order
+            assert seen and seen == list(range(seen[0], events[-1].seq + 1))
+            assert any(e.kind == EventKind.EXECUTION_COMPLETED and e.seq in seen for e in events)
+            resumed = next(e for e in events if e.kind == EventKind.EXECUTION_RESUMED)
+            after = next(e for e in events if e.seq == resumed.seq + 1)
+            wakes.append((after.at - resumed.at) * 1000)  # the worker's first commit after the answer
+        return wakes
+
+    try:
+        wakes = asyncio.run(scenario())
+        print(f"answer -> worker's next commit, ms: {[round(w, 1) for w in wakes]}; median {sorted(wakes)[2]:.1f}")
+        assert sorted(wakes)[2] < 250  # the target is 50 ms; a loose bound for a shared 2-core machine
+    finally:
+        worker.terminate()
+        worker.communicate(timeout=30)
         rt.close()

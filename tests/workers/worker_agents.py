@@ -45,3 +45,25 @@ def respond(request: ModelRequest) -> ModelResponse:
 
 
 clerk = loom.Agent(model=loom.ScriptedModel(respond), tools=[record], name="clerk")
+
+
+@loom.tool(needs_approval=True)
+def send(item: str) -> str:
+    """Send one item (asks for approval first).
+
+    Args:
+        item: The item.
+    """
+    return f"sent {item}"
+
+
+def respond_gated(request: ModelRequest) -> ModelResponse:
+    """Turn 0: call ``send`` (a gate); turn 1: answer."""
+    turns = sum(1 for m in request.messages if m.role == "assistant")
+    item = next(m.text for m in request.messages if m.role == "user")
+    if turns == 0:
+        return ModelResponse.tool_calls([("send", {"item": item})])
+    return ModelResponse.text(f"sent {item}")
+
+
+courier = loom.Agent(model=loom.ScriptedModel(respond_gated), tools=[send], name="courier")
