@@ -19,10 +19,10 @@ from __future__ import annotations
 import asyncio
 import importlib
 import logging
-import threading
 from typing import Any
 
 from loom_nb.errors import UsageError
+from loom_nb.kernel.async_bridge import run_sync
 from loom_nb.runtime import Runtime
 
 log = logging.getLogger("loom_nb")
@@ -82,11 +82,17 @@ class Worker:
     async def run(self, *, until_idle: bool = False, stop: asyncio.Event | None = None) -> int:
         """Work until ``stop`` is set (or, with ``until_idle``, until the queue is empty and nothing
         runs). Returns how many executions it drove."""
-        loop = asyncio.get_running_loop()
         wake = asyncio.Event()
-        halt = threading.Event()
-        listener = _Listener(self.runtime.journal, loop, wake, halt)
-        listener.start()
+        conn = await self.runtime.journal.async_listener()  # type: ignore[attr-defined]
+
+        async def listen() -> None:
+            try:
+                async for _ in conn.notifies():
+                    wake.set()
+            except Exception as exc:  # the worker still polls
+                log.warning("loom_nb worker: LISTEN stopped (%s); polling only", exc)
+
+        listener = asyncio.get_running_loop().create_task(listen(), name="loom-worker-listen")
         try:
             while stop is None or not stop.is_set():
                 wake.clear()
@@ -102,32 +108,13 @@ class Worker:
                         w.cancel()
             return self.finished
         finally:
-            halt.set()
+            listener.cancel()
+            await asyncio.gather(listener, return_exceptions=True)
+            await conn.close()
             for task in list(self._tasks.values()):
                 task.cancel()
             if self._tasks:
                 await asyncio.gather(*self._tasks.values(), return_exceptions=True)
-            listener.join(timeout=2)
-
-
-class _Listener(threading.Thread):
-    """Blocks on the journal's LISTEN connection and sets ``wake`` on the loop at each notification."""
-
-    def __init__(self, journal: Any, loop: asyncio.AbstractEventLoop, wake: asyncio.Event, halt: threading.Event):
-        super().__init__(name="loom-worker-listen", daemon=True)
-        self.conn = journal.listener()
-        self.loop, self.wake, self.halt = loop, wake, halt
-
-    def run(self) -> None:
-        try:
-            while not self.halt.is_set():
-                for _ in self.conn.notifies(timeout=0.2):
-                    self.loop.call_soon_threadsafe(self.wake.set)
-                    break
-        except Exception as exc:  # the worker still polls
-            log.warning("loom_nb worker: LISTEN stopped (%s); polling only", exc)
-        finally:
-            self.conn.close()
 
 
 def run_worker(
@@ -146,6 +133,10 @@ def run_worker(
     if lease_seconds is not None:
         runtime.lease_seconds = lease_seconds
     try:
-        return asyncio.run(Worker(runtime, concurrency=concurrency).run(until_idle=until_idle))
+        return run_sync(
+            Worker(runtime, concurrency=concurrency).run(until_idle=until_idle),
+            sync_name="run_worker",
+            await_hint="await Worker(runtime).run()",
+        )
     finally:
         runtime.close()
