@@ -638,6 +638,16 @@ class Run(Generic[Out]):
         self._set_state(state)
 
     @property
+    def submitted(self) -> bool:
+        """True for a run submitted for the workers (``Agent.submit``): a worker drives it, ``wait``
+        follows it from the journal, and an answer to its gates is only recorded here."""
+        if self._submitted is None:
+            if self.runtime.journal.get_execution(self.id) is None:
+                return False  # not recorded yet: ask again later
+            self._submitted = self.runtime.submitted(self.id)
+        return self._submitted
+
+    @property
     def moving(self) -> bool:
         """True while this process drives the run (a task of this kernel)."""
         self._absorb()
@@ -767,9 +777,7 @@ class Run(Generic[Out]):
         """Answer the gate ``gate_id`` with ``payload`` and let the run go on (``Gate.resolve`` calls
         this). A wrong answer raises here and the run stays suspended; an answer given while the run
         still moves is queued and checked in its turn."""
-        if self._submitted is None:
-            self._submitted = self.runtime.submitted(self.id)
-        if self.status != "running" and self._submitted:
+        if self.status != "running" and self.submitted:
             # A worker drives this run: record the answer (checked here) and let the NOTIFY of its
             # commit wake a worker, which runs it on; ``follow`` / ``wait`` see it move.
             answer = self.runtime.answer(self.id, gate_id, payload, drive_here=False)
@@ -861,7 +869,8 @@ class Run(Generic[Out]):
         commit of this execution, hands the new events to ``runtime.observers`` (the live view) and
         reads the run's state again (``on_change`` listeners, ``wait``). It ends once the run is
         settled. None when the journal is not shared (PostgreSQL) or no loop runs; the one task
-        when already following. ``wait`` follows by itself while the run does not move here."""
+        when already following. ``wait`` follows a submitted run by itself (one LISTEN connection
+        per followed run: call it for another run another process drives)."""
         journal: Any = self.runtime.journal
         if not hasattr(journal, "async_listener") or not in_running_loop():
             return None
@@ -896,8 +905,8 @@ class Run(Generic[Out]):
     async def _wait_for(self, stops: frozenset[str]) -> None:
         if self._changed is None:
             self._changed = asyncio.Event()
-        if self.status not in stops and not self.moving:
-            self.follow()  # a worker may drive it: be woken by the journal
+        if self.status not in stops and not self.moving and self.submitted:
+            self.follow()  # a worker drives it: be woken by the journal
         while self.status not in stops:
             self._changed.clear()
             # Wake up every WAKE_SECONDS even when nothing changed: ipykernel turns Kernel > Interrupt
