@@ -328,11 +328,14 @@ class Agent(Generic[Out]):
         run.drive(rt.start(self.flow_name, input, execution_id=run.id))
         return run
 
-    def submit(self, input: Any, execution_id: str | None = None, *, runtime: Runtime | None = None) -> Run[Out]:
+    def submit(
+        self, input: Any, execution_id: str | None = None, *, runtime: Runtime | None = None, view: bool = True
+    ) -> Run[Out]:
         """Record a run of this agent on ``input`` for a worker (``loom-nb worker``) to drive, and
         return its ``Run`` (status ``queued`` until a worker takes it); nothing runs here. The
         runtime must be on a shared PostgreSQL journal for a worker to see it. An existing
-        ``execution_id`` returns that run as the journal has it.
+        ``execution_id`` returns that run as the journal has it. In a notebook (``view=True``) the
+        run's live view is shown and follows the worker from the journal (``Run.follow``).
 
         Raises:
             UsageError: ``execution_id`` exists and runs another flow (another agent).
@@ -343,6 +346,10 @@ class Agent(Generic[Out]):
         rt.submit(self.flow_name, input, execution_id=eid)
         run: Run[Out] = Run.of(rt, eid, agent=self)
         run.refresh()
+        if view and in_running_loop():
+            for hook in list(RUN_HOOKS):
+                hook(run)
+            run.follow()
         return run
 
     def _existing(self, rt: Runtime, eid: str, input: Any, *, view: bool) -> Run[Out]:

@@ -468,7 +468,7 @@ def map_agent(
         live = rt.runs.get(eid)
         queued = False
         if on == "workers":
-            run = agent.submit(value, eid, runtime=rt)  # recorded for a worker: nothing runs here
+            run = agent.submit(value, eid, runtime=rt, view=False)  # recorded for a worker: nothing runs here
             items.append(BatchItem(index, value, run, resumed=record is not None, queued=False))
             continue
         if live is not None and live.status == "running" and (live.limit is not None or rt.is_active(eid)):
