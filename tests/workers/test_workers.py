@@ -191,3 +191,51 @@ def test_a_notebook_follows_a_worker_run_and_its_answer_wakes_the_worker(_postgr
         worker.terminate()
         worker.communicate(timeout=30)
         rt.close()
+
+
+@pytest.mark.slow
+def test_a_non_idempotent_call_cut_by_a_sigkill_goes_in_doubt_on_the_next_worker(
+    _postgres_server: str, tmp_path: Path
+) -> None:
+    url = stores.new_schema("indoubt")
+    log = tmp_path / "calls.log"
+    rt = Runtime.open(url)
+    try:
+        clerk.submit("y", "job-y", runtime=rt)
+        first = _worker(url, log, "--lease-seconds", "2", env={"LOOM_WORKER_PAUSE": "30"})
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:  # ``record`` made its call and sleeps in it
+            if _calls(log):
+                break
+            time.sleep(0.05)
+        else:
+            pytest.fail("the first worker never started the call")
+        first.send_signal(signal.SIGKILL)
+        first.communicate(timeout=10)
+        second = _worker(url, log, "--lease-seconds", "2")
+        try:
+            while rt.journal.get_execution("job-y").status == "running" and time.monotonic() < deadline + 30:
+                time.sleep(0.05)
+        finally:
+            second.terminate()
+            _, err = second.communicate(timeout=30)
+        result = rt.result("job-y")
+        assert result.status == "suspended", err
+        assert [g.kind for g in result.gates] == ["InDoubt"]
+        assert _calls(log) == Counter({"y": 1})  # made once by the killed worker, not made again
+    finally:
+        rt.close()
+
+
+def test_a_worker_needs_a_shared_journal() -> None:
+    from loom_nb.errors import UsageError
+    from loom_nb.worker import Worker
+
+    rt = Runtime.open(":memory:")
+    try:
+        with pytest.raises(UsageError, match="shared PostgreSQL journal"):
+            Worker(rt)
+        with pytest.raises(UsageError, match="on="):
+            clerk.map(["a"], on="elsewhere", runtime=rt)  # type: ignore[arg-type]
+    finally:
+        rt.close()

@@ -3,7 +3,7 @@
 ``clerk`` answers in two model turns: turn 0 calls ``record`` (NOT idempotent) with the input, turn 1
 answers ``done <input>``. Every real call of ``record`` appends ``record <execution> <pid>`` to the
 file ``LOOM_WORKER_LOG`` names (``O_APPEND``, one ``write``), so a test counts calls across processes.
-``LOOM_WORKER_PAUSE`` (seconds) makes ``record`` take that long (so a test can kill a worker in it);
+``LOOM_WORKER_PAUSE`` (seconds) makes ``record`` take that long after logging (a test kills a worker in it);
 ``LOOM_WORKER_SLOW_TURN`` makes each model turn sleep that long before answering.
 """
 
@@ -23,7 +23,6 @@ def record(item: str) -> str:
     Args:
         item: The item.
     """
-    time.sleep(float(os.environ.get("LOOM_WORKER_PAUSE", "0")))
     log = os.environ.get("LOOM_WORKER_LOG")
     if log:
         fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
@@ -31,6 +30,7 @@ def record(item: str) -> str:
             os.write(fd, f"record {item} {os.getpid()}\n".encode())
         finally:
             os.close(fd)
+    time.sleep(float(os.environ.get("LOOM_WORKER_PAUSE", "0")))  # the call was made; its answer comes later
     return f"recorded {item}"
 
 
