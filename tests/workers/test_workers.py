@@ -239,3 +239,43 @@ def test_a_worker_needs_a_shared_journal() -> None:
             clerk.map(["a"], on="elsewhere", runtime=rt)  # type: ignore[arg-type]
     finally:
         rt.close()
+
+
+def _approval_cards(widget: Any) -> list[Any]:
+    from loom_nb.notebook.cards import ApprovalCard
+
+    found = [widget] if isinstance(widget, ApprovalCard) else []
+    for child in getattr(widget, "children", ()):
+        found += _approval_cards(child)
+    return found
+
+
+@pytest.mark.slow
+def test_the_live_view_follows_a_worker_run_and_its_approve_button_works(_postgres_server: str, tmp_path: Path) -> None:
+    """A notebook's live view of a run a worker drives: it shows the worker's events as they commit
+    (woken by LISTEN), and its card's Approve click wakes the worker, which finishes the run."""
+    from loom_nb.notebook.run_view import RunView
+
+    url = stores.new_schema("view")
+    worker = _worker(url, tmp_path / "calls.log")
+    rt = Runtime.open(url)
+
+    async def scenario() -> str:
+        run = courier.submit("v", "job-v", runtime=rt, view=False)
+        view = RunView(run)  # built before the worker's first commit: everything after comes by NOTIFY
+        await run.wait(until="suspended", timeout=30)
+        await asyncio.sleep(0.05)  # the view hears the gate's events
+        cards = _approval_cards(view)
+        assert len(cards) == 1
+        cards[0].approve.click()
+        await run.wait(timeout=30)
+        await asyncio.sleep(0.05)
+        return view.text()
+
+    try:
+        text = asyncio.run(scenario())
+        assert "completed" in text and "sent v" in text, text
+    finally:
+        worker.terminate()
+        worker.communicate(timeout=30)
+        rt.close()
