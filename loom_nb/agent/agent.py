@@ -669,7 +669,8 @@ class Run(Generic[Out]):
 
     @property
     def status(self) -> str:
-        """``running``, ``suspended``, ``completed``, ``failed`` or ``cancelled``."""
+        """``running``, ``suspended``, ``completed``, ``failed`` or ``cancelled``; ``queued``: submitted
+        (``submit``) and not yet taken by a worker."""
         self._absorb()
         if self._task is not None:
             return "running"
