@@ -239,7 +239,38 @@ def main(argv: list[str] | None = None) -> int:
     snap.add_argument("src", metavar="SRC", help="the journal file")
     snap.add_argument("dst", metavar="DST", help="the copy to write (a new file)")
     snap.add_argument("--overwrite", action="store_true", help="replace DST if it exists")
+    work = sub.add_parser("worker", help="run the executions submitted to a shared PostgreSQL journal")
+    work.add_argument("--journal", required=True, help="postgresql://user@host:port/db")
+    work.add_argument(
+        "--import",
+        dest="modules",
+        action="append",
+        default=[],
+        metavar="MODULE",
+        help="a module defining the agents and flows to run (repeatable)",
+    )
+    work.add_argument("--concurrency", type=int, default=16, help="executions driven at once (16)")
+    work.add_argument("--lease-seconds", type=float, default=None, help="lease without a heartbeat (30)")
+    work.add_argument("--until-idle", action="store_true", help="exit once the queue is empty and nothing runs")
     args = parser.parse_args(argv)
+    if args.command == "worker":
+        from loom_nb.worker import run_worker
+
+        sys.path.insert(0, os.getcwd())
+        try:
+            run_worker(
+                args.journal,
+                args.modules,
+                concurrency=args.concurrency,
+                lease_seconds=args.lease_seconds,
+                until_idle=args.until_idle,
+            )
+        except KeyboardInterrupt:
+            return 130
+        except LoomError as exc:
+            print(f"loom-nb worker: {type(exc).__name__}: {exc}", file=sys.stderr)
+            return 1
+        return 0
     if args.command == "journal":
         return _snapshot(args.src, args.dst, args.overwrite)
     assume = True if args.yes else False if args.no else None

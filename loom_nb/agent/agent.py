@@ -13,7 +13,7 @@ import asyncio
 import contextlib
 import warnings
 from collections.abc import Callable, Coroutine, Generator, Iterable, Mapping, Sequence
-from typing import Any, Generic, Unpack, cast, overload
+from typing import Any, Generic, Literal, Unpack, cast, overload
 
 from loom_nb.agent.batch import Batch, map_agent
 from loom_nb.agent.config import (
@@ -38,7 +38,7 @@ from loom_nb.effects.tool import Tool
 from loom_nb.errors import LoomError, UsageError, WaitInterrupted
 from loom_nb.journal import step_ids
 from loom_nb.journal.canonical import digest_value, to_jsonable
-from loom_nb.journal.events import TERMINAL_STATUSES
+from loom_nb.journal.events import TERMINAL_STATUSES, Event
 from loom_nb.kernel.async_bridge import in_running_loop, run_or_schedule
 from loom_nb.kernel.context import IN_DOUBT_GATE, InDoubtResolution
 from loom_nb.kernel.engine import ExecutionResult, require_execution_id
@@ -328,6 +328,30 @@ class Agent(Generic[Out]):
         run.drive(rt.start(self.flow_name, input, execution_id=run.id))
         return run
 
+    def submit(
+        self, input: Any, execution_id: str | None = None, *, runtime: Runtime | None = None, view: bool = True
+    ) -> Run[Out]:
+        """Record a run of this agent on ``input`` for a worker (``loom-nb worker``) to drive, and
+        return its ``Run`` (status ``queued`` until a worker takes it); nothing runs here. The
+        runtime must be on a shared PostgreSQL journal for a worker to see it. An existing
+        ``execution_id`` returns that run as the journal has it. In a notebook (``view=True``) the
+        run's live view is shown and follows the worker from the journal (``Run.follow``).
+
+        Raises:
+            UsageError: ``execution_id`` exists and runs another flow (another agent).
+        """
+        rt = runtime or default_runtime()
+        self.register(rt)
+        eid = rt.ids.new_id() if execution_id is None else require_execution_id(execution_id, "execution_id")
+        rt.submit(self.flow_name, input, execution_id=eid)
+        run: Run[Out] = Run.of(rt, eid, agent=self)
+        run.refresh()
+        if view and in_running_loop():
+            for hook in list(RUN_HOOKS):
+                hook(run)
+            run.follow()
+        return run
+
     def _existing(self, rt: Runtime, eid: str, input: Any, *, view: bool) -> Run[Out]:
         """``start`` on an execution id the journal holds: this kernel's one ``Run`` of it."""
         record = rt.journal.get_execution(eid)
@@ -373,6 +397,7 @@ class Agent(Generic[Out]):
         runtime: Runtime | None = None,
         view: bool = True,
         progress: bool = True,
+        on: Literal["here", "workers"] = "here",
     ) -> Batch:
         """Run this agent on many inputs, at most ``concurrency`` runs moving at once, and return
         the ``Batch``.
@@ -388,11 +413,17 @@ class Agent(Generic[Out]):
         it returns when no item moves, after printing a progress line and the results' DataFrame
         (``progress=False``: silent). ``batch.frame()`` gives the DataFrame.
 
+        ``on="workers"``: every input is submitted (``submit``) for the workers of the shared
+        journal (``loom-nb worker``) and nothing runs here; the batch returns at once with its items
+        ``queued`` (``batch.refresh()`` reads where they stand).
+
         Raises:
             UsageError: ``concurrency`` below 1, ``ids`` not one distinct id per input, or an id
                 whose execution runs another flow.
         """
-        return map_agent(self, inputs, concurrency=concurrency, ids=ids, runtime=runtime, view=view, progress=progress)
+        return map_agent(
+            self, inputs, concurrency=concurrency, ids=ids, runtime=runtime, view=view, progress=progress, on=on
+        )
 
     def attach(self, execution_id: str, *, runtime: Runtime | None = None) -> Run[Out]:
         """This kernel's ``Run`` of an existing execution (e.g. after a kernel restart).
@@ -568,6 +599,8 @@ class Run(Generic[Out]):
         #: at its gates are refused at the call site instead.
         self.last_error: LoomError | None = None
         self._refused: LoomError | None = None
+        self._follower: asyncio.Future[None] | None = None
+        self._submitted: bool | None = None
 
     @classmethod
     def of(cls, runtime: Runtime, execution_id: str, *, agent: Agent[Any] | None = None) -> Run[Any]:
@@ -611,6 +644,22 @@ class Run(Generic[Out]):
             self._error = None
         self._set_state(state)
 
+    @property
+    def submitted(self) -> bool:
+        """True for a run submitted for the workers (``Agent.submit``): a worker drives it, ``wait``
+        follows it from the journal, and an answer to its gates is only recorded here."""
+        if self._submitted is None:
+            if self.runtime.journal.get_execution(self.id) is None:
+                return False  # not recorded yet: ask again later
+            self._submitted = self.runtime.submitted(self.id)
+        return self._submitted
+
+    @property
+    def moving(self) -> bool:
+        """True while this process drives the run (a task of this kernel)."""
+        self._absorb()
+        return self._task is not None
+
     # -- state ----------------------------------------------------------------------------------
     def _absorb(self) -> None:
         # A finished task's done-callbacks run a loop iteration later; take its outcome now.
@@ -620,7 +669,8 @@ class Run(Generic[Out]):
 
     @property
     def status(self) -> str:
-        """``running``, ``suspended``, ``completed``, ``failed`` or ``cancelled``."""
+        """``running``, ``suspended``, ``completed``, ``failed`` or ``cancelled``; ``queued``: submitted
+        (``submit``) and not yet taken by a worker."""
         self._absorb()
         if self._task is not None:
             return "running"
@@ -735,6 +785,12 @@ class Run(Generic[Out]):
         """Answer the gate ``gate_id`` with ``payload`` and let the run go on (``Gate.resolve`` calls
         this). A wrong answer raises here and the run stays suspended; an answer given while the run
         still moves is queued and checked in its turn."""
+        if self.status != "running" and self.submitted:
+            # A worker drives this run: record the answer (checked here) and let the NOTIFY of its
+            # commit wake a worker, which runs it on; ``follow`` / ``wait`` see it move.
+            answer = self.runtime.answer(self.id, gate_id, payload, drive_here=False)
+            self.refresh()
+            return answer
         if self.status != "running":
             # The engine checks and records the answer here, so a wrong one raises at the call site
             # and the run stays suspended; only the driving on is scheduled.
@@ -815,9 +871,50 @@ class Run(Generic[Out]):
             ) from None
         return self
 
+    def follow(self) -> asyncio.Future[None] | None:
+        """Follow a run another process drives (a worker), from the shared journal: a task on the
+        running loop that sleeps on the journal's ``LISTEN`` channel (no polling) and, at each
+        commit of this execution, hands the new events to ``runtime.observers`` (the live view) and
+        reads the run's state again (``on_change`` listeners, ``wait``). It ends once the run is
+        settled. None when the journal is not shared (PostgreSQL) or no loop runs; the one task
+        when already following. ``wait`` follows a submitted run by itself (one LISTEN connection
+        per followed run: call it for another run another process drives)."""
+        journal: Any = self.runtime.journal
+        if not hasattr(journal, "async_listener") or not in_running_loop():
+            return None
+        if self._follower is None or self._follower.done():
+            self._follower = asyncio.ensure_future(self._follow(journal))
+        return self._follower
+
+    async def _follow(self, journal: Any) -> None:
+        conn = await journal.async_listener()
+        last = self.runtime.journal.read(self.id)
+        seen = [last[-1].seq if last else 0]
+
+        def handed_on(event: Event) -> None:  # this process's own commits (an answer) are handed on already
+            seen[0] = max(seen[0], event.seq)
+
+        stop_tracking = self.runtime.observe(handed_on, execution_id=self.id)
+        try:
+            self.refresh()  # what committed before LISTEN began
+            while self.status not in TERMINAL_STATUSES or self.moving:
+                async for note in conn.notifies():
+                    if note.payload == self.id:
+                        break
+                if not self.moving:
+                    self.refresh()  # before the read: the events handed on hold all the state shows
+                new = [e for e in self.runtime.journal.read(self.id) if e.seq > seen[0]]
+                if new:
+                    self.runtime.observers.notify_events(new)
+        finally:
+            stop_tracking()
+            await conn.close()
+
     async def _wait_for(self, stops: frozenset[str]) -> None:
         if self._changed is None:
             self._changed = asyncio.Event()
+        if self.status not in stops and not self.moving and self.submitted:
+            self.follow()  # a worker drives it: be woken by the journal
         while self.status not in stops:
             self._changed.clear()
             # Wake up every WAKE_SECONDS even when nothing changed: ipykernel turns Kernel > Interrupt

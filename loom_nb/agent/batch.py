@@ -197,6 +197,13 @@ class Batch:
             except Exception:  # a listener (a view) must never stop the batch
                 log.exception("loom_nb: a batch listener failed on item %s", item.execution_id)
 
+    def refresh(self) -> None:
+        """Read every item not moving in this process from the journal (a batch the workers run:
+        ``map(on="workers")``), updating the counts."""
+        for item in self.items:
+            if not item.run.moving:
+                item.run.refresh()
+
     @property
     def counts(self) -> dict[str, int]:
         """How many items are ``queued``, ``running``, ``suspended``, ``completed`` and ``failed``."""
@@ -430,9 +437,13 @@ def map_agent(
     runtime: Runtime | None = None,
     view: bool = True,
     progress: bool = True,
+    on: Literal["here", "workers"] = "here",
 ) -> Batch:
     """``Agent.map``'s body (documented there)."""
     from loom_nb.agent.agent import Run  # the facade imports this module
+
+    if on not in ("here", "workers"):
+        raise UsageError(f"map(on=...) is 'here' (this process runs the batch) or 'workers', not {on!r}")
 
     limiter = Limiter(concurrency)
     values = list(inputs)
@@ -456,6 +467,10 @@ def map_agent(
             )
         live = rt.runs.get(eid)
         queued = False
+        if on == "workers":
+            run = agent.submit(value, eid, runtime=rt, view=False)  # recorded for a worker: nothing runs here
+            items.append(BatchItem(index, value, run, resumed=record is not None, queued=False))
+            continue
         if live is not None and live.status == "running" and (live.limit is not None or rt.is_active(eid)):
             run = live  # this process drives it, or an earlier batch will (the cell ran again meanwhile)
         elif record is not None and record.status != "running":
@@ -466,6 +481,8 @@ def map_agent(
         rt.runs[eid] = run
         items.append(BatchItem(index, value, run, resumed=record is not None, queued=queued))
     batch = Batch(agent, rt, items, limiter)
+    if on == "workers":
+        return batch
     if in_running_loop():
         for hook in list(BATCH_HOOKS) if view else ():
             hook(batch)

@@ -41,6 +41,11 @@ STATUS_OF_KIND: dict[str, str] = {
     EventKind.EXECUTION_CANCELLED: "cancelled",
 }
 
+#: The projection status of an execution submitted for a worker and not yet taken by one: its
+#: ``execution_started`` carries ``"queued": true`` (``Engine.submit``). A worker taking it sets the
+#: status ``running`` (``PostgresJournal.claim_queued``); the events say ``running`` throughout.
+QUEUED_STATUS = "queued"
+
 #: The statuses an execution never leaves: nothing resumes, recovers or cancels it any more.
 TERMINAL_STATUSES: frozenset[str] = frozenset({"completed", "failed", "cancelled"})
 

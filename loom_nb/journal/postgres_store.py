@@ -29,6 +29,7 @@ from loom_nb.journal.store import check_on_loop, projection_changes, write_error
 
 try:
     import psycopg
+    import psycopg.sql
     from psycopg_pool import ConnectionPool
 except ImportError:  # pragma: no cover - the extra is not installed
     psycopg = None  # type: ignore[assignment]
@@ -114,6 +115,10 @@ class PostgresJournal:
         self._closed = False
         try:
             self._migrate()
+            schema = self._fetch("read its schema", "SELECT current_schema()")[0][0]
+            #: The channel every append NOTIFYs (payload: the execution id) and ``listen`` LISTENs on:
+            #: one per journal schema, so journals in other schemas of the database stay apart.
+            self.channel = f"loom_nb_{schema}"[:63]
         except BaseException:
             self.close()
             raise
@@ -201,6 +206,9 @@ class PostgresJournal:
             )
         if events:
             conn.execute("INSERT INTO events VALUES " + ", ".join([_ROW] * len(events)), params)
+        for execution_id in dict.fromkeys(e.execution_id for e in events):
+            # Delivered at commit, only if it commits: a follower (``listen``) wakes on it.
+            conn.execute("SELECT pg_notify(%s, %s)", [self.channel, storable_text(execution_id)])
         for execution_id, status, flow, when in changes:
             if flow is not None:
                 conn.execute(
@@ -347,6 +355,57 @@ class PostgresJournal:
             [storable_text(execution_id)],
         )
         return None if not rows else str(rows[0][0])
+
+    # -- the queue (workers) --------------------------------------------------------------------
+    def claim_queued(self, owner: str, ttl: float, limit: int) -> list[str]:
+        """Take up to ``limit`` queued executions for ``owner``, oldest first: in one transaction
+        their rows are locked (``FOR UPDATE SKIP LOCKED``: rows another worker is taking are
+        skipped, never waited for), set ``running``, and leased to ``owner`` for ``ttl`` seconds.
+        Two workers never take the same execution. Returns their ids."""
+        if limit < 1:
+            return []
+        with self._conn("take queued executions") as conn, conn.transaction():
+            rows = conn.execute(
+                "SELECT execution_id FROM executions WHERE status = 'queued' ORDER BY created_at, execution_id "
+                "LIMIT %s FOR UPDATE SKIP LOCKED",
+                [limit],
+            ).fetchall()
+            ids = [str(r[0]) for r in rows]
+            for eid in ids:
+                conn.execute("UPDATE executions SET status = 'running' WHERE execution_id = %s", [eid])
+                conn.execute(
+                    f"INSERT INTO leases VALUES (%s, %s, {_NOW}, {_NOW} + %s * INTERVAL '1 second') "
+                    "ON CONFLICT (execution_id) DO UPDATE SET owner = EXCLUDED.owner, "
+                    "heartbeat_at = EXCLUDED.heartbeat_at, expires_at = EXCLUDED.expires_at",
+                    [eid, owner, ttl],
+                )
+            return ids
+
+    def expired_running(self, limit: int = 100) -> list[str]:
+        """Running executions nobody holds a live lease on (their worker died): ``recover`` them."""
+        rows = self._fetch(
+            "list running executions without a live lease",
+            "SELECT e.execution_id FROM executions e LEFT JOIN leases l ON l.execution_id = e.execution_id "
+            f"WHERE e.status = 'running' AND (l.execution_id IS NULL OR l.expires_at < {_NOW}) "
+            "ORDER BY e.updated_at LIMIT %s",
+            [limit],
+        )
+        return [str(r[0]) for r in rows]
+
+    def listener(self) -> Any:
+        """A new connection (outside the pool, autocommit) LISTENing on ``channel``: iterate
+        ``conn.notifies(timeout=...)`` to be woken by appends (the payload is the execution id).
+        Close it when done."""
+        conn = psycopg.connect(self.url, autocommit=True)
+        conn.execute(psycopg.sql.SQL("LISTEN {}").format(psycopg.sql.Identifier(self.channel)))
+        return conn
+
+    async def async_listener(self) -> Any:
+        """``listener`` for an event loop: a new ``psycopg.AsyncConnection`` LISTENing on
+        ``channel`` (``async for note in conn.notifies()``). Close it when done."""
+        conn = await psycopg.AsyncConnection.connect(self.url, autocommit=True)
+        await conn.execute(psycopg.sql.SQL("LISTEN {}").format(psycopg.sql.Identifier(self.channel)))
+        return conn
 
     # -- lifecycle --------------------------------------------------------------------------------
     def close(self) -> None:

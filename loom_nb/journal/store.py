@@ -9,7 +9,7 @@ from typing import Protocol, runtime_checkable
 
 from loom_nb.errors import JournalWriteError, UsageError
 from loom_nb.journal.canonical import storable_text
-from loom_nb.journal.events import STATUS_OF_KIND, ContentBlob, Event, EventKind, ExecutionRecord
+from loom_nb.journal.events import QUEUED_STATUS, STATUS_OF_KIND, ContentBlob, Event, EventKind, ExecutionRecord
 
 
 @runtime_checkable
@@ -89,7 +89,8 @@ def projection_changes(events: Sequence[Event]) -> list[tuple[str, str, str | No
     """Return ``(execution_id, status, flow_or_None, at)`` for each status-changing event, in order
     (ids and flow names as stored: ``storable_text``).
 
-    ``flow`` is set only for ``execution_started`` (the row is created then).
+    ``flow`` is set only for ``execution_started`` (the row is created then). An
+    ``execution_started`` with ``"queued": true`` (``Engine.submit``) creates the row ``queued``.
     """
     changes: list[tuple[str, str, str | None, float]] = []
     for event in events:
@@ -97,6 +98,8 @@ def projection_changes(events: Sequence[Event]) -> list[tuple[str, str, str | No
         if status is None:
             continue
         flow = storable_text(str(event.data.get("flow", ""))) if event.kind == EventKind.EXECUTION_STARTED else None
+        if event.kind == EventKind.EXECUTION_STARTED and event.data.get("queued") is True:
+            status = QUEUED_STATUS
         changes.append((storable_text(event.execution_id), status, flow, event.at))
     return changes
 

@@ -27,7 +27,7 @@ from loom_nb.errors import (
 )
 from loom_nb.journal.canonical import digest_value, to_jsonable
 from loom_nb.journal.event_format import CURRENT_FORMAT, with_format
-from loom_nb.journal.events import TERMINAL_STATUSES, Event, EventKind
+from loom_nb.journal.events import QUEUED_STATUS, TERMINAL_STATUSES, Event, EventKind
 from loom_nb.journal.store import JournalStore, LeasingStore
 from loom_nb.kernel.async_bridge import run_sync
 from loom_nb.kernel.check import CheckHook, CheckReport, check_executions
@@ -304,6 +304,10 @@ class Engine:
     def result(self, execution_id: str) -> ExecutionResult:
         """Where an execution stands, from the journal."""
         h = self._known(execution_id)
+        if h.status == "running" and len(h.events) == 1:
+            record = self.journal.get_execution(execution_id)
+            if record is not None and record.status == QUEUED_STATUS:
+                return ExecutionResult(execution_id=execution_id, status=QUEUED_STATUS)
         gates = tuple(_gate(execution_id, g) for g in h.open_gates()) if h.status == "suspended" else ()
         error = h.error
         if h.status == "cancelled":
@@ -516,6 +520,46 @@ class Engine:
             )
             return await self._drive(history, fresh=True)
 
+    def submit(
+        self,
+        flow: FlowFn | str,
+        input: Any = None,
+        *,
+        execution_id: str | None = None,
+        principal: Principal | None = None,
+    ) -> ExecutionResult:
+        """Record an execution of ``flow`` with ``input`` for a worker to run (``loom-nb worker``),
+        without running it here: its ``execution_started`` carries ``"queued": true`` and its
+        status is ``queued`` until a worker takes it. Submitting an id that exists returns that
+        execution's current result (idempotent, as ``start``).
+
+        Raises:
+            UsageError: ``execution_id`` exists and runs another flow.
+        """
+        name = self.flows.name_of(flow)
+        eid = self.ids.new_id() if execution_id is None else require_execution_id(execution_id, "execution_id")
+        existing = self.journal.get_execution(eid)
+        if existing is not None:
+            if existing.flow != name:
+                raise UsageError(
+                    f"execution {eid!r} already exists and runs flow {existing.flow!r}, not {name!r}: "
+                    "pick another execution_id"
+                )
+            return self.result(eid)
+        who = principal or self.principal
+        started = {
+            "flow": name,
+            "input": to_jsonable(input),
+            "principal": {"name": who.name, "scopes": sorted(who.scopes)},
+            "queued": True,
+        }
+        events = [
+            Event(eid, 1, EventKind.EXECUTION_STARTED, None, self.clock.now(), with_format(started, self.event_format))
+        ]
+        self.journal.append(events)
+        self.observers.notify_events(events)
+        return ExecutionResult(execution_id=eid, status=QUEUED_STATUS)
+
     async def resume(self, execution_id: str, gate_id: str, payload: Any = None) -> ExecutionResult:
         """Resolve an open gate with ``payload`` and, once no gate is left open, run the body on.
 
@@ -529,13 +573,23 @@ class Engine:
         async with self._lock(execution_id):
             return await self._proceed(self.answer(execution_id, gate_id, payload))
 
-    def answer(self, execution_id: str, gate_id: str, payload: Any = None) -> GateAnswer:
+    def submitted(self, execution_id: str) -> bool:
+        """True when the execution was submitted for the workers (``submit``): a worker drives it,
+        and an answer to its gates is only recorded here (``answer(..., drive_here=False)``)."""
+        events = self.journal.read(execution_id)
+        return bool(events) and events[0].data.get("queued") is True
+
+    def answer(self, execution_id: str, gate_id: str, payload: Any = None, *, drive_here: bool = True) -> GateAnswer:
         """Check ``payload`` against an open gate and record it (``gate_resolved``, and
         ``execution_resumed`` when it was the last open gate); nothing runs. ``proceed`` runs on.
 
         Synchronous, so a wrong answer raises at the call site: the one place a gate's answer is
         checked. When this resumes the execution, it counts as running in this process
         (``is_active``) until ``proceed`` has run it on: call ``proceed`` next.
+
+        ``drive_here=False`` (an answer to a submitted run, from a notebook): the answer is recorded
+        and nothing is claimed; the resumed execution is ``running`` without a lease, and a worker,
+        woken by the append's NOTIFY, drives it on (``loom_nb.worker``). Do not call ``proceed``.
 
         Raises:
             ResumeValidationError: the payload fails the gate's schema (nothing recorded).
@@ -564,7 +618,7 @@ class Engine:
         seq = h.last_seq + 1
         events = [Event(execution_id, seq, EventKind.GATE_RESOLVED, gate_id, now, {"payload": to_jsonable(value)})]
         resumed = not any(g.gate_id != gate_id for g in h.open_gates())
-        if resumed and not self._claim(execution_id):
+        if resumed and drive_here and not self._claim(execution_id):
             raise UsageError(
                 f"execution {execution_id!r} is driven by another process of the shared journal "
                 f"{self.journal.location}: its gate {gate_id!r} was answered there already"
@@ -573,7 +627,7 @@ class Engine:
             events.append(Event(execution_id, seq + 1, EventKind.EXECUTION_RESUMED, None, now, {"gate_id": gate_id}))
         self.journal.append(events)
         h.extend(events)
-        if resumed:
+        if resumed and drive_here:
             self._active.add(execution_id)  # so recover() leaves it to proceed()
         self.observers.notify_events(events)
         return GateAnswer(execution_id=execution_id, gate_id=gate_id, history=h, resumed=resumed)

@@ -1,0 +1,142 @@
+"""``Worker``: runs the executions submitted to a shared PostgreSQL journal (``loom-nb worker``).
+
+The queue is the executions table: ``Engine.submit`` (``agent.submit``, ``agent.map(on="workers")``)
+records an execution ``queued``; a worker takes queued ones with ``PostgresJournal.claim_queued``
+(``FOR UPDATE SKIP LOCKED``, and the lease in the same transaction), so two workers never take the
+same one, and drives each through ``Engine.recover(execution_ids=[id])``. It also picks up running
+executions whose lease expired (a worker that died: SIGKILL, a lost machine), which ``recover``
+continues from their last committed event (no completed call is made again; a non-idempotent call
+cut in flight goes in doubt), and runs on executions a gate's answer resumed without a driver
+(answered from a notebook: ``Run.resume`` on a submitted run records the answer only).
+
+It sleeps on the journal's ``LISTEN`` channel (every append NOTIFYs it), so a submit or an answer
+wakes it at once; ``poll_seconds`` is only the fallback for a lost notification and for leases that
+expire while nothing is appended.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import logging
+from typing import Any
+
+from loom_nb.errors import UsageError
+from loom_nb.kernel.async_bridge import run_sync
+from loom_nb.runtime import Runtime
+
+log = logging.getLogger("loom_nb")
+
+
+class Worker:
+    """Runs queued executions of a shared journal, at most ``concurrency`` at once.
+
+    Args:
+        runtime: A runtime on a ``PostgresJournal`` (the flows and agents to run registered, or
+            importable: an ``Agent`` registers its flow when constructed).
+        concurrency: How many executions it drives at once.
+        poll_seconds: Longest sleep between looks at the queue when no notification comes.
+
+    Raises:
+        UsageError: the runtime's journal is not a shared (PostgreSQL) journal.
+    """
+
+    def __init__(self, runtime: Runtime, *, concurrency: int = 16, poll_seconds: float = 1.0) -> None:
+        if not hasattr(runtime.journal, "claim_queued"):
+            raise UsageError(
+                f"a worker needs a shared PostgreSQL journal (postgresql://...), not {runtime.journal.location}: "
+                "open the runtime with Runtime.open('postgresql://user@host/db')"
+            )
+        if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
+            raise UsageError(f"concurrency must be a whole number of at least 1, not {concurrency!r}")
+        self.runtime = runtime
+        self.concurrency = concurrency
+        self.poll_seconds = poll_seconds
+        self._tasks: dict[str, asyncio.Task[Any]] = {}
+        #: How many executions this worker drove to an end, suspension or stop.
+        self.finished = 0
+
+    def _take(self) -> None:
+        """Start driving what the queue and the dead workers left, up to the free slots."""
+        journal: Any = self.runtime.journal
+        rt = self.runtime
+        free = self.concurrency - len(self._tasks)
+        if free <= 0:
+            return
+        ids = journal.claim_queued(rt.lease_owner, rt.lease_seconds, free)
+        if len(ids) < free:
+            ids += [eid for eid in journal.expired_running(free - len(ids)) if eid not in self._tasks]
+        for eid in ids:
+            if eid not in self._tasks and not rt.is_active(eid):
+                self._tasks[eid] = asyncio.get_running_loop().create_task(self._drive(eid), name=f"loom-worker-{eid}")
+
+    async def _drive(self, execution_id: str) -> None:
+        try:
+            await self.runtime.recover(execution_ids=[execution_id])
+        except Exception:
+            log.exception("loom_nb worker: execution %s stopped", execution_id)
+        finally:
+            self._tasks.pop(execution_id, None)
+            self.finished += 1
+
+    async def run(self, *, until_idle: bool = False, stop: asyncio.Event | None = None) -> int:
+        """Work until ``stop`` is set (or, with ``until_idle``, until the queue is empty and nothing
+        runs). Returns how many executions it drove."""
+        wake = asyncio.Event()
+        conn = await self.runtime.journal.async_listener()  # type: ignore[attr-defined]
+
+        async def listen() -> None:
+            try:
+                async for _ in conn.notifies():
+                    wake.set()
+            except Exception as exc:  # the worker still polls
+                log.warning("loom_nb worker: LISTEN stopped (%s); polling only", exc)
+
+        listener = asyncio.get_running_loop().create_task(listen(), name="loom-worker-listen")
+        try:
+            while stop is None or not stop.is_set():
+                wake.clear()
+                self._take()
+                if until_idle and not self._tasks:
+                    return self.finished
+                waits: set[asyncio.Future[Any]] = {asyncio.ensure_future(wake.wait()), *self._tasks.values()}
+                if stop is not None:
+                    waits.add(asyncio.ensure_future(stop.wait()))
+                await asyncio.wait(waits, timeout=self.poll_seconds, return_when=asyncio.FIRST_COMPLETED)
+                for w in waits:
+                    if w not in self._tasks.values() and not w.done():
+                        w.cancel()
+            return self.finished
+        finally:
+            listener.cancel()
+            await asyncio.gather(listener, return_exceptions=True)
+            await conn.close()
+            for task in list(self._tasks.values()):
+                task.cancel()
+            if self._tasks:
+                await asyncio.gather(*self._tasks.values(), return_exceptions=True)
+
+
+def run_worker(
+    journal: str,
+    modules: list[str],
+    *,
+    concurrency: int = 16,
+    lease_seconds: float | None = None,
+    until_idle: bool = False,
+) -> int:
+    """``loom-nb worker``: import ``modules`` (they define the agents and flows), open the journal,
+    and work (forever, or ``until_idle``). Returns how many executions it drove."""
+    for name in modules:
+        importlib.import_module(name)
+    runtime = Runtime.open(journal)
+    if lease_seconds is not None:
+        runtime.lease_seconds = lease_seconds
+    try:
+        return run_sync(
+            Worker(runtime, concurrency=concurrency).run(until_idle=until_idle),
+            sync_name="run_worker",
+            await_hint="await Worker(runtime).run()",
+        )
+    finally:
+        runtime.close()
