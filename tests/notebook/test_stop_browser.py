@@ -110,6 +110,7 @@ def test_the_saved_text_follows_the_run_to_completion(lab: tuple[str, Path], bro
         (text,) = texts
         head = text.splitlines()[0]
         assert head.startswith("loom run ") and ": completed" in head, text
-        assert "Sent." in text and "suspended" not in text and "running" not in head
+        assert text.count("Sent.") == 1, text  # the answer once
+        assert "answer: Sent." in text and "suspended" not in text and "running" not in head
     finally:
         page.close()
