@@ -761,7 +761,11 @@ class RunView(TextForm, widgets.VBox):  # type: ignore[misc]
         lines = [head]
         if self.session_text():
             lines.append("  " + self.session_text())
-        streamed = self.text_so_far.strip()
+        result = run.result if status == "completed" else None
+        parts = ["".join(p) for p in self._texts.values() if p]
+        if result is not None and parts and parts[-1].strip() == output_text(result.output).strip():
+            parts.pop()  # the last turn's text is the answer: shown once, on the answer line
+        streamed = "\n".join(parts).strip()
         if streamed:
             lines += ["  " + line for line in streamed.splitlines()]
         if self.reasoning:
@@ -770,7 +774,6 @@ class RunView(TextForm, widgets.VBox):  # type: ignore[misc]
         lines += ["  " + card.text() for card in self.cards.values()]
         if status == "suspended" and not self.cards:
             lines += [f"  {g!r}" for g in run.gates]
-        result = run.result if status == "completed" else None
         if result is not None:
             lines.append(f"  answer: {output_text(result.output)}")
         if status in ("failed", "cancelled"):

@@ -1,0 +1,116 @@
+"""The Stop button and the saved notebook's truth in JupyterLab (headless Debian Chromium, playwright,
+real mouse clicks): a run that is streaming is stopped by a click on Stop (the view says cancelled, the
+journal ends with ``execution_cancelled``), and the text fallback a saved notebook keeps follows a run
+to completion after a click on Approve."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.notebook.support import CHROMIUM, chromium_available, open_and_run_all, write_notebook
+from tests.notebook.test_view_browser import mail_notebook, new_page
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.browser,
+    pytest.mark.skipif(not chromium_available(), reason=f"{CHROMIUM} is missing (make browser installs it)"),
+]
+
+STREAM_CELL = """
+import loom_nb as loom
+
+WORDS = " ".join(f"word{i}" for i in range(400))
+agent = loom.Agent(model=loom.ScriptedModel([loom.ModelResponse.text(WORDS)], delta_delay=0.1), name="talker")
+run = agent.start("Talk for a long time")
+"""
+
+# Run by a click after Stop (a no-op under Run All, while the run still streams).
+JOURNAL_CELL = """
+if run.status == "cancelled":
+    print("kinds:", json.dumps([e.kind for e in run.runtime.journal.read(run.id)]))
+"""
+
+
+def run_cell_with_toolbar(page: Any, index: int) -> None:
+    """Select code cell ``index`` with a click, then click the toolbar's Run button."""
+    page.locator(".jp-NotebookPanel .jp-Cell").nth(index).locator(".jp-InputArea-editor").click()
+    page.locator(".jp-NotebookPanel-toolbar [data-command='notebook:run-cell-and-select-next']").click()
+
+
+def test_stop_cancels_a_streaming_run(lab: tuple[str, Path], browser: Any, tmp_path: Path) -> None:
+    from playwright.sync_api import expect
+
+    url, root = lab
+    journal = tmp_path / "stop.duckdb"
+    setup = f"import json, os\nos.environ['LOOM_JOURNAL'] = {str(journal)!r}\n%load_ext loom_nb"
+    write_notebook(root, "stop.ipynb", [setup, STREAM_CELL, JOURNAL_CELL])
+    page = new_page(browser)
+    try:
+        open_and_run_all(page, f"{url}/lab/tree/stop.ipynb?reset")
+        view = page.locator(".loom-run")
+        expect(view.locator(".loom-run-status")).to_contain_text("running", timeout=60_000)
+        expect(view).to_contain_text("word5", timeout=30_000)  # it streams
+        page.wait_for_selector("#jp-main-statusbar >> text=/Idle/", timeout=30_000)
+        view.locator(".loom-stop").click()
+        expect(view.locator(".loom-run-status")).to_contain_text("cancelled", timeout=30_000)
+        expect(view.locator(".loom-error")).to_contain_text("RunCancelledError")
+        expect(view.locator(".loom-stop")).to_be_hidden()
+        shown = view.inner_text()
+        assert "word399" not in shown  # stopped mid-stream
+        page.wait_for_timeout(1_000)
+        assert view.inner_text() == shown  # and the text no longer grows
+        run_cell_with_toolbar(page, 2)
+        out = page.locator(".jp-NotebookPanel .jp-Cell").nth(2).locator(".jp-OutputArea-output")
+        expect(out).to_contain_text("kinds:", timeout=30_000)
+        kinds = json.loads(out.inner_text().split("kinds:", 1)[1])
+        assert kinds[-1] == "execution_cancelled"
+        assert "execution_completed" not in kinds
+    finally:
+        page.close()
+
+
+def saved_outputs(path: Path) -> list[dict[str, Any]]:
+    nb = json.loads(path.read_text(encoding="utf-8"))
+    return [o for c in nb["cells"] if c["cell_type"] == "code" for o in c["outputs"]]
+
+
+def test_the_saved_text_follows_the_run_to_completion(lab: tuple[str, Path], browser: Any, tmp_path: Path) -> None:
+    from playwright.sync_api import expect
+
+    url, root = lab
+    name = mail_notebook(root, "saved.ipynb", tmp_path / "saved.duckdb")
+    page = new_page(browser)
+    try:
+        open_and_run_all(page, f"{url}/lab/tree/{name}?reset")
+        view = page.locator(".loom-run")
+        card = view.locator(".loom-approval")
+        expect(card).to_be_visible(timeout=60_000)
+        page.wait_for_selector("#jp-main-statusbar >> text=/Idle/", timeout=30_000)
+        card.locator(".loom-approve").click()
+        expect(view.locator(".loom-run-status")).to_contain_text("completed", timeout=30_000)
+        # the notebook model holds the latest text fallback: save it (File > Save Notebook) and read it
+        page.click("#jp-MainMenu .lm-MenuBar-item:has-text('File')")
+        page.click(".lm-Menu-item[data-command='docmanager:save']")
+        deadline_ms = 30_000
+        texts: list[str] = []
+        while deadline_ms > 0:
+            texts = [
+                "".join(o["data"]["text/plain"])
+                for o in saved_outputs(root / name)
+                if "application/vnd.jupyter.widget-view+json" in o.get("data", {})
+            ]
+            if texts and "completed" in texts[0].splitlines()[0]:
+                break
+            page.wait_for_timeout(500)
+            deadline_ms -= 500
+        (text,) = texts
+        head = text.splitlines()[0]
+        assert head.startswith("loom run ") and ": completed" in head, text
+        assert text.count("Sent.") == 1, text  # the answer once
+        assert "answer: Sent." in text and "suspended" not in text and "running" not in head
+    finally:
+        page.close()
