@@ -246,6 +246,24 @@ class Agent(Generic[Out]):
             self.register(runtime)
         return await agent_loop(ctx, self._versions.for_run(ctx), input)
 
+    def as_tool(
+        self, *, name: str | None = None, description: str | None = None, needs_approval: Any = False
+    ) -> AgentTool:
+        """This agent as a tool another agent may call: each call runs it as a CHILD execution.
+
+        The child (id ``<parent run>/#turn:<i>:tool:<j>``) has its own steps, journaled, and its
+        ``execution_started`` names the parent's step. Its approval gates park the parent too (the
+        parent's ``gates`` and ``%loom pending`` show them); answering them runs the child on and,
+        once it settles, the parent with the child's output as the tool's result. Recovery, replay
+        and cancel reach the child. The model passes one argument, ``input`` (the task, as text).
+
+        Args:
+            name: The tool's name (default: the agent's name).
+            description: What the calling model is told it does.
+            needs_approval: As for ``loom.tool``: a gate before the child starts.
+        """
+        return AgentTool(self, name=name or self.name, description=description, needs_approval=needs_approval)
+
     def patch(self, change: str, *, tools: Sequence[Tool] | None = None, **options: Unpack[AgentOptions]) -> Agent:
         """Change the agent for new runs only, behind the patch ``change`` (``ctx.patched``'s meaning).
 
@@ -435,6 +453,38 @@ class Agent(Generic[Out]):
         self.register(rt)
         run: Run[Out] = Run.attach(rt, execution_id, agent=self)
         return run
+
+
+class AgentTool(Tool):
+    """An agent as a tool (``Agent.as_tool``): a call runs the agent as a child execution.
+
+    Attributes:
+        agent: The agent a call runs.
+    """
+
+    def __init__(self, agent: Agent[Any], *, name: str, description: str | None, needs_approval: Any) -> None:
+        def ask(input: str) -> str:
+            """Ask the agent.
+
+            Args:
+                input: The task or question for the agent, in plain words.
+            """
+            raise UsageError(f"tool {name!r} runs the agent {agent.name!r} as a child execution; an agent runs it")
+
+        super().__init__(
+            ask,
+            name=name,
+            description=description or f"Ask the agent {agent.name!r}.",
+            needs_approval=needs_approval,
+        )
+        self.agent = agent
+        self.child_flow = agent.flow_name
+
+    def child_input(self, arguments: dict[str, Any], runtime: Any) -> Any:
+        """The child's input (the ``input`` argument); registers the agent on ``runtime`` first."""
+        if isinstance(runtime, Runtime) and runtime.agents.get(self.agent.flow_name) is not self.agent:
+            self.agent.register(runtime)
+        return str(arguments.get("input", ""))
 
 
 def _resolve_mode(mode: OutputMode, provider: ModelProvider | None) -> OutputMode:

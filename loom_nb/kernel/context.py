@@ -88,8 +88,7 @@ def _child_outcome(child_id: str, outcome: Any) -> Any:
         return d.get("output")
     err = d.get("error") or {}
     raise ChildExecutionError(
-        f"child execution {child_id!r} {status} ({error_summary(err)}) "
-        f"(inspect it with runtime.result({child_id!r}))"
+        f"child execution {child_id!r} {status} ({error_summary(err)}) (inspect it with runtime.result({child_id!r}))"
     )
 
 
@@ -684,7 +683,9 @@ class ExecutionContext:
             raise asyncio.CancelledError(f"execution {self.execution_id} cancelled")  # the child was cancelled with it
         payload = {"execution": cid, "flow": name}
         if rec is None:
-            ev = self.stage(EventKind.GATE_OPENED, step_id, {"kind": step_ids.CHILD_GATE, "payload": payload, "schema": None})
+            ev = self.stage(
+                EventKind.GATE_OPENED, step_id, {"kind": step_ids.CHILD_GATE, "payload": payload, "schema": None}
+            )
             rec = self._new_gates[step_id] = GateRecord(step_id, step_ids.CHILD_GATE, payload, None, ev.at)
         if result.status in ("completed", "failed", "cancelled"):
             outcome = child_outcome_payload(result.status, result.output, result.error)

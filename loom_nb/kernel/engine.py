@@ -25,13 +25,13 @@ from loom_nb.errors import (
     RunCancelledError,
     UsageError,
 )
+from loom_nb.journal import step_ids
 from loom_nb.journal.canonical import digest_value, to_jsonable
 from loom_nb.journal.event_format import CURRENT_FORMAT, with_format
 from loom_nb.journal.events import QUEUED_STATUS, TERMINAL_STATUSES, Event, EventKind
 from loom_nb.journal.store import JournalStore, LeasingStore
 from loom_nb.kernel.async_bridge import run_sync
 from loom_nb.kernel.check import CheckHook, CheckReport, check_executions
-from loom_nb.journal import step_ids
 from loom_nb.kernel.context import IN_DOUBT_GATE, ExecutionContext, child_outcome_payload
 from loom_nb.kernel.effect_registry import EffectInvoker, EffectRegistry, Principal
 from loom_nb.kernel.errors_codec import error_from_data, error_summary, error_to_data

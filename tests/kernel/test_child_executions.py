@@ -61,7 +61,11 @@ async def test_a_child_that_completes_is_its_own_execution_linked_to_the_parent_
     parent_events = rt.journal.read("p")
     opened = [e for e in parent_events if e.kind == "gate_opened"]
     assert [(e.step_id, e.data["kind"]) for e in opened] == [("sub", CHILD_GATE)]
-    assert rt.history("p").gates["sub"].resolution == {"status": "completed", "output": {"got": {"n": 1}}, "error": None}
+    assert rt.history("p").gates["sub"].resolution == {
+        "status": "completed",
+        "output": {"got": {"n": 1}},
+        "error": None,
+    }
     assert (await rt.replay("p")).reproduced and (await rt.replay(cid)).reproduced
     assert calls == [{"n": 0}, {"n": 1}, {"n": 2}]
 
@@ -75,7 +79,9 @@ async def test_a_child_gate_parks_the_parent_and_answering_it_resumes_both() -> 
     # The parent shows the child's gate, under the child's id; %loom pending lists only that one.
     assert [(g.execution_id, g.gate_id) for g in rt.open_gates("p")] == [(cid, "ok")]
     assert [(g.execution_id, g.gate_id) for g in rt.open_gates()] == [(cid, "ok")]
-    with pytest.raises(UsageError, match="waits for the child execution 'p/sub'.*answer the child's gates instead \\(ok\\)"):
+    with pytest.raises(
+        UsageError, match=r"waits for the child execution 'p/sub'.*answer the child's gates instead \(ok\)"
+    ):
         await rt.resume("p", "sub", {"anything": 1})
     child = await rt.resume(cid, "ok", "yes")
     assert child.status == "completed" and child.output == {"got": {"n": 1, "gate": True}, "answer": "yes"}
@@ -100,7 +106,7 @@ async def test_recover_wakes_a_parent_whose_child_settled_before_the_crash() -> 
     assert (await rt.start("parent", {"n": 1, "gate": True}, execution_id="p")).status == "suspended"
     # The child's answer and completion reach the journal, the parent's wake-up does not (a crash).
     answer = rt.answer("p/sub", "ok", "yes")
-    rt2, calls = engine(journal)
+    rt2, _ = engine(journal)
     await rt2._drive_held(answer.history)  # drive the child without the wake-up that _drive adds
     assert rt2.result("p/sub").status == "completed" and rt2.result("p").status == "suspended"
     rt3, calls3 = engine(journal)
