@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pandas as pd
+
 import loom_nb as loom
 from loom_nb.journal.events import EventKind
 from loom_nb.journal.step_ids import CHILD_GATE
@@ -97,3 +99,21 @@ async def test_cancelling_the_parent_cancels_the_waiting_child(rt: Runtime) -> N
     await rt.cancel("lead-1", "enough")
     assert rt.result(f"lead-1/{TOOL_STEP}").status == "cancelled"
     assert rt.open_gates() == []
+
+
+async def test_the_executions_frame_shows_the_tree(rt: Runtime) -> None:
+    from loom_nb.analysis import Frames
+
+    lead, _ = agents([])
+    await lead.start("go", runtime=rt, execution_id="lead-1").wait(until="paused")
+    await rt.resume(f"lead-1/{TOOL_STEP}", "#turn:0:tool:0:approval", {"approved": True})
+    with Frames(rt) as f:
+        runs = f.executions().set_index("execution_id")
+    child = f"lead-1/{TOOL_STEP}"
+    assert runs.loc[child, ["parent_execution_id", "parent_step", "flow", "status"]].tolist() == [
+        "lead-1",
+        TOOL_STEP,
+        "agent:researcher",
+        "completed",
+    ]
+    assert pd.isna(runs.loc["lead-1", "parent_execution_id"]) and runs.loc["lead-1", "status"] == "completed"
