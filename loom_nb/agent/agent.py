@@ -531,6 +531,9 @@ class Gate:
 
     def __init__(self, run: Run, gate: OpenGate) -> None:
         self.run = run
+        #: The execution the gate belongs to: the run's own, or a sub-agent's (a child execution)
+        #: the run waits for.
+        self.execution_id = gate.execution_id
         self.gate_id = gate.gate_id
         self.kind = gate.kind
         self.payload = gate.payload
@@ -565,11 +568,25 @@ class Gate:
             raise UsageError(f"gate {self.gate_id!r} was already resolved with {self.resolution!r}")
         self.resolution = payload
         try:
-            outcome = self.run.resume(self.gate_id, payload)
+            if self.execution_id != self.run.id:
+                outcome = self._resolve_in_child(payload)
+            else:
+                outcome = self.run.resume(self.gate_id, payload)
         except BaseException:
             self.resolution = None
             raise
         return Resumption(self.run, self.gate_id, outcome) if isinstance(outcome, asyncio.Future) else outcome
+
+    def _resolve_in_child(self, payload: Any) -> Any:
+        """Answer a sub-agent's gate: the child runs on and, once it settles, the run (its parent)."""
+        rt, run = self.run.runtime, self.run
+        answer = rt.answer(self.execution_id, self.gate_id, payload)  # a wrong answer raises here
+
+        async def through_child() -> ExecutionResult:
+            await rt.proceed(answer)
+            return rt.result(run.id)
+
+        return run.drive(through_child())
 
     def approve(self, reason: str | None = None, *, arguments: dict[str, Any] | None = None) -> Any:
         """Approve the tool call; the run resumes and runs it.
@@ -638,7 +655,7 @@ class Run(Generic[Out]):
         self._state: ExecutionResult | None = None
         self._error: BaseException | None = None
         self._task: asyncio.Future[ExecutionResult] | None = None
-        self._gates: dict[str, Gate] = {}
+        self._gates: dict[tuple[str, str], Gate] = {}
         self._changed: asyncio.Event | None = None
         self._listeners: list[Callable[[Run], None]] = []
         #: Bounds the driving of this run (set by ``Agent.map``: the batch's concurrency); every
@@ -736,9 +753,9 @@ class Run(Generic[Out]):
         return [self._gate(g) for g in self._state.gates]
 
     def _gate(self, g: OpenGate) -> Gate:
-        gate = self._gates.get(g.gate_id)
+        gate = self._gates.get((g.execution_id, g.gate_id))
         if gate is None:
-            gate = self._gates[g.gate_id] = Gate(self, g)
+            gate = self._gates[(g.execution_id, g.gate_id)] = Gate(self, g)
         return gate
 
     @property

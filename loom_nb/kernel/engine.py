@@ -312,7 +312,7 @@ class Engine:
             record = self.journal.get_execution(execution_id)
             if record is not None and record.status == QUEUED_STATUS:
                 return ExecutionResult(execution_id=execution_id, status=QUEUED_STATUS)
-        gates = tuple(_gate(execution_id, g) for g in h.open_gates()) if h.status == "suspended" else ()
+        gates = tuple(self.open_gates(execution_id)) if h.status == "suspended" else ()
         error = h.error
         if h.status == "cancelled":
             error = error_to_data(cancelled_error(execution_id, h.cancel_reason))
@@ -525,9 +525,10 @@ class Engine:
                 waiting = ctx.open_gates()
                 ctx.stage(EventKind.EXECUTION_SUSPENDED, None, {"gates": [g.gate_id for g in waiting]})
                 await ctx.commit()
-                return ExecutionResult(
-                    execution_id=eid, status="suspended", gates=tuple(_gate(eid, g) for g in waiting)
-                )
+                gates = tuple(_gate(eid, g) for g in waiting)
+                if any(g.kind == CHILD_GATE for g in waiting):
+                    gates = tuple(self.open_gates(eid))  # a child's gates, in the parent's place
+                return ExecutionResult(execution_id=eid, status="suspended", gates=gates)
             except LeaseLostError:
                 raise  # another process drives it now: write nothing more
             except JournalWriteError as exc:

@@ -117,3 +117,19 @@ async def test_the_executions_frame_shows_the_tree(rt: Runtime) -> None:
         "completed",
     ]
     assert pd.isna(runs.loc["lead-1", "parent_execution_id"]) and runs.loc["lead-1", "status"] == "completed"
+
+
+async def test_the_parent_run_shows_the_child_gate_and_approving_it_finishes_both(rt: Runtime) -> None:
+    log: list[str] = []
+    lead, _ = agents(log)
+    run = lead.start("go", runtime=rt, execution_id="lead-1")
+    await run.wait(until="paused")
+    (gate,) = run.gates
+    assert (gate.execution_id, gate.gate_id, gate.tool) == (
+        f"lead-1/{TOOL_STEP}",
+        "#turn:0:tool:0:approval",
+        "fetch_page",
+    )
+    await gate.approve()
+    assert run.status == "completed" and run.result is not None
+    assert run.result.output == "Done: a.test says hi" and log == ["fetch https://a.test"]
