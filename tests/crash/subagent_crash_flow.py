@@ -15,7 +15,6 @@ is one JSON line with ``commits`` (events committed after each commit).
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -24,8 +23,7 @@ import loom_nb as loom
 from loom_nb.kernel import EffectContext, FlowRegistry
 from loom_nb.messages import ModelRequest, ModelResponse
 from loom_nb.testing import FakeClock, SequentialIds
-from tests.crash.agent_crash_flow import CRASH_EXIT_CODE, CountingCrashJournal
-from tests.crash.session_crash_flow import log_call
+from tests.crash.agent_crash_flow import CRASH_EXIT_CODE, CountingCrashJournal, LoggedModel, log_call, script_main
 
 EXECUTION_ID = "lead-1"
 CHILD_ID = "lead-1/#turn:0:tool:0"
@@ -47,23 +45,6 @@ def researcher_respond(request: ModelRequest) -> ModelResponse:
     if not tools:
         return ModelResponse.tool_calls([("lookup", {"city": "Rome"})], text="Looking.")
     return ModelResponse.text(f"researcher: {tools}")
-
-
-class LoggedModel:
-    """A ``ScriptedModel`` that logs each call with its idempotency key before answering."""
-
-    name = "logged"
-
-    def __init__(self, log_path: str, respond: Any) -> None:
-        self.log_path = log_path
-        self.inner = loom.ScriptedModel(respond)
-
-    async def complete(
-        self, request: ModelRequest, *, on_delta: Any = None, idempotency_key: str | None = None
-    ) -> ModelResponse:
-        """Log, then answer from the script."""
-        log_call(self.log_path, "model", idempotency_key or "?", 0)
-        return await self.inner.complete(request, on_delta=on_delta)
 
 
 def build_lead(log_path: str) -> loom.Agent:
@@ -116,13 +97,7 @@ def run(journal_path: str, log_path: str, crash_after: int | None, mode: str) ->
 
 def main(argv: list[str]) -> int:
     """Entry point: ``<journal_path> <calls_log> <crash> <mode>``."""
-    if len(argv) != 4:
-        print(__doc__, file=sys.stderr)
-        return 2
-    journal_path, log_path, crash, mode = argv
-    crash_after = None if crash == "none" else int(crash)
-    print(json.dumps(run(journal_path, log_path, crash_after, mode), sort_keys=True))
-    return 0
+    return script_main(argv, run, __doc__)
 
 
 if __name__ == "__main__":
