@@ -679,7 +679,7 @@ class ExecutionContext:
         result = await self._rt.run_child(
             cid, name, input, parent={"execution": self.execution_id, "step": step_id}, principal=self.principal
         )
-        if self.execution_id in self._rt._cancels:
+        if self._rt.cancelling(self.execution_id):
             raise asyncio.CancelledError(f"execution {self.execution_id} cancelled")  # the child was cancelled with it
         payload = {"execution": cid, "flow": name}
         if rec is None:

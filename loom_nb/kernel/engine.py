@@ -336,6 +336,10 @@ class Engine:
                         out.extend(self.open_gates(step_ids.child_execution_id(rec.execution_id, g.gate_id)))
         return out
 
+    def cancelling(self, execution_id: str) -> bool:
+        """True while a cancel of the execution was asked for and not yet recorded."""
+        return execution_id in self._cancels
+
     def is_active(self, execution_id: str) -> bool:
         """True while this process is running the execution's body (from ``answer`` on, when that
         answer resumed it)."""
