@@ -497,7 +497,16 @@ class Engine:
     async def _wake_settled_children(self) -> list[ExecutionResult]:
         """Parents suspended on a child that has settled (a crash between the two): wake them."""
         out: list[ExecutionResult] = []
-        for rec in self.journal.list_executions("suspended"):
+        records = self.journal.list_executions()
+        suspended = {r.execution_id for r in records if r.status == "suspended"}
+        # A child's id is ``<parent>/<step>``: only a suspended execution that prefixes a settled
+        # one can be waiting for it (read only those histories, not every suspended one).
+        candidates: set[str] = set()
+        for r in records:
+            if r.status in TERMINAL_STATUSES and "/" in r.execution_id:
+                parts = r.execution_id.split("/")
+                candidates.update(p for k in range(1, len(parts)) if (p := "/".join(parts[:k])) in suspended)
+        for rec in (r for r in records if r.execution_id in candidates):
             h = self.history(rec.execution_id)
             for gid, cid in self._child_gates(h):
                 child = self.journal.get_execution(cid)
