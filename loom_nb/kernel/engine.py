@@ -696,9 +696,11 @@ class Engine:
                 is not suspended, or a ``ChildExecution`` gate (answered when its child
                 settles: answer the child's gates) (nothing recorded).
         """
-        return self._answer(execution_id, gate_id, payload)
+        return self._answer(execution_id, gate_id, payload, drive_here=drive_here)
 
-    def _answer(self, execution_id: str, gate_id: str, payload: Any = None, *, child: bool = False) -> GateAnswer:
+    def _answer(
+        self, execution_id: str, gate_id: str, payload: Any = None, *, drive_here: bool = True, child: bool = False
+    ) -> GateAnswer:
         """``answer``; with ``child``, a ``ChildExecution`` gate too (the engine waking a parent)."""
         h = self._known(execution_id)
         gate = h.gates.get(gate_id)
