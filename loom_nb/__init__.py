@@ -17,6 +17,7 @@ from loom_nb.agent import (
     Agent,
     AgentConfig,
     AgentResult,
+    AgentTool,
     ApprovalDecision,
     Batch,
     BatchItem,
@@ -40,6 +41,7 @@ from loom_nb.agent.step import agent_step
 from loom_nb.effects import ClaimCheck, EffectContext, Principal, Quota, RetryPolicy, Tool, tool
 from loom_nb.effects.mcp import mcp_tools
 from loom_nb.errors import (
+    ChildExecutionError,
     ClaimCheckError,
     EffectError,
     EffectTimeout,
@@ -143,11 +145,13 @@ __all__ = [
     "Agent",
     "AgentConfig",
     "AgentResult",
+    "AgentTool",
     "AnthropicMessages",
     "ApprovalDecision",
     "Batch",
     "BatchItem",
     "CheckReport",
+    "ChildExecutionError",
     "ClaimCheck",
     "ClaimCheckError",
     "Compaction",

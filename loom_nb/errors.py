@@ -87,6 +87,11 @@ class RunCancelledError(LoomError):
     ``cancelled`` and never goes on. Start a new run (another execution id) to try again."""
 
 
+class ChildExecutionError(LoomError):
+    """A child execution (``ctx.child``, ``Agent.as_tool``) failed or was cancelled; the message
+    names the child's id (inspect it with ``runtime.result(child_id)``)."""
+
+
 class WaitInterrupted(LoomError):
     """An interrupt (Kernel > Interrupt, a cancelled task) stopped waiting for a run; the run itself
     goes on in the background. In a notebook it shows as its one-line message, not a traceback."""

@@ -1,6 +1,6 @@
 """The durable agent loop (its rules: ``docs/design.md``, section 6) and its friendly facade."""
 
-from loom_nb.agent.agent import Agent, Gate, InputIgnoredWarning, Run
+from loom_nb.agent.agent import Agent, AgentTool, Gate, InputIgnoredWarning, Run
 from loom_nb.agent.batch import Batch, BatchItem
 from loom_nb.agent.chunking import DeltaChunker, chunk_deltas
 from loom_nb.agent.config import (
@@ -24,6 +24,7 @@ __all__ = [
     "Agent",
     "AgentConfig",
     "AgentResult",
+    "AgentTool",
     "ApprovalDecision",
     "Batch",
     "BatchItem",

@@ -246,6 +246,24 @@ class Agent(Generic[Out]):
             self.register(runtime)
         return await agent_loop(ctx, self._versions.for_run(ctx), input)
 
+    def as_tool(
+        self, *, name: str | None = None, description: str | None = None, needs_approval: Any = False
+    ) -> AgentTool:
+        """This agent as a tool another agent may call: each call runs it as a CHILD execution.
+
+        The child (id ``<parent run>/#turn:<i>:tool:<j>``) has its own steps, journaled, and its
+        ``execution_started`` names the parent's step. Its approval gates park the parent too (the
+        parent's ``gates`` and ``%loom pending`` show them); answering them runs the child on and,
+        once it settles, the parent with the child's output as the tool's result. Recovery, replay
+        and cancel reach the child. The model passes one argument, ``input`` (the task, as text).
+
+        Args:
+            name: The tool's name (default: the agent's name).
+            description: What the calling model is told it does.
+            needs_approval: As for ``loom.tool``: a gate before the child starts.
+        """
+        return AgentTool(self, name=name or self.name, description=description, needs_approval=needs_approval)
+
     def patch(self, change: str, *, tools: Sequence[Tool] | None = None, **options: Unpack[AgentOptions]) -> Agent:
         """Change the agent for new runs only, behind the patch ``change`` (``ctx.patched``'s meaning).
 
@@ -437,6 +455,38 @@ class Agent(Generic[Out]):
         return run
 
 
+class AgentTool(Tool):
+    """An agent as a tool (``Agent.as_tool``): a call runs the agent as a child execution.
+
+    Attributes:
+        agent: The agent a call runs.
+    """
+
+    def __init__(self, agent: Agent[Any], *, name: str, description: str | None, needs_approval: Any) -> None:
+        def ask(input: str) -> str:
+            """Ask the agent.
+
+            Args:
+                input: The task or question for the agent, in plain words.
+            """
+            raise UsageError(f"tool {name!r} runs the agent {agent.name!r} as a child execution; an agent runs it")
+
+        super().__init__(
+            ask,
+            name=name,
+            description=description or f"Ask the agent {agent.name!r}.",
+            needs_approval=needs_approval,
+        )
+        self.agent = agent
+        self.child_flow = agent.flow_name
+
+    def child_input(self, arguments: dict[str, Any], runtime: Any) -> Any:
+        """The child's input (the ``input`` argument); registers the agent on ``runtime`` first."""
+        if isinstance(runtime, Runtime) and runtime.agents.get(self.agent.flow_name) is not self.agent:
+            self.agent.register(runtime)
+        return str(arguments.get("input", ""))
+
+
 def _resolve_mode(mode: OutputMode, provider: ModelProvider | None) -> OutputMode:
     """``auto``: native structured output when the provider has it (``native_output``), else a tool."""
     if mode != "auto":
@@ -481,6 +531,9 @@ class Gate:
 
     def __init__(self, run: Run, gate: OpenGate) -> None:
         self.run = run
+        #: The execution the gate belongs to: the run's own, or a sub-agent's (a child execution)
+        #: the run waits for.
+        self.execution_id = gate.execution_id
         self.gate_id = gate.gate_id
         self.kind = gate.kind
         self.payload = gate.payload
@@ -515,11 +568,25 @@ class Gate:
             raise UsageError(f"gate {self.gate_id!r} was already resolved with {self.resolution!r}")
         self.resolution = payload
         try:
-            outcome = self.run.resume(self.gate_id, payload)
+            if self.execution_id != self.run.id:
+                outcome = self._resolve_in_child(payload)
+            else:
+                outcome = self.run.resume(self.gate_id, payload)
         except BaseException:
             self.resolution = None
             raise
         return Resumption(self.run, self.gate_id, outcome) if isinstance(outcome, asyncio.Future) else outcome
+
+    def _resolve_in_child(self, payload: Any) -> Any:
+        """Answer a sub-agent's gate: the child runs on and, once it settles, the run (its parent)."""
+        rt, run = self.run.runtime, self.run
+        answer = rt.answer(self.execution_id, self.gate_id, payload)  # a wrong answer raises here
+
+        async def through_child() -> ExecutionResult:
+            await rt.proceed(answer)
+            return rt.result(run.id)
+
+        return run.drive(through_child())
 
     def approve(self, reason: str | None = None, *, arguments: dict[str, Any] | None = None) -> Any:
         """Approve the tool call; the run resumes and runs it.
@@ -588,7 +655,7 @@ class Run(Generic[Out]):
         self._state: ExecutionResult | None = None
         self._error: BaseException | None = None
         self._task: asyncio.Future[ExecutionResult] | None = None
-        self._gates: dict[str, Gate] = {}
+        self._gates: dict[tuple[str, str], Gate] = {}
         self._changed: asyncio.Event | None = None
         self._listeners: list[Callable[[Run], None]] = []
         #: Bounds the driving of this run (set by ``Agent.map``: the batch's concurrency); every
@@ -686,9 +753,9 @@ class Run(Generic[Out]):
         return [self._gate(g) for g in self._state.gates]
 
     def _gate(self, g: OpenGate) -> Gate:
-        gate = self._gates.get(g.gate_id)
+        gate = self._gates.get((g.execution_id, g.gate_id))
         if gate is None:
-            gate = self._gates[g.gate_id] = Gate(self, g)
+            gate = self._gates[(g.execution_id, g.gate_id)] = Gate(self, g)
         return gate
 
     @property

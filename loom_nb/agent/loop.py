@@ -450,12 +450,17 @@ async def _run_tools(
         # replay of recorded runs.
         note = EDITED_NOTE.format(arguments=canonical_json(arguments)) if j in edited else ""
         try:
-            output = await ctx.execute(
-                tool.effect_id,
-                arguments,
-                step_id=step_ids.tool_step_id(turn, j),
-                input_ref=(node, "message", "tool_calls", j, "arguments"),
-            )
+            if tool.child_flow is not None:  # a sub-agent (``Agent.as_tool``): a child execution
+                child_input = tool.child_input(arguments, ctx.runtime)
+                done = await ctx.child(tool.child_flow, child_input, step_id=step_ids.tool_step_id(turn, j))
+                output = done.get("output") if isinstance(done, dict) else done
+            else:
+                output = await ctx.execute(
+                    tool.effect_id,
+                    arguments,
+                    step_id=step_ids.tool_step_id(turn, j),
+                    input_ref=(node, "message", "tool_calls", j, "arguments"),
+                )
         except FATAL_TOOL_ERRORS:
             raise
         except Exception as exc:
@@ -463,7 +468,8 @@ async def _run_tools(
             text = f"{note}Error: the tool {call.name!r} failed: {_failure(exc)}"
             outcomes[j] = ("message", Message.tool(call, text, is_error=True, tainted=not tool.trusted))
             return
-        if note:
+        if note or tool.child_flow is not None:
+            # A sub-agent's answer is no step output a reference could name: it goes inline.
             text = note + tool_result_text(output)
             outcomes[j] = ("message", Message.tool(call, text, tainted=not tool.trusted))
             return

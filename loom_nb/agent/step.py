@@ -80,6 +80,12 @@ class _OpaqueContext:
             "approval, which needs per-turn durability. Use agent_loop (or loom.Agent) instead."
         )
 
+    async def child(self, flow: Any, input: Any = None, *, step_id: str) -> Any:
+        raise UsageError(
+            f"agent_step cannot run a sub-agent as a child execution (step {step_id!r}): that needs "
+            "per-turn durability. Use agent_loop (or loom.Agent) instead."
+        )
+
     async def decide(self, decision_id: str, options: Sequence[Any], policy: Any) -> Any:
         result = policy(options)
         if hasattr(result, "__await__"):

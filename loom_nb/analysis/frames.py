@@ -408,7 +408,8 @@ class Frames:
         return self._frame("events", execution_id)
 
     def executions(self) -> DataFrame:
-        """One row per execution: flow, status, times, lineage (``forked_from``, ``at_step``),
+        """One row per execution: flow, status, times, lineage (``forked_from``, ``at_step``; a child
+        execution's ``parent_execution_id`` and ``parent_step``: the tree of sub-agents),
         turns, events, bytes, decoded input and output, and the error when failed."""
         return self._frame("executions")
 

@@ -70,6 +70,14 @@ class Tool:
             tool is idempotent, else the step parks on an ``InDoubt`` gate for a person.
     """
 
+    #: The flow a call runs as a child execution (``Agent.as_tool``), or None for a plain tool.
+    child_flow: str | None = None
+
+    def child_input(self, arguments: dict[str, Any], runtime: Any) -> Any:
+        """The child execution's input for a call with ``arguments`` (``Agent.as_tool``; plain tools
+        never run as a child). May register the child's flow on ``runtime``."""
+        raise NotImplementedError(f"tool {self.name!r} does not run as a child execution")
+
     def __init__(
         self,
         fn: Callable[..., Any],

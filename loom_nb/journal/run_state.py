@@ -189,6 +189,8 @@ class RunState:
         output: Its output, once completed.
         error: Its error, once failed.
         cancel_reason: Why it was cancelled (None without a reason, or when not cancelled).
+        parent: For a child execution (``ctx.child``), ``{"execution": ..., "step": ...}``: the
+            parent execution and the parent's step that waits for it; None otherwise.
         steps: Steps by id, in the order of their first event.
         gates: Gates by id, in the order they opened.
         decisions: Recorded decisions by id.
@@ -208,6 +210,7 @@ class RunState:
     output: Any = None
     error: dict[str, Any] | None = None
     cancel_reason: str | None = None
+    parent: dict[str, Any] | None = None
     steps: dict[str, StepState] = field(default_factory=dict)
     gates: dict[str, GateState] = field(default_factory=dict)
     decisions: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -259,6 +262,8 @@ class RunState:
         if e.kind == EventKind.EXECUTION_STARTED:
             self.flow, self.input, self.principal = str(d.get("flow", "")), d.get("input"), d.get("principal")
             self.format = format_of(d)
+            parent = d.get("parent")
+            self.parent = dict(parent) if isinstance(parent, dict) else None
         elif e.kind == EventKind.EXECUTION_COMPLETED:
             self.output = d.get("output")
         elif e.kind == EventKind.EXECUTION_FAILED:

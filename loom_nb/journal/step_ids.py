@@ -20,6 +20,8 @@ construction. The grammar (``docs/design.md``, "Step ids")::
 Effect ids: ``tools.<name>``, ``model.<agent name>``, ``agent_step.<name>``; flows ``agent:<name>``.
 Execution ids of a batch (``Agent.map``): ``map:<agent name>:<16 hex>``, the hex being the first 16
 digits of the input's canonical digest, with ``:<k>`` added for the k-th (k >= 2) equal input.
+A child execution (``ctx.child``, ``Agent.as_tool``) has the id ``<parent execution id>/<step id>``
+(``child_execution_id``); the parent's step waits at a gate of kind ``ChildExecution`` with that step id.
 Changing any of these strings changes what journals hold: do it only with a migration.
 """
 
@@ -35,6 +37,8 @@ from loom_nb.journal.canonical import digest_value
 APPROVAL_GATE: Final = "AgentToolApproval"
 #: Gate kind of a step left in doubt.
 IN_DOUBT_GATE: Final = "InDoubt"
+#: Gate kind of a parent's step waiting for its child execution (``ctx.child``).
+CHILD_GATE: Final = "ChildExecution"
 
 #: Step kinds, as ``parse_step_id`` and the analysis ``steps`` view name them.
 MODEL_KIND: Final = "model"
@@ -374,3 +378,9 @@ def sql_tool_step_id(turn_col: str, index_col: str) -> str:
 def sql_approval_gate_id(turn_col: str, index_col: str) -> str:
     """SQL building the approval gate id (``approval_gate_id``) from turn and tool-index columns."""
     return f"{sql_tool_step_id(turn_col, index_col)} || '{_APPROVAL_SUFFIX}'"
+
+
+def child_execution_id(parent_execution_id: str, step_id: str) -> str:
+    """The id of the child execution that step ``step_id`` of ``parent_execution_id`` runs
+    (``<parent>/<step>``): derived, so a re-run of the parent finds the same child."""
+    return f"{parent_execution_id}/{step_id}"

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Literal, NoReturn
 from pydantic import BaseModel, TypeAdapter
 
 from loom_nb.errors import (
+    ChildExecutionError,
     InDoubtError,
     JournalWriteError,
     NonDeterminismError,
@@ -30,7 +31,7 @@ from loom_nb.journal.event_format import FORMAT_1, ref_target, usage_of_output
 from loom_nb.journal.events import ContentBlob, Event, EventKind
 from loom_nb.kernel.decisions import Decision, Policy, policy_name, propensity_of
 from loom_nb.kernel.effect_registry import Durability, EffectCall, EffectContext, EffectSpec, Principal
-from loom_nb.kernel.errors_codec import error_from_data, error_to_data
+from loom_nb.kernel.errors_codec import error_from_data, error_summary, error_to_data
 from loom_nb.kernel.gates import GateRequest, Suspend, resolve_schema, schema_name
 from loom_nb.kernel.history import GateRecord, History, StepRecord, in_doubt_attempt
 
@@ -73,6 +74,22 @@ def attempt_limit(spec: EffectSpec) -> int:
 
 def _convert(value: Any, returns: Any) -> Any:
     return value if returns is None else TypeAdapter(returns).validate_python(value)
+
+
+def child_outcome_payload(status: str, output: Any, error: dict[str, Any] | None) -> dict[str, Any]:
+    """What a ``ChildExecution`` gate is answered with when its child settles (a persisted shape)."""
+    return {"status": status, "output": output, "error": error}
+
+
+def _child_outcome(child_id: str, outcome: Any) -> Any:
+    d = outcome if isinstance(outcome, dict) else {}
+    status = d.get("status")
+    if status == "completed":
+        return d.get("output")
+    err = d.get("error") or {}
+    raise ChildExecutionError(
+        f"child execution {child_id!r} {status} ({error_summary(err)}) (inspect it with runtime.result({child_id!r}))"
+    )
 
 
 class ExecutionContext:
@@ -636,6 +653,46 @@ class ExecutionContext:
             self.waiting.extend(waiting)
             raise Suspend(waiting)
         return results
+
+    # -- child executions ---------------------------------------------------------------------
+    async def child(self, flow: Any, input: Any = None, *, step_id: str) -> Any:
+        """Run ``flow`` as a child execution and return its output (journaled, linked to this step).
+
+        The child has its own id, ``<this execution>/<step_id>`` (``step_ids.child_execution_id``),
+        its own steps and gates, and its ``execution_started`` records ``parent: {execution, step}``.
+        This step is a gate of kind ``ChildExecution`` (id ``step_id``): answered at once when the
+        child settles in this call; when the child waits at its gates this execution suspends too,
+        and the engine answers the gate (and resumes this execution) once the child settles. A re-run
+        is served the recorded answer; nothing of the child runs again.
+
+        Raises:
+            ChildExecutionError: the child failed or was cancelled (the message names it).
+        """
+        rec = self._h.gates.get(step_id)
+        cid = step_ids.child_execution_id(self.execution_id, step_id)
+        if (rec is not None and rec.resolved) or self._pure:
+            return _child_outcome(cid, await self.gate(step_id, step_ids.CHILD_GATE))
+        self._claim(step_id)
+        self.trace.append(("gate", step_id))
+        name = self._rt.flows.name_of(flow)
+        await self.commit()  # the parent is in the journal before its child is (recovery finds both)
+        result = await self._rt.run_child(
+            cid, name, input, parent={"execution": self.execution_id, "step": step_id}, principal=self.principal
+        )
+        if self._rt.cancelling(self.execution_id):
+            raise asyncio.CancelledError(f"execution {self.execution_id} cancelled")  # the child was cancelled with it
+        payload = {"execution": cid, "flow": name}
+        if rec is None:
+            ev = self.stage(
+                EventKind.GATE_OPENED, step_id, {"kind": step_ids.CHILD_GATE, "payload": payload, "schema": None}
+            )
+            rec = self._new_gates[step_id] = GateRecord(step_id, step_ids.CHILD_GATE, payload, None, ev.at)
+        if result.status in ("completed", "failed", "cancelled"):
+            outcome = child_outcome_payload(result.status, result.output, result.error)
+            self.stage(EventKind.GATE_RESOLVED, step_id, {"payload": outcome})
+            return _child_outcome(cid, outcome)
+        self.waiting.append(step_id)
+        raise Suspend([step_id])
 
     def open_gates(self) -> list[GateRecord]:
         """The gates this body waits on (recorded and newly opened)."""

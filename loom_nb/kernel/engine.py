@@ -25,13 +25,14 @@ from loom_nb.errors import (
     RunCancelledError,
     UsageError,
 )
+from loom_nb.journal import step_ids
 from loom_nb.journal.canonical import digest_value, to_jsonable
 from loom_nb.journal.event_format import CURRENT_FORMAT, with_format
 from loom_nb.journal.events import QUEUED_STATUS, TERMINAL_STATUSES, Event, EventKind
 from loom_nb.journal.store import JournalStore, LeasingStore
 from loom_nb.kernel.async_bridge import run_sync
 from loom_nb.kernel.check import CheckHook, CheckReport, check_executions
-from loom_nb.kernel.context import IN_DOUBT_GATE, ExecutionContext
+from loom_nb.kernel.context import IN_DOUBT_GATE, ExecutionContext, child_outcome_payload
 from loom_nb.kernel.effect_registry import EffectInvoker, EffectRegistry, Principal
 from loom_nb.kernel.errors_codec import error_from_data, error_summary, error_to_data
 from loom_nb.kernel.flows import FLOWS, FlowFn, FlowRegistry
@@ -43,6 +44,7 @@ from loom_nb.kernel.sources import Clock, IdSource, RandomSource
 from loom_nb.system_sources import RandomIds, SystemClock, SystemRandom
 
 T = TypeVar("T")
+CHILD_GATE = step_ids.CHILD_GATE
 log = logging.getLogger("loom_nb")
 
 
@@ -259,6 +261,8 @@ class Engine:
         #: Who this engine is in the ``leases`` table: host, process id and engine.
         self.lease_owner = f"{socket.gethostname()}:{os.getpid()}:{id(self):x}"
         self._heartbeats: dict[str, asyncio.Task[None]] = {}
+        #: The child execution each parent is driving in this process (``run_child``), for ``cancel``.
+        self._children: dict[str, str] = {}
         self._lost: dict[str, str] = {}
 
     # -- lifecycle ------------------------------------------------------------------------------
@@ -308,22 +312,33 @@ class Engine:
             record = self.journal.get_execution(execution_id)
             if record is not None and record.status == QUEUED_STATUS:
                 return ExecutionResult(execution_id=execution_id, status=QUEUED_STATUS)
-        gates = tuple(_gate(execution_id, g) for g in h.open_gates()) if h.status == "suspended" else ()
+        gates = tuple(self.open_gates(execution_id)) if h.status == "suspended" else ()
         error = h.error
         if h.status == "cancelled":
             error = error_to_data(cancelled_error(execution_id, h.cancel_reason))
         return ExecutionResult(execution_id=execution_id, status=h.status, output=h.output, error=error, gates=gates)
 
     def open_gates(self, execution_id: str | None = None) -> list[OpenGate]:
-        """Open gates of one suspended execution, or of every suspended execution."""
+        """Open gates of one suspended execution, or of every suspended execution.
+
+        A parent waiting for a child execution (``ctx.child``) shows its child's open gates (under
+        the child's id, which is what ``resume`` takes), never its own ``ChildExecution`` gate."""
         records = (
             [self.journal.get_execution(execution_id)] if execution_id else self.journal.list_executions("suspended")
         )
         out: list[OpenGate] = []
         for rec in records:
             if rec is not None and rec.status == "suspended":
-                out.extend(_gate(rec.execution_id, g) for g in self.history(rec.execution_id).open_gates())
+                for g in self.history(rec.execution_id).open_gates():
+                    if g.kind != CHILD_GATE:
+                        out.append(_gate(rec.execution_id, g))
+                    elif execution_id is not None:  # a parent shows its child's gates (the child's own ids)
+                        out.extend(self.open_gates(step_ids.child_execution_id(rec.execution_id, g.gate_id)))
         return out
+
+    def cancelling(self, execution_id: str) -> bool:
+        """True while a cancel of the execution was asked for and not yet recorded."""
+        return execution_id in self._cancels
 
     def is_active(self, execution_id: str) -> bool:
         """True while this process is running the execution's body (from ``answer`` on, when that
@@ -415,16 +430,99 @@ class Engine:
             )
         self._hold(eid)
         try:
-            return await self._drive_held(history, fresh=fresh, recovering=recovering)
+            result = await self._drive_held(history, fresh=fresh, recovering=recovering)
         finally:
             self._let_go(eid)
+        if history.parent is not None and result.status in TERMINAL_STATUSES:
+            await self._wake_parent(history.parent, result)
+        return result
+
+    # -- child executions (``ctx.child``) ------------------------------------------------------------
+    async def run_child(
+        self, child_id: str, flow: str, input: Any, *, parent: dict[str, Any], principal: Principal
+    ) -> ExecutionResult:
+        """Start the child execution ``child_id`` of ``parent`` (``{"execution", "step"}``), or drive
+        it on when a crash left it running, or return where it stands (engine-facing: ``ctx.child``)."""
+        pid = str(parent["execution"])
+        self._children[pid] = child_id
+        try:
+            return await self._run_child(child_id, flow, input, parent=parent, principal=principal)
+        finally:
+            self._children.pop(pid, None)
+
+    async def _run_child(
+        self, child_id: str, flow: str, input: Any, *, parent: dict[str, Any], principal: Principal
+    ) -> ExecutionResult:
+        async with self._lock(child_id):
+            if self.journal.get_execution(child_id) is None:
+                history = History(
+                    execution_id=child_id,
+                    flow=flow,
+                    input=to_jsonable(input),
+                    principal={"name": principal.name, "scopes": sorted(principal.scopes)},
+                    format=self.event_format,
+                    status="running",
+                    parent=dict(parent),
+                )
+                return await self._drive(history, fresh=True)
+            h = self.history(child_id)
+            if h.status == "running" and child_id not in self._active:
+                return await self._drive(h, recovering=True)
+        return self.result(child_id)
+
+    async def _wake_parent(self, parent: dict[str, Any], child: ExecutionResult) -> None:
+        """Answer the parent's ``ChildExecution`` gate with the settled child's outcome and run the
+        parent on (nothing to do while the parent itself drives the child, or once answered)."""
+        pid, step = str(parent.get("execution", "")), str(parent.get("step", ""))
+        rec = self.journal.get_execution(pid)
+        if rec is None or rec.status != "suspended" or pid in self._active:
+            return
+        async with self._lock(pid):
+            h = self.history(pid)
+            gate = h.gates.get(step)
+            if h.status != "suspended" or gate is None or gate.resolved or gate.kind != CHILD_GATE:
+                return
+            outcome = child_outcome_payload(child.status, child.output, child.error)
+            await self._proceed(self._answer(pid, step, outcome, child=True))
+
+    @staticmethod
+    def _child_gates(history: History) -> list[tuple[str, str]]:
+        """``(gate id, child execution id)`` of the parent's open ``ChildExecution`` gates."""
+        return [
+            (g.gate_id, step_ids.child_execution_id(history.execution_id, g.gate_id))
+            for g in history.gates.values()
+            if g.kind == CHILD_GATE and not g.resolved
+        ]
+
+    async def _wake_settled_children(self) -> list[ExecutionResult]:
+        """Parents suspended on a child that has settled (a crash between the two): wake them."""
+        out: list[ExecutionResult] = []
+        records = self.journal.list_executions()
+        suspended = {r.execution_id for r in records if r.status == "suspended"}
+        # A child's id is ``<parent>/<step>``: only a suspended execution that prefixes a settled
+        # one can be waiting for it (read only those histories, not every suspended one).
+        candidates: set[str] = set()
+        for r in records:
+            if r.status in TERMINAL_STATUSES and "/" in r.execution_id:
+                parts = r.execution_id.split("/")
+                candidates.update(p for k in range(1, len(parts)) if (p := "/".join(parts[:k])) in suspended)
+        for rec in (r for r in records if r.execution_id in candidates):
+            h = self.history(rec.execution_id)
+            for gid, cid in self._child_gates(h):
+                child = self.journal.get_execution(cid)
+                if child is not None and child.status in TERMINAL_STATUSES:
+                    await self._wake_parent({"execution": rec.execution_id, "step": gid}, self.result(cid))
+                    out.append(self.result(rec.execution_id))
+        return out
 
     async def _drive_held(self, history: History, *, fresh: bool = False, recovering: bool = False) -> ExecutionResult:
         eid = history.execution_id
         body = self.flows.get(history.flow)
         ctx = ExecutionContext(self, history, recovering=recovering)
         if fresh:
-            started = {"flow": history.flow, "input": history.input, "principal": history.principal}
+            started: dict[str, Any] = {"flow": history.flow, "input": history.input, "principal": history.principal}
+            if history.parent is not None:
+                started["parent"] = history.parent
             ctx.stage(EventKind.EXECUTION_STARTED, None, with_format(started, history.format))
         self._active.add(eid)
         task = asyncio.current_task()
@@ -440,9 +538,10 @@ class Engine:
                 waiting = ctx.open_gates()
                 ctx.stage(EventKind.EXECUTION_SUSPENDED, None, {"gates": [g.gate_id for g in waiting]})
                 await ctx.commit()
-                return ExecutionResult(
-                    execution_id=eid, status="suspended", gates=tuple(_gate(eid, g) for g in waiting)
-                )
+                gates = tuple(_gate(eid, g) for g in waiting)
+                if any(g.kind == CHILD_GATE for g in waiting):
+                    gates = tuple(self.open_gates(eid))  # a child's gates, in the parent's place
+                return ExecutionResult(execution_id=eid, status="suspended", gates=gates)
             except LeaseLostError:
                 raise  # another process drives it now: write nothing more
             except JournalWriteError as exc:
@@ -594,13 +693,27 @@ class Engine:
         Raises:
             ResumeValidationError: the payload fails the gate's schema (nothing recorded).
             UsageError: unknown execution or gate, a gate already resolved, or an execution that
-                is not suspended (nothing recorded).
+                is not suspended, or a ``ChildExecution`` gate (answered when its child
+                settles: answer the child's gates) (nothing recorded).
         """
+        return self._answer(execution_id, gate_id, payload, drive_here=drive_here)
+
+    def _answer(
+        self, execution_id: str, gate_id: str, payload: Any = None, *, drive_here: bool = True, child: bool = False
+    ) -> GateAnswer:
+        """``answer``; with ``child``, a ``ChildExecution`` gate too (the engine waking a parent)."""
         h = self._known(execution_id)
         gate = h.gates.get(gate_id)
         if gate is None:
             open_ids = ", ".join(g.gate_id for g in h.open_gates()) or "none"
             raise UsageError(f"execution {execution_id!r} has no gate {gate_id!r} (open gates: {open_ids})")
+        if gate.kind == CHILD_GATE and not child and not gate.resolved:
+            cid = step_ids.child_execution_id(execution_id, gate_id)
+            waiting = ", ".join(g.gate_id for g in self.open_gates(cid)) or "none"
+            raise UsageError(
+                f"gate {gate_id!r} of execution {execution_id!r} waits for the child execution {cid!r}; "
+                f"it is answered when the child settles: answer the child's gates instead ({waiting})"
+            )
         if gate.resolved:
             raise UsageError(
                 f"gate {gate_id!r} of execution {execution_id!r} was already resolved "
@@ -666,6 +779,7 @@ class Engine:
         """
         results: list[ExecutionResult] = []
         if execution_ids is None:
+            results.extend(await self._wake_settled_children())
             records = self.journal.list_executions("running")
         else:
             found = (self.journal.get_execution(eid) for eid in dict.fromkeys(execution_ids))
@@ -720,7 +834,19 @@ class Engine:
             return self.result(execution_id)
         if h.status in TERMINAL_STATUSES:
             raise UsageError(f"execution {execution_id!r} already {h.status}; there is nothing to cancel")
+        result = await self._cancel_one(execution_id, reason)
+        # Cancel propagates to the children it waited for (and theirs).
+        for _, cid in self._child_gates(self.history(execution_id)):
+            child = self.journal.get_execution(cid)
+            if child is not None and child.status not in TERMINAL_STATUSES:
+                await self.cancel(cid, reason or f"its parent {execution_id!r} was cancelled")
+        return result
+
+    async def _cancel_one(self, execution_id: str, reason: str | None) -> ExecutionResult:
         self._cancels[execution_id] = reason
+        child = self._children.get(execution_id)
+        if child is not None:
+            self._cancels.setdefault(child, reason or f"its parent {execution_id!r} was cancelled")
         task = self._driving.get(execution_id)
         if task is not None and task is not asyncio.current_task() and not task.done():
             task.cancel(f"execution {execution_id} cancelled")

@@ -84,6 +84,10 @@ class FlowContext(Protocol):
         """
         ...
 
+    async def child(self, flow: Any, input: Any = None, *, step_id: str) -> Any:
+        """Run ``flow`` as a child execution linked to this step and return its output."""
+        ...
+
     async def gate(self, gate_id: str, kind: str, *, payload: Any = None, schema: Any = None) -> Any:
         """Open one gate and wait for it; on replay, return its recorded resume payload."""
         ...

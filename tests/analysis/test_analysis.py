@@ -54,6 +54,8 @@ EXPECTED: dict[str, dict[str, str]] = {
         "principal": "str",
         "forked_from": "str",
         "at_step": "str",
+        "parent_execution_id": "str",
+        "parent_step": "str",
         "turns": "int64",
         "events": "int64",
         "bytes": "int64",

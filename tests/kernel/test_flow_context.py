@@ -22,6 +22,7 @@ BODY_SURFACE = {
     "now",
     "patched",
     "principal",
+    "child",
     "put_content",
     "random",
     "recorded",

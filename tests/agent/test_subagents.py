@@ -1,0 +1,135 @@
+"""Sub-agents with gates (``Agent.as_tool``): the callee runs as a child execution of the caller."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+import loom_nb as loom
+from loom_nb.journal.events import EventKind
+from loom_nb.journal.step_ids import CHILD_GATE
+from loom_nb.messages import ModelResponse
+from loom_nb.providers.scripted import ScriptedModel
+from loom_nb.runtime import Runtime
+from tests.agent.support import calls, make_runtime
+
+TOOL_STEP = "#turn:0:tool:0"
+
+
+def agents(log: list[str], *, after_crash: bool = False) -> tuple[loom.Agent[Any], loom.Agent[Any]]:
+    """The lead and its researcher; ``after_crash``: the scripts of a new process (the model calls
+    the journal already served are not asked again, so they are left out)."""
+
+    @loom.tool(needs_approval=True)
+    def fetch_page(url: str) -> str:
+        """Fetch a web page.
+
+        Args:
+            url: The page.
+        """
+        log.append(f"fetch {url}")
+        return f"<page {url}>"
+
+    research_script = [calls(("fetch_page", {"url": "https://a.test"})), ModelResponse.text("a.test says hi")]
+    lead_script = [calls(("research", {"input": "what does a.test say?"})), ModelResponse.text("Done: a.test says hi")]
+    researcher = loom.Agent(
+        ScriptedModel(research_script[2:] if after_crash else research_script),
+        tools=[fetch_page],
+        name="researcher",
+    )
+    lead = loom.Agent(
+        ScriptedModel(lead_script[1:] if after_crash else lead_script),
+        tools=[researcher.as_tool(name="research", description="Research a question on the web.")],
+        name="lead",
+    )
+    return lead, researcher
+
+
+async def test_a_sub_agent_runs_as_a_child_whose_gate_parks_the_parent(rt: Runtime) -> None:
+    log: list[str] = []
+    lead, _ = agents(log)
+    run = lead.start("go", runtime=rt, execution_id="lead-1")
+    await run.wait(until="paused")
+    child_id = f"lead-1/{TOOL_STEP}"
+    assert run.status == "suspended"
+    # The parent's gates are the child's approval gate (under the child's id).
+    assert [(g.execution_id, g.gate_id) for g in rt.open_gates("lead-1")] == [(child_id, "#turn:0:tool:0:approval")]
+    assert rt.result(child_id).status == "suspended" and log == []
+    started = rt.journal.read(child_id)[0]
+    assert started.kind == EventKind.EXECUTION_STARTED
+    assert started.data["parent"] == {"execution": "lead-1", "step": TOOL_STEP}
+    assert started.data["flow"] == "agent:researcher" and started.data["input"] == "what does a.test say?"
+    await rt.resume(child_id, "#turn:0:tool:0:approval", {"approved": True})
+    assert log == ["fetch https://a.test"]
+    assert rt.result(child_id).status == "completed"
+    parent = rt.result("lead-1")
+    assert parent.status == "completed" and parent.output["output"] == "Done: a.test says hi"
+    gate = rt.history("lead-1").gates[TOOL_STEP]
+    assert gate.kind == CHILD_GATE and gate.resolution["status"] == "completed"
+    assert gate.resolution["output"]["output"] == "a.test says hi"
+    # The parent's next model call got the child's answer as the tool result.
+    turn1 = [e for e in rt.journal.read("lead-1") if e.step_id == "#turn:1" and e.kind == EventKind.STEP_STARTED]
+    assert "a.test says hi" in str(turn1[0].data["input"]["add"])
+    assert (await rt.replay("lead-1")).reproduced and (await rt.replay(child_id)).reproduced
+
+
+async def test_recovery_after_the_child_settled_wakes_the_parent() -> None:
+    log: list[str] = []
+    rt = make_runtime()
+    lead, _ = agents(log)
+    await lead.start("go", runtime=rt, execution_id="lead-1").wait(until="paused")
+    child_id = f"lead-1/{TOOL_STEP}"
+    answer = rt.answer(child_id, "#turn:0:tool:0:approval", {"approved": True})
+    await rt._drive_held(answer.history)  # the child settles; the process dies before waking the parent
+    assert rt.result("lead-1").status == "suspended"
+    rt2 = make_runtime(rt.journal)
+    lead2, _ = agents(log, after_crash=True)
+    lead2.register(rt2)
+    results = await rt2.recover()
+    assert [(r.execution_id, r.status) for r in results] == [("lead-1", "completed")]
+    assert log == ["fetch https://a.test"]  # the child's tool ran once
+    assert rt2.result("lead-1").output["output"] == "Done: a.test says hi"
+
+
+async def test_cancelling_the_parent_cancels_the_waiting_child(rt: Runtime) -> None:
+    lead, _ = agents([])
+    run = lead.start("go", runtime=rt, execution_id="lead-1")
+    await run.wait(until="paused")
+    await rt.cancel("lead-1", "enough")
+    assert rt.result(f"lead-1/{TOOL_STEP}").status == "cancelled"
+    assert rt.open_gates() == []
+
+
+async def test_the_executions_frame_shows_the_tree(rt: Runtime) -> None:
+    from loom_nb.analysis import Frames
+
+    lead, _ = agents([])
+    await lead.start("go", runtime=rt, execution_id="lead-1").wait(until="paused")
+    await rt.resume(f"lead-1/{TOOL_STEP}", "#turn:0:tool:0:approval", {"approved": True})
+    with Frames(rt) as f:
+        runs = f.executions().set_index("execution_id")
+    child = f"lead-1/{TOOL_STEP}"
+    assert runs.loc[child, ["parent_execution_id", "parent_step", "flow", "status"]].tolist() == [
+        "lead-1",
+        TOOL_STEP,
+        "agent:researcher",
+        "completed",
+    ]
+    assert pd.isna(runs.loc["lead-1", "parent_execution_id"]) and runs.loc["lead-1", "status"] == "completed"
+
+
+async def test_the_parent_run_shows_the_child_gate_and_approving_it_finishes_both(rt: Runtime) -> None:
+    log: list[str] = []
+    lead, _ = agents(log)
+    run = lead.start("go", runtime=rt, execution_id="lead-1")
+    await run.wait(until="paused")
+    (gate,) = run.gates
+    assert (gate.execution_id, gate.gate_id, gate.tool) == (
+        f"lead-1/{TOOL_STEP}",
+        "#turn:0:tool:0:approval",
+        "fetch_page",
+    )
+    await gate.approve()
+    assert run.status == "completed" and run.result is not None
+    assert run.result.output == "Done: a.test says hi" and log == ["fetch https://a.test"]

@@ -1,0 +1,145 @@
+"""Child executions (``ctx.child``): journaled, linked, gates park the parent, resume, recover, cancel."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from loom_nb.errors import ChildExecutionError, UsageError
+from loom_nb.journal import InMemoryJournal
+from loom_nb.journal.step_ids import CHILD_GATE, child_execution_id
+from loom_nb.kernel import Engine, ExecutionContext, FlowRegistry
+from loom_nb.testing import FakeClock, SequentialIds
+from tests.journal.support import kinds
+
+
+def engine(journal: InMemoryJournal | None = None) -> tuple[Engine, list[Any]]:
+    flows = FlowRegistry()
+    rt = Engine(journal or InMemoryJournal(), clock=FakeClock(tick=1.0), ids=SequentialIds(), flows=flows)
+    calls: list[Any] = []
+
+    async def child(ctx: ExecutionContext, inp: Any) -> Any:
+        got = await ctx.execute("fetch", inp)
+        if inp.get("gate"):
+            answer = await ctx.gate("ok", "Approval", payload={"asks": inp})
+            return {"got": got, "answer": answer}
+        if inp.get("fail"):
+            raise ValueError("child broke")
+        return {"got": got}
+
+    async def parent(ctx: ExecutionContext, inp: Any) -> Any:
+        before = await ctx.execute("fetch", {"n": 0})
+        try:
+            out = await ctx.child("child", inp, step_id="sub")
+        except ChildExecutionError as exc:
+            out = {"error": str(exc)}
+        after = await ctx.execute("fetch", {"n": 2})
+        return {"before": before, "child": out, "after": after}
+
+    def fetch(value: Any) -> Any:
+        calls.append(value)
+        return value
+
+    flows.register(child, name="child")
+    flows.register(parent, name="parent")
+    rt.effects.register("fetch", fetch, idempotent=True)
+    return rt, calls
+
+
+async def test_a_child_that_completes_is_its_own_execution_linked_to_the_parent_step() -> None:
+    rt, calls = engine()
+    result = await rt.start("parent", {"n": 1}, execution_id="p")
+    assert result.status == "completed"
+    assert result.output == {"before": {"n": 0}, "child": {"got": {"n": 1}}, "after": {"n": 2}}
+    cid = child_execution_id("p", "sub")
+    assert cid == "p/sub"
+    child_events = rt.journal.read(cid)
+    assert child_events[0].data["parent"] == {"execution": "p", "step": "sub"}
+    assert kinds(child_events)[-1] == "execution_completed"
+    parent_events = rt.journal.read("p")
+    opened = [e for e in parent_events if e.kind == "gate_opened"]
+    assert [(e.step_id, e.data["kind"]) for e in opened] == [("sub", CHILD_GATE)]
+    assert rt.history("p").gates["sub"].resolution == {
+        "status": "completed",
+        "output": {"got": {"n": 1}},
+        "error": None,
+    }
+    assert (await rt.replay("p")).reproduced and (await rt.replay(cid)).reproduced
+    assert calls == [{"n": 0}, {"n": 1}, {"n": 2}]
+
+
+async def test_a_child_gate_parks_the_parent_and_answering_it_resumes_both() -> None:
+    rt, calls = engine()
+    result = await rt.start("parent", {"n": 1, "gate": True}, execution_id="p")
+    assert result.status == "suspended"
+    cid = "p/sub"
+    assert rt.result(cid).status == "suspended"
+    # The parent shows the child's gate, under the child's id; %loom pending lists only that one.
+    assert [(g.execution_id, g.gate_id) for g in rt.open_gates("p")] == [(cid, "ok")]
+    assert [(g.execution_id, g.gate_id) for g in rt.open_gates()] == [(cid, "ok")]
+    with pytest.raises(
+        UsageError, match=r"waits for the child execution 'p/sub'.*answer the child's gates instead \(ok\)"
+    ):
+        await rt.resume("p", "sub", {"anything": 1})
+    child = await rt.resume(cid, "ok", "yes")
+    assert child.status == "completed" and child.output == {"got": {"n": 1, "gate": True}, "answer": "yes"}
+    parent = rt.result("p")
+    assert parent.status == "completed"
+    assert parent.output["child"] == child.output and parent.output["after"] == {"n": 2}
+    assert calls == [{"n": 0}, {"n": 1, "gate": True}, {"n": 2}]  # nothing ran twice
+    assert (await rt.replay("p")).reproduced and (await rt.replay(cid)).reproduced
+
+
+async def test_a_failed_child_raises_in_the_parent_with_its_id() -> None:
+    rt, _ = engine()
+    result = await rt.start("parent", {"n": 1, "fail": True}, execution_id="p")
+    assert result.status == "completed"
+    assert "child execution 'p/sub' failed (ValueError: child broke)" in result.output["child"]["error"]
+    assert rt.result("p/sub").status == "failed"
+
+
+async def test_recover_wakes_a_parent_whose_child_settled_before_the_crash() -> None:
+    journal = InMemoryJournal()
+    rt, _ = engine(journal)
+    assert (await rt.start("parent", {"n": 1, "gate": True}, execution_id="p")).status == "suspended"
+    # The child's answer and completion reach the journal, the parent's wake-up does not (a crash).
+    answer = rt.answer("p/sub", "ok", "yes")
+    rt2, _ = engine(journal)
+    await rt2._drive_held(answer.history)  # drive the child without the wake-up that _drive adds
+    assert rt2.result("p/sub").status == "completed" and rt2.result("p").status == "suspended"
+    rt3, calls3 = engine(journal)
+    results = await rt3.recover()
+    assert [r.status for r in results] == ["completed"]
+    assert rt3.result("p").output["child"]["answer"] == "yes"
+    assert calls3 == [{"n": 2}]  # only the parent's step after the child ran
+
+
+async def test_cancelling_a_parent_cancels_the_child_it_waits_for() -> None:
+    rt, _ = engine()
+    assert (await rt.start("parent", {"n": 1, "gate": True}, execution_id="p")).status == "suspended"
+    assert (await rt.cancel("p", "stop")).status == "cancelled"
+    assert rt.result("p/sub").status == "cancelled"
+    assert rt.open_gates() == []
+
+
+async def test_cancelling_a_parent_while_its_child_runs_cancels_both() -> None:
+    rt, _ = engine()
+    started = asyncio.Event()
+
+    async def hang(value: Any) -> Any:
+        started.set()
+        await asyncio.Event().wait()
+
+    rt.effects.register("fetch", hang, idempotent=True)
+
+    async def parent(ctx: ExecutionContext, inp: Any) -> Any:
+        return await ctx.child("child", inp, step_id="sub")
+
+    rt.flows.register(parent, name="parent2")
+    task = asyncio.create_task(rt.start("parent2", {"n": 1}, execution_id="p"))
+    await started.wait()
+    assert (await rt.cancel("p", "stop")).status == "cancelled"
+    assert rt.result("p/sub").status == "cancelled"
+    assert (await task).status == "cancelled"
