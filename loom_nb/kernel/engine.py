@@ -595,14 +595,9 @@ class Engine:
         name = self.flows.name_of(flow)
         eid = self.ids.new_id() if execution_id is None else require_execution_id(execution_id, "execution_id")
         async with self._lock(eid):
-            existing = self.journal.get_execution(eid)
+            existing = self._existing(eid, name)
             if existing is not None:
-                if existing.flow != name:
-                    raise UsageError(
-                        f"execution {eid!r} already exists and runs flow {existing.flow!r}, not {name!r}: "
-                        "pick another execution_id"
-                    )
-                return self.result(eid)
+                return existing
             if not self._claim(eid):
                 raise UsageError(
                     f"execution {eid!r} is being started by another process of the shared journal "
@@ -618,6 +613,23 @@ class Engine:
                 status="running",
             )
             return await self._drive(history, fresh=True)
+
+    def _existing(self, eid: str, flow_name: str) -> ExecutionResult | None:
+        """The current result of execution ``eid`` when it exists (an idempotent start or submit),
+        else None.
+
+        Raises:
+            UsageError: ``eid`` exists and runs another flow.
+        """
+        existing = self.journal.get_execution(eid)
+        if existing is None:
+            return None
+        if existing.flow != flow_name:
+            raise UsageError(
+                f"execution {eid!r} already exists and runs flow {existing.flow!r}, not {flow_name!r}: "
+                "pick another execution_id"
+            )
+        return self.result(eid)
 
     def submit(
         self,
@@ -637,14 +649,9 @@ class Engine:
         """
         name = self.flows.name_of(flow)
         eid = self.ids.new_id() if execution_id is None else require_execution_id(execution_id, "execution_id")
-        existing = self.journal.get_execution(eid)
+        existing = self._existing(eid, name)
         if existing is not None:
-            if existing.flow != name:
-                raise UsageError(
-                    f"execution {eid!r} already exists and runs flow {existing.flow!r}, not {name!r}: "
-                    "pick another execution_id"
-                )
-            return self.result(eid)
+            return existing
         who = principal or self.principal
         started = {
             "flow": name,
