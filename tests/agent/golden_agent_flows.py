@@ -32,9 +32,8 @@ from pathlib import Path
 import loom_nb as loom
 from loom_nb.journal import Event, InMemoryJournal, digest_value
 from loom_nb.journal.store import JournalStore
-from loom_nb.kernel import FlowRegistry
 from loom_nb.messages import ModelRequest
-from loom_nb.testing import FakeClock, SeededRandom, SequentialIds
+from tests.agent.support import golden_runtime
 
 GOLDEN = Path(__file__).with_name("golden") / "agent_approval_keep_rule_2.jsonl"
 #: The golden file of each event format (what a fresh recording must journal identically).
@@ -93,12 +92,7 @@ def make_agent() -> loom.Agent:
 
 def make_runtime(journal: JournalStore, event_format: int = 1) -> loom.Runtime:
     """A deterministic runtime with the golden agent registered, writing ``event_format``."""
-    rt = loom.Runtime(
-        journal, clock=FakeClock(tick=1.0), ids=SequentialIds(), random=SeededRandom(7), flows=FlowRegistry()
-    )
-    rt.event_format = event_format
-    make_agent().register(rt)
-    return rt
+    return golden_runtime(journal, make_agent(), event_format)
 
 
 async def record(event_format: int = 1) -> list[Event]:

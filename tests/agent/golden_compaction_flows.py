@@ -19,9 +19,8 @@ from pathlib import Path
 import loom_nb as loom
 from loom_nb.journal import Event, InMemoryJournal
 from loom_nb.journal.store import JournalStore
-from loom_nb.kernel import FlowRegistry
 from loom_nb.messages import ModelRequest
-from loom_nb.testing import FakeClock, SeededRandom, SequentialIds
+from tests.agent.support import golden_runtime
 
 GOLDEN = Path(__file__).with_name("golden") / "agent_compaction_backward.jsonl"
 EXECUTION_ID = "golden-compaction-1"
@@ -67,11 +66,7 @@ def make_agent() -> loom.Agent:
 
 def make_runtime(journal: JournalStore) -> loom.Runtime:
     """A deterministic runtime with the golden agent registered."""
-    rt = loom.Runtime(
-        journal, clock=FakeClock(tick=1.0), ids=SequentialIds(), random=SeededRandom(7), flows=FlowRegistry()
-    )
-    make_agent().register(rt)
-    return rt
+    return golden_runtime(journal, make_agent())
 
 
 async def record() -> list[Event]:

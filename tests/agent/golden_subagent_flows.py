@@ -23,9 +23,8 @@ from pathlib import Path
 import loom_nb as loom
 from loom_nb.journal import Event, InMemoryJournal
 from loom_nb.journal.store import JournalStore
-from loom_nb.kernel import FlowRegistry
 from loom_nb.messages import ModelRequest
-from loom_nb.testing import FakeClock, SeededRandom, SequentialIds
+from tests.agent.support import golden_runtime
 
 GOLDEN = Path(__file__).with_name("golden") / "agent_subagent_v2.jsonl"
 EVENT_FORMAT = 2
@@ -73,12 +72,7 @@ def make_lead() -> loom.Agent:
 
 def make_runtime(journal: JournalStore) -> loom.Runtime:
     """A deterministic runtime with the golden agents registered."""
-    rt = loom.Runtime(
-        journal, clock=FakeClock(tick=1.0), ids=SequentialIds(), random=SeededRandom(7), flows=FlowRegistry()
-    )
-    rt.event_format = EVENT_FORMAT
-    make_lead().register(rt)
-    return rt
+    return golden_runtime(journal, make_lead(), EVENT_FORMAT)
 
 
 async def record() -> list[Event]:

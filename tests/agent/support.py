@@ -247,3 +247,16 @@ def lookup_tool(seen: list[Any]) -> loom.Tool:
         return f"{city}: sunny"
 
     return lookup
+
+
+def golden_runtime(journal: JournalStore, agent: loom.Agent[Any], event_format: int | None = None) -> Runtime:
+    """The deterministic runtime every golden agent journal is recorded and replayed on (fake clock,
+    sequential ids, seeded randomness), with ``agent`` registered, writing ``event_format`` (the
+    runtime's default when None)."""
+    from loom_nb.testing import SeededRandom
+
+    rt = Runtime(journal, clock=FakeClock(tick=1.0), ids=SequentialIds(), random=SeededRandom(7), flows=FlowRegistry())
+    if event_format is not None:
+        rt.event_format = event_format
+    agent.register(rt)
+    return rt
