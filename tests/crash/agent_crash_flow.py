@@ -146,14 +146,9 @@ def run(journal_path: str, log_path: str, crash_after: int | None, mode: str) ->
     agent = build_agent(log_path)
     resolved: list[str] = []
     try:
-        if mode == "start":
-            handle = agent.start(INPUT, runtime=rt, execution_id=EXECUTION_ID)
-        elif mode == "recover":
-            agent.register(rt)
-            rt.recover_sync()
-            handle = agent.attach(EXECUTION_ID, runtime=rt)
-        else:
-            raise SystemExit(f"unknown mode {mode!r}: use start or recover")
+        handle = start_or_recover(
+            mode, agent, rt, EXECUTION_ID, lambda: agent.start(INPUT, runtime=rt, execution_id=EXECUTION_ID)
+        )
         while handle.status == "suspended":
             gate = handle.gates[0]
             if gate.kind != "InDoubt":
@@ -169,6 +164,20 @@ def run(journal_path: str, log_path: str, crash_after: int | None, mode: str) ->
         }
     finally:
         rt.close()
+
+
+def start_or_recover(
+    mode: str, agent: loom.Agent[Any], rt: loom.Runtime, execution_id: str, start: Callable[[], Any]
+) -> Any:
+    """``start``: ``start()`` (a new run); ``recover``: register ``agent``, ``recover()`` what a crash left
+    running and attach ``execution_id`` -- the two modes every agent crash script has."""
+    if mode == "start":
+        return start()
+    if mode == "recover":
+        agent.register(rt)
+        rt.recover_sync()
+        return agent.attach(execution_id, runtime=rt)
+    raise SystemExit(f"unknown mode {mode!r}: use start or recover")
 
 
 def script_main(argv: list[str], run: Callable[[str, str, int | None, str], dict[str, Any]], doc: str | None) -> int:

@@ -27,7 +27,14 @@ import loom_nb as loom
 from loom_nb.kernel import EffectContext, FlowRegistry
 from loom_nb.messages import ModelRequest, ModelResponse
 from loom_nb.testing import FakeClock, SequentialIds
-from tests.crash.agent_crash_flow import CRASH_EXIT_CODE, CountingCrashJournal, LoggedModel, log_call, script_main
+from tests.crash.agent_crash_flow import (
+    CRASH_EXIT_CODE,
+    CountingCrashJournal,
+    LoggedModel,
+    log_call,
+    script_main,
+    start_or_recover,
+)
 
 SESSION = "s"
 FIRST = "session:chat:s:0"
@@ -79,14 +86,9 @@ def run(journal_path: str, log_path: str, crash_after: int | None, mode: str) ->
     journal = CountingCrashJournal(stores.open_journal(journal_path), crash_after)
     rt = runtime(journal)
     try:
-        if mode == "start":
-            handle = agent.session(SESSION, runtime=rt).start("and Rome?")
-        elif mode == "recover":
-            agent.register(rt)
-            rt.recover_sync()
-            handle = agent.attach(EXECUTION_ID, runtime=rt)
-        else:
-            raise SystemExit(f"unknown mode {mode!r}: use start or recover")
+        handle = start_or_recover(
+            mode, agent, rt, EXECUTION_ID, lambda: agent.session(SESSION, runtime=rt).start("and Rome?")
+        )
         result = handle.result
         return {
             "status": handle.status,

@@ -23,7 +23,14 @@ import loom_nb as loom
 from loom_nb.kernel import EffectContext, FlowRegistry
 from loom_nb.messages import ModelRequest, ModelResponse
 from loom_nb.testing import FakeClock, SequentialIds
-from tests.crash.agent_crash_flow import CRASH_EXIT_CODE, CountingCrashJournal, LoggedModel, log_call, script_main
+from tests.crash.agent_crash_flow import (
+    CRASH_EXIT_CODE,
+    CountingCrashJournal,
+    LoggedModel,
+    log_call,
+    script_main,
+    start_or_recover,
+)
 
 EXECUTION_ID = "lead-1"
 CHILD_ID = "lead-1/#turn:0:tool:0"
@@ -75,14 +82,9 @@ def run(journal_path: str, log_path: str, crash_after: int | None, mode: str) ->
     journal = CountingCrashJournal(stores.open_journal(journal_path), crash_after)
     rt = loom.Runtime(journal, clock=FakeClock(tick=0.001), ids=SequentialIds(), flows=FlowRegistry())
     try:
-        if mode == "start":
-            handle = lead.start("go", runtime=rt, execution_id=EXECUTION_ID)
-        elif mode == "recover":
-            lead.register(rt)
-            rt.recover_sync()
-            handle = lead.attach(EXECUTION_ID, runtime=rt)
-        else:
-            raise SystemExit(f"unknown mode {mode!r}: use start or recover")
+        handle = start_or_recover(
+            mode, lead, rt, EXECUTION_ID, lambda: lead.start("go", runtime=rt, execution_id=EXECUTION_ID)
+        )
         result = handle.result
         child = rt.result(CHILD_ID)
         return {

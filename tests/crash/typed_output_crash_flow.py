@@ -34,6 +34,7 @@ from tests.crash.agent_crash_flow import (
     LoggedModel,
     log_call,
     script_main,
+    start_or_recover,
 )
 
 __all__ = ["CRASH_EXIT_CODE", "EXECUTION_ID", "Trip", "main"]
@@ -86,14 +87,9 @@ def run(journal_path: str, log_path: str, crash_after: int | None, mode: str) ->
     rt = loom.Runtime(journal, clock=FakeClock(tick=0.001), ids=SequentialIds(), flows=FlowRegistry())
     agent = build_agent(log_path)
     try:
-        if mode == "start":
-            handle = agent.start(INPUT, runtime=rt, execution_id=EXECUTION_ID)
-        elif mode == "recover":
-            agent.register(rt)
-            rt.recover_sync()
-            handle = agent.attach(EXECUTION_ID, runtime=rt)
-        else:
-            raise SystemExit(f"unknown mode {mode!r}: use start or recover")
+        handle = start_or_recover(
+            mode, agent, rt, EXECUTION_ID, lambda: agent.start(INPUT, runtime=rt, execution_id=EXECUTION_ID)
+        )
         result = handle.result
         return {
             "status": handle.status,
