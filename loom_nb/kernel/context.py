@@ -376,7 +376,7 @@ class ExecutionContext:
             raise self._diverged(f"step {sid!r} (effect {effect_id!r})")
         else:
             spec = self._rt.effects.spec(effect_id)
-        ref = self._input_reference(input_ref, journaled)
+        ref = self._input_reference(input_ref, digest)
         cut = rec is not None
         output = await self._run_live(sid, spec, input, journaled, digest, attempt, on_delta, ref, cut=cut)
         return _convert(output, returns)
@@ -558,9 +558,10 @@ class ExecutionContext:
             data["usage"] = usage
         return data
 
-    def _input_reference(self, input_ref: Sequence[Any] | None, journaled: Any) -> list[Any] | None:
+    def _input_reference(self, input_ref: Sequence[Any] | None, digest: str) -> list[Any] | None:
         """Format 2: ``input_ref`` as the journaled ``ref`` when the output it names (a step
-        completed live lately, or recorded) holds exactly ``journaled``; else None (a copy is kept)."""
+        completed live lately, or recorded) holds exactly the input whose digest is ``digest`` (the
+        one ``execute`` already took); else None (a copy is kept)."""
         if input_ref is None or self._format == FORMAT_1 or not input_ref or not isinstance(input_ref[0], str):
             return None
         source, *path = input_ref
@@ -575,7 +576,7 @@ class ExecutionContext:
             target = ref_target(output, path)
         except LookupError:
             return None
-        return [source, *path] if canonical_json(target) == canonical_json(journaled) else None
+        return [source, *path] if digest_value(target) == digest else None
 
     def _remember(self, sid: str, output: Any) -> None:
         """Keep a live step's output for format 2 input references (the latest few only)."""
