@@ -62,6 +62,7 @@ def test_the_tutorials_are_there() -> None:
     ]
     assert "09-typed-output-sessions-subagents.ipynb" in names
     assert "10-sessions-and-versioned-flows.ipynb" in names
+    assert "11-shared-journal.ipynb" in names
 
 
 @pytest.mark.parametrize("path", TUTORIALS, ids=lambda p: p.name)
@@ -99,10 +100,16 @@ def test_every_code_cell_ran_once_in_order_without_errors(path: Path) -> None:
 @pytest.mark.parametrize("path", TUTORIALS, ids=lambda p: p.name)
 def test_the_extension_is_loaded_at_most_once_on_a_journal_of_its_own(path: Path) -> None:
     """Two ``%load_ext loom_nb`` print "already loaded" and break nbval; two notebooks on one journal file
-    would lock each other out (DuckDB allows one process per file)."""
+    would lock each other out (DuckDB allows one process per file). A tutorial on the shared PostgreSQL
+    journal works in a schema of its own, ``tutorial_NN``, so it never reads another one's runs."""
     sources = "\n".join(c.source for c in code_cells(load(path)))
     assert len(re.findall(r"^%load_ext loom_nb\s*$", sources, flags=re.M)) <= 1, f"{path.name}: loaded twice"
-    if "%load_ext loom_nb" in sources:
+    if "postgresql://" in sources:
+        number = path.stem.split("-")[0]
+        assert f'schema = "tutorial_{number}"' in sources and "DROP SCHEMA IF EXISTS" in sources, (
+            f"{path.name}: work in a schema of its own, tutorial_{number}, emptied at the start"
+        )
+    elif "%load_ext loom_nb" in sources:
         assert f'Path(".journals/{path.stem}.duckdb")' in sources, (
             f"{path.name}: load the extension on its own journal, .journals/{path.stem}.duckdb"
         )
