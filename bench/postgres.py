@@ -8,7 +8,12 @@ then times the first call after a restart: a process runs N turns behind ``Crash
 dies about half way; a fresh process opens the journal and times ``recover()`` to the first NEW
 model or tool call. Run: ``.venv/bin/python bench/postgres.py [--runs 3] [--turns 200] [--url URL]``
 
-DBOS's own PostgreSQL workflow, the issue's anchor, is not run here (not installed in this change).
+DBOS's own PostgreSQL-backed workflow for the same workload (``bench/dbos_workload.py``: a model step
+and a tool step per turn) runs in the same repetitions on the same server, its system database a
+database of its own (``loom_bench_dbos_<pid>``, made on the server of ``--url`` and dropped after);
+its bytes per turn are the text DBOS stored (serialized step outputs, workflow inputs and output) / N,
+its first call after a restart is timed from just before ``DBOS.launch()`` (whose recovery resumes
+the workflow) to the first new step. Needs ``pip install dbos``; without it DBOS's row says so.
 """
 
 from __future__ import annotations
@@ -113,6 +118,57 @@ def restart_ms(target: str, turns: int, events: int) -> float | None:
     return json.loads(lines[-1])["first_call_ms"] if out.returncode == 0 and lines else None
 
 
+DBOS_SCRIPT = str(Path(__file__).resolve().parent / "dbos_workload.py")
+
+
+def dbos_url(url: str, name: str) -> str:
+    """``url`` with the database ``name`` (DBOS's system database) instead of its own."""
+    base = url.partition("?")[0]
+    return base.rsplit("/", 1)[0] + "/" + name
+
+
+def drop_database(url: str, name: str) -> None:
+    """Drop the database ``name`` on ``url``'s server (DBOS's system database)."""
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as pg:
+        pg.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
+def dbos_available() -> bool:
+    """True when ``dbos`` is installed."""
+    import importlib.util
+
+    return importlib.util.find_spec("dbos") is not None
+
+
+def dbos_call(*argv: str) -> dict[str, Any] | None:
+    """One ``bench/dbos_workload.py`` process; its JSON line (None when it failed)."""
+    out = subprocess.run([sys.executable, DBOS_SCRIPT, *argv], capture_output=True, text=True, timeout=600)
+    lines = out.stdout.strip().splitlines()
+    if out.returncode != 0 or not lines:
+        print(f"DBOS {argv[2]} failed: {out.stderr[-600:]}", file=sys.stderr)
+        return None
+    result: dict[str, Any] = json.loads(lines[-1])
+    return result
+
+
+def dbos_run(sys_url: str, turns: int, workflow_id: str) -> tuple[float, int, int] | None:
+    """Seconds of one DBOS workflow of N turns and the bytes DBOS stored for it."""
+    out = dbos_call(sys_url, str(turns), "run", workflow_id)
+    return None if out is None else (float(out["wall"]), int(out["bytes"]), 0)
+
+
+def dbos_restart_ms(sys_url: str, turns: int) -> float | None:
+    """DBOS's first call after a restart: a process dies at turn N/2, a fresh one launches DBOS."""
+    half = str(turns // 2)
+    subprocess.run(
+        [sys.executable, DBOS_SCRIPT, sys_url, str(turns), "crash", "restart", half], capture_output=True, timeout=300
+    )
+    out = dbos_call(sys_url, str(turns), "recover", "restart", half)
+    return None if out is None or out["first_call_ms"] is None else float(out["first_call_ms"])
+
+
 def main() -> None:
     """Both stores, one run each per repetition, a markdown table."""
     if len(sys.argv) > 1 and sys.argv[1] == "--child":
@@ -123,16 +179,23 @@ def main() -> None:
     parser.add_argument("--turns", type=int, default=200)
     parser.add_argument("--url", default=URL)
     args = parser.parse_args()
-    results: dict[str, list[tuple[float, int, int]]] = {"duckdb": [], "postgres": []}
+    with_dbos = dbos_available()
+    results: dict[str, list[tuple[float, int, int]]] = {"duckdb": [], "postgres": [], "dbos-postgres": []}
     restart: dict[str, float | None] = {}
+    dbos_db = f"loom_bench_dbos_{os.getpid()}"
+    sys_url = dbos_url(args.url, dbos_db)
     with tempfile.TemporaryDirectory() as tmp:
-        for i in range(args.runs):  # interleaved, so both stores see the same machine load
+        for i in range(args.runs):  # interleaved, so every store sees the same machine load
             results["duckdb"].append(one_run(os.path.join(tmp, f"r{i}.duckdb"), args.turns))
             name = f"bench_pg_{os.getpid()}_{i}"
             try:
                 results["postgres"].append(one_run(fresh_schema(args.url, name), args.turns))
             finally:
                 drop_schema(args.url, name)
+            if with_dbos:
+                took = dbos_run(sys_url, args.turns, f"bench-{i}")
+                if took is not None:
+                    results["dbos-postgres"].append(took)
         events = results["duckdb"][0][2]
         restart["duckdb"] = restart_ms(os.path.join(tmp, "restart.duckdb"), args.turns, events)
         name = f"bench_pg_{os.getpid()}_restart"
@@ -140,16 +203,41 @@ def main() -> None:
             restart["postgres"] = restart_ms(fresh_schema(args.url, name), args.turns, events)
         finally:
             drop_schema(args.url, name)
+        try:
+            restart["dbos-postgres"] = dbos_restart_ms(sys_url, args.turns) if with_dbos else None
+        finally:
+            if with_dbos:
+                drop_database(args.url, dbos_db)
     print(f"N = {args.turns} turns, median of {args.runs}; {os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}\n")
-    print("| store | ms per turn | JSON bytes per turn | first call after a restart (ms) |")
-    print("|---|---:|---:|---:|")
-    per_turn = {}
+    print("| store | ms per turn | bytes per turn | first call after a restart (ms) | runs (ms per turn) |")
+    print("|---|---:|---:|---:|---|")
+    per_turn: dict[str, float] = {}
+    per_bytes: dict[str, float] = {}
     for store, runs in results.items():
+        label = {"duckdb": "loom_nb DuckDB", "postgres": "loom_nb PostgreSQL", "dbos-postgres": "DBOS PostgreSQL"}[
+            store
+        ]
+        if not runs:
+            print(f"| {label} | not run (pip install dbos) | | | |")
+            continue
         per_turn[store] = statistics.median(w for w, _, _ in runs) / args.turns * 1e3
-        first = restart[store]
+        per_bytes[store] = runs[0][1] / args.turns
+        first = restart.get(store)
         shown = "n/a" if first is None else f"{first:.1f}"
-        print(f"| {store} | {per_turn[store]:.2f} | {runs[0][1] / args.turns:,.0f} | {shown} |")
-    print(f"\nPostgreSQL / DuckDB, ms per turn, same run: {per_turn['postgres'] / per_turn['duckdb']:.2f}")
+        each = ", ".join(f"{w / args.turns * 1e3:.2f}" for w, _, _ in runs)
+        print(f"| {label} | {per_turn[store]:.2f} | {per_bytes[store]:,.0f} | {shown} | {each} |")
+    print(f"\nloom_nb PostgreSQL / DuckDB, ms per turn, same run: {per_turn['postgres'] / per_turn['duckdb']:.2f}")
+    if "dbos-postgres" in per_turn:
+        ratio = per_turn["postgres"] / per_turn["dbos-postgres"]
+        print(f"loom_nb PostgreSQL / DBOS, ms per turn, same run: {ratio:.2f}x (target <= 0.35x)")
+        below = "below" if per_bytes["postgres"] < per_bytes["dbos-postgres"] else "NOT below"
+        print(
+            f"bytes per turn: loom_nb {per_bytes['postgres']:,.0f} (event JSON) vs DBOS "
+            f"{per_bytes['dbos-postgres']:,.0f} (stored text): {below}"
+        )
+    first_pg = restart.get("postgres")
+    if first_pg is not None:
+        print(f"loom_nb PostgreSQL first call after a restart: {first_pg:.1f} ms (target < 50 ms)")
 
 
 if __name__ == "__main__":
