@@ -92,6 +92,7 @@ from loom_nb.providers.anthropic import AnthropicMessages
 from loom_nb.providers.openai import OpenAIChat
 from loom_nb.providers.responses import OpenAIResponses
 from loom_nb.runtime import Runtime, default_runtime, set_default_runtime
+from loom_nb.worker import Worker
 
 __version__ = "0.1.0"
 
@@ -217,6 +218,7 @@ __all__ = [
     "Usage",
     "UsageError",
     "WaitInterrupted",
+    "Worker",
     "__version__",
     "agent_loop",
     "agent_step",

@@ -179,6 +179,7 @@ EXPECTED_ALL = sorted(
         "InputIgnoredWarning",
         "RunCancelledError",
         "WaitInterrupted",
+        "Worker",
         "AgentResult",
         "AgentTool",
         "AnthropicMessages",
@@ -274,6 +275,28 @@ def test_public_api_is_pinned() -> None:
     assert sorted(loom_nb.__all__) == EXPECTED_ALL
     for name in loom_nb.__all__:
         assert hasattr(loom_nb, name), name
+
+
+def test_the_journal_package_exports_its_stores() -> None:
+    """``loom_nb.journal.__all__`` is pinned, each name documented."""
+    from loom_nb import journal
+
+    assert journal.__all__ == [
+        "ContentBlob",
+        "DuckDBJournal",
+        "Event",
+        "EventKind",
+        "ExecutionRecord",
+        "InMemoryJournal",
+        "JournalStore",
+        "PostgresJournal",
+        "canonical_json",
+        "digest_bytes",
+        "digest_value",
+        "to_jsonable",
+    ]
+    for name in journal.__all__:
+        assert getattr(journal, name).__doc__, name
 
 
 def test_every_public_name_has_a_docstring() -> None:
