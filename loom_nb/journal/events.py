@@ -78,7 +78,8 @@ class ExecutionRecord:
     Attributes:
         execution_id: The execution's id.
         flow: The registered name of the flow it runs.
-        status: ``running``, ``suspended``, ``completed``, ``failed`` or ``cancelled``.
+        status: ``queued`` (submitted for a worker, not taken yet), ``running``, ``suspended``,
+            ``completed``, ``failed`` or ``cancelled``.
         created_at: When it started (epoch seconds).
         updated_at: When its status last changed (epoch seconds).
     """

@@ -7,7 +7,10 @@ There is one golden file per event format (``loom_nb.journal.event_format``): ``
 (format 1, recorded before formats were versioned) and ``kernel_order_v2.jsonl`` (format 2). Both must
 replay, and the kernel, told to write a format, must still journal that format's file identically.
 ``golden/kernel_order_cancelled.jsonl`` is the same flow (format 1) cancelled while its charge was in
-flight. Write the golden files that are missing with::
+flight. ``golden/kernel_order_queued.jsonl`` (format 2) is the same flow submitted for a worker
+(``execution_started`` with ``"queued": true``), taken and driven by the worker to its gates, answered
+from elsewhere (the answer only recorded), and driven on by the worker to the end. Write the golden
+files that are missing with::
 
 Regenerate one (only for a deliberate, migrated change of the journal's shapes) with::
 
@@ -31,7 +34,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from loom_nb.journal import Event, InMemoryJournal, canonical_json
+from loom_nb.journal import Event, ExecutionRecord, InMemoryJournal, canonical_json
 from loom_nb.journal.event_format import CURRENT_FORMAT
 from loom_nb.journal.store import JournalStore
 from loom_nb.kernel import Decision, Engine, ExecutionContext, FlowRegistry, GateRequest
@@ -43,6 +46,9 @@ GOLDENS = {1: GOLDEN, 2: Path(__file__).with_name("golden") / "kernel_order_v2.j
 #: The same flow cancelled while its non-idempotent charge was in flight (``execution_cancelled``).
 GOLDEN_CANCELLED = Path(__file__).with_name("golden") / "kernel_order_cancelled.jsonl"
 CANCEL_REASON = "the customer called"
+#: The same flow submitted for a worker (``Engine.submit``), run by the worker, answered from a notebook.
+GOLDEN_QUEUED = Path(__file__).with_name("golden") / "kernel_order_queued.jsonl"
+QUEUED_ID = "golden-queued"
 EXECUTION_ID = "golden-1"
 FLOW_NAME = "golden_order"
 INPUT = {"sku": "A-1", "qty": 2}
@@ -171,6 +177,38 @@ async def record_cancelled() -> list[Event]:
     return journal.read(EXECUTION_ID)
 
 
+class QueueJournal(InMemoryJournal):
+    """An ``InMemoryJournal`` whose queued executions a worker can take, as ``PostgresJournal.claim_queued``
+    does (the row turns ``running``; no event is written)."""
+
+    def take(self, execution_id: str) -> None:
+        """Take the queued execution ``execution_id`` (its row becomes ``running``)."""
+        row = self._executions[execution_id]
+        assert row.status == "queued", row
+        self._executions[execution_id] = ExecutionRecord(
+            row.execution_id, row.flow, "running", row.created_at, row.updated_at
+        )
+
+
+async def record_queued() -> list[Event]:
+    """Submit the golden flow (format 2) for a worker, let the worker take and drive it to its gates,
+    answer them without driving (as a notebook does for a worker's run), and let the worker drive it
+    to the end; return its events."""
+    journal = QueueJournal()
+    rt = make_runtime(journal, event_format=2)
+    submitted = rt.submit(FLOW_NAME, INPUT, execution_id=QUEUED_ID)
+    assert submitted.status == "queued", submitted
+    assert await rt.recover() == []  # a queued execution is the workers' to take, never recover()'s
+    journal.take(QUEUED_ID)
+    (parked,) = await rt.recover(execution_ids=[QUEUED_ID])
+    assert parked.status == "suspended", parked
+    rt.answer(QUEUED_ID, "finance", {"approved": True}, drive_here=False)
+    rt.answer(QUEUED_ID, "manager", {"approved": True, "reason": "ok"}, drive_here=False)
+    (done,) = await rt.recover(execution_ids=[QUEUED_ID])
+    assert done.status == "completed", done
+    return journal.read(QUEUED_ID)
+
+
 def to_lines(events: list[Event]) -> list[str]:
     """One canonical JSON line per event."""
     return [
@@ -210,6 +248,8 @@ def main(argv: list[str]) -> int:
     recorders: list[tuple[Path, Any]] = [(GOLDENS[event_format], lambda: record(event_format))]
     if event_format == 1:
         recorders.append((GOLDEN_CANCELLED, record_cancelled))
+    if event_format == 2:
+        recorders.append((GOLDEN_QUEUED, record_queued))
     for path, recorder in recorders:
         text = "\n".join(to_lines(asyncio.run(recorder()))) + "\n"
         if "--write" in argv:
