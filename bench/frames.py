@@ -11,8 +11,9 @@ for 1M events.
 With ``--postgres URL`` the same rows are then copied (psycopg ``COPY``) into a fresh schema of that
 PostgreSQL server, and the frames are read through ``loom.Runtime.open(URL)``: the first ``steps()``
 (cold: every table moved as Arrow through the ADBC driver into DuckDB, then the view) and the
-repeated one (warm: the journal did not change, so only the change check runs). Target: under 3 s
-for 1M events, cold.
+repeated one (warm: the journal did not change, so only the change check runs), and the change check
+alone (``PostgresJournal.change_marker``, which every ``frames()`` call runs). Target: under 3 s for
+1M events, cold.
 
 Run: ``.venv/bin/python bench/frames.py [--events 1000000] [--repeat 3] [--memory] [--postgres URL]``
 """
@@ -226,6 +227,9 @@ def main() -> None:
                         pg_rows.append(("`steps()` cold (Arrow transfer + view)", time.perf_counter() - began, n))
                         median, n = timed(pf.steps, args.repeat)
                         pg_rows.append((f"`steps()` warm (median of {args.repeat})", median, n))
+                        marker = pg_rt.journal.change_marker
+                        median, _ = timed(lambda: [marker()], args.repeat)
+                        pg_rows.append((f"change check `change_marker()` (median of {args.repeat})", median, 1))
                         pf.close()
                 finally:
                     drop_schema(args.postgres, target)
