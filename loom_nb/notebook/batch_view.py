@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import html
 import logging
+from collections.abc import Callable
 from typing import Any
 
 import ipywidgets as widgets
@@ -112,6 +113,7 @@ class BatchView(TextForm, widgets.VBox):  # type: ignore[misc]
         self._dirty: dict[str, BatchItem] = {}
         self.items_synced = 0
         self._throttle = Throttle(self._refresh, interval=interval)
+        self._refreshed: list[Callable[[BatchView], None]] = []
         self.actions = widgets.HBox([self.approve_all, self.refuse_all, self.reason])
         self.actions.layout.display = "none"
         super().__init__(
@@ -142,6 +144,12 @@ class BatchView(TextForm, widgets.VBox):  # type: ignore[misc]
         self._dirty[item.execution_id] = item
         self._throttle.request()
 
+    def on_refresh(self, listener: Callable[[BatchView], None]) -> Callable[[], None]:
+        """Call ``listener(view)`` after each refresh (the display follows the view this way);
+        returns a function that stops it."""
+        self._refreshed.append(listener)
+        return lambda: self._refreshed.remove(listener) if listener in self._refreshed else None
+
     def flush(self) -> None:
         """Refresh now if a change is waiting (tests; the throttle does it on its own)."""
         self._throttle.flush()
@@ -155,6 +163,8 @@ class BatchView(TextForm, widgets.VBox):  # type: ignore[misc]
     def _refresh(self) -> None:
         try:
             self._render()
+            for listener in list(self._refreshed):
+                listener(self)
         except Exception:  # a view must never stop a batch
             log.exception("loom_nb: the batch view of %s failed to update", self.batch.agent.flow_name)
 
