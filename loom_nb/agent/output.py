@@ -392,3 +392,94 @@ def recorded_output(state: RunState) -> RecordedOutput | None:
         failed_attempts=attempts - 1 if completed else attempts,
         output=output,
     )
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class AnswerAttempt:
+    """One model turn that gave a typed run's final answer, as its journal holds it (what the live
+    view shows in that turn).
+
+    Attributes:
+        step_id: The model step (``#turn:<i>``).
+        turn: Its turn.
+        attempt: 1 for the first answer, 2 for the first retry...
+        mode: ``tool`` or ``native``.
+        arguments: The ``final_result`` call's arguments (``tool`` mode), else None.
+        text: The answer's text (``native`` mode, or a text answer in ``tool`` mode).
+        status: ``valid`` (the run completed with it), ``invalid`` (it went back to the model, or the
+            run failed on it) or ``checking`` (nothing after it yet).
+        error: Why it is invalid, as the model read it (its lines joined by ``; ``), else "".
+    """
+
+    step_id: str
+    turn: int
+    attempt: int
+    mode: str
+    arguments: Any
+    text: str
+    status: str
+    error: str
+
+
+def _retry_error(next_input: Any) -> str:
+    """The validation error a model step's input sends back (the retry messages it adds), or ""."""
+    adds = next_input.get("add") if isinstance(next_input, dict) else None
+    for item in adds or ():
+        msg = item.get("msg") if isinstance(item, dict) else None
+        if not isinstance(msg, dict):
+            continue
+        is_retry = (msg.get("role") == "tool" and msg.get("name") == FINAL_RESULT_TOOL and msg.get("is_error")) or (
+            msg.get("role") == "user"
+        )
+        if is_retry:
+            lines = str(msg.get("text") or "").removeprefix("Error: ").splitlines()
+            kept = [ln.strip() for ln in lines if ln.strip() and not ln.startswith("Fix the errors")]
+            if len(kept) > 1 and kept[0].endswith(":"):  # "The answer failed validation:" then "- a: b" lines
+                kept = [ln.removeprefix("- ") for ln in kept[1:]]
+            return "; ".join(kept)
+    return ""
+
+
+def answer_attempts(state: RunState) -> list[AnswerAttempt]:
+    """The final-answer attempts of a typed run, in turn order, read from its folded journal ([] for
+    a text agent or another flow). A pure function of the events, like ``recorded_output``."""
+    steps = [s for s in state.steps.values() if s.kind == step_ids.MODEL_KIND]
+    first = steps[0].input if steps else None
+    if not isinstance(first, dict) or not isinstance(first.get("output"), dict):
+        return []
+    mode = str(first["output"].get("mode"))
+    by_turn = {step_ids.parse_step_id(s.step_id).turn or 0: s for s in steps}
+    last_turn = max(by_turn)
+    found: list[AnswerAttempt] = []
+    for turn in sorted(by_turn):
+        step = by_turn[turn]
+        if not step.completed or not isinstance(step.output, dict):
+            continue
+        message = step.output.get("message") or {}
+        calls = [c for c in message.get("tool_calls") or () if isinstance(c, dict)]
+        answer = next((c for c in calls if c.get("name") == FINAL_RESULT_TOOL), None)
+        if calls and answer is None:
+            continue  # a turn that called tools: not an answer
+        following = by_turn.get(turn + 1)
+        error = _retry_error(following.input) if following is not None else ""
+        if following is not None:
+            status = "invalid"
+        elif turn == last_turn and state.status == "completed":
+            status = "valid"
+        elif turn == last_turn and state.status == "failed":
+            status, error = "invalid", "the run failed on it (the error is below)"
+        else:
+            status = "checking"
+        found.append(
+            AnswerAttempt(
+                step_id=step.step_id,
+                turn=turn,
+                attempt=len(found) + 1,
+                mode=mode,
+                arguments=answer.get("arguments") if answer is not None else None,
+                text=str(message.get("text") or ""),
+                status=status,
+                error=error,
+            )
+        )
+    return found

@@ -1,6 +1,7 @@
-"""``BatchView``: one view of a whole ``Agent.map`` batch: a progress bar with done / failed /
-waiting-at-a-gate counts, and one card for every open gate of the batch, with Approve all / Refuse
-all (``Batch.approve_all`` / ``refuse_all``) beside them.
+"""``BatchView``: one view of a whole ``Agent.map`` batch: a progress bar of segments in proportion
+to the items done / failed / waiting at a gate / running (the rest: queued), in the palette's
+theme-aware colours, the counts, and one card for every open gate of the batch, with Approve all /
+Refuse all (``Batch.approve_all`` / ``refuse_all``) above them, shown only while a gate waits.
 
 It watches the batch through ``Batch.on_change``: a change marks its item dirty and asks a
 ``Throttle`` for a refresh, and a refresh touches only the dirty items' cards (the counts are kept
@@ -14,18 +15,55 @@ from __future__ import annotations
 
 import html
 import logging
+from collections.abc import Callable
 from typing import Any
 
 import ipywidgets as widgets
 
 from loom_nb.agent.batch import Batch, BatchItem
 from loom_nb.agent.config import APPROVAL_GATE
+from loom_nb.analysis.palette import css
 from loom_nb.errors import LoomError
 from loom_nb.notebook.cards import GateCard, card_for
 from loom_nb.notebook.formatting import TextForm, html_widget, short_text
 from loom_nb.notebook.throttle import Throttle
 
 log = logging.getLogger("loom_nb")
+
+#: The bar's segments, in order: (batch status, palette role, word for the tooltip).
+SEGMENTS: tuple[tuple[str, str, str], ...] = (
+    ("completed", "done", "done"),
+    ("failed", "failed", "failed"),
+    ("suspended", "waiting", "waiting at a gate"),
+    ("running", "running", "running"),
+)
+
+STYLE = (
+    "<style>\n"
+    + css()
+    + """
+.loom-batch-bar { display: flex; width: 300px; max-width: 100%; height: 14px; margin: 4px 0;
+  border: 1px solid var(--jp-border-color1, #9e9e9e); border-radius: 3px; overflow: hidden;
+  background: var(--jp-layout-color2, #eeeeee); }
+.loom-batch-bar > span { display: block; height: 100%; }
+.loom-seg-done { background: var(--loom-done); } .loom-seg-failed { background: var(--loom-failed); }
+.loom-seg-waiting { background: var(--loom-waiting); } .loom-seg-running { background: var(--loom-running); }
+.loom-batch .loom-error { color: var(--loom-failed); }
+</style>"""
+)
+
+
+def bar_html(counts: dict[str, int], total: int) -> str:
+    """The batch's progress bar as HTML: one segment per status with items, its width in proportion
+    to its count out of ``total`` (the track left empty is the queued items), each with a tooltip."""
+    segments = []
+    for status, role, word in SEGMENTS:
+        n = counts.get(status, 0)
+        if n:
+            width = 100 * n / max(total, 1)
+            segments.append(f"<span class='loom-seg-{role}' style='width: {width:.4g}%' title='{n} {word}'></span>")
+    label = ", ".join(f"{counts.get(status, 0)} {word}" for status, _, word in SEGMENTS)
+    return f"<div class='loom-batch-bar' role='img' aria-label='{html.escape(label)}'>{''.join(segments)}</div>"
 
 
 class BatchView(TextForm, widgets.VBox):  # type: ignore[misc]
@@ -37,7 +75,9 @@ class BatchView(TextForm, widgets.VBox):  # type: ignore[misc]
 
     Attributes:
         batch: The batch.
-        progress: The bar (done + failed out of all items).
+        progress: The bar (class ``loom-batch-bar``): segments done / failed / waiting / running in
+            proportion to all items (``bar_html``).
+        actions: The row of Approve all / Refuse all and the reason box (hidden while no gate waits).
         counts: The counts line.
         cards: The card of every open gate, by ``(execution id, gate id)``, in input order.
         approve_all: The Approve all button; ``refuse_all`` the Refuse all one; ``reason`` their reason box.
@@ -52,8 +92,8 @@ class BatchView(TextForm, widgets.VBox):  # type: ignore[misc]
         self.title = html_widget(
             "loom-batch-title", f"<b>loom batch</b> <code>{html.escape(batch.agent.flow_name)}</code>: {n} item(s)"
         )
-        self.progress = widgets.IntProgress(value=0, min=0, max=max(n, 1), bar_style="info")
-        self.progress.add_class("loom-batch-progress")
+        self.style = html_widget("loom-style", STYLE)
+        self.progress = html_widget("loom-batch-progress", bar_html(batch.counts, n))
         self.counts = html_widget("loom-batch-counts")
         self.reason = widgets.Text(placeholder="reason (optional)")
         self.reason.add_class("loom-batch-reason")
@@ -73,12 +113,16 @@ class BatchView(TextForm, widgets.VBox):  # type: ignore[misc]
         self._dirty: dict[str, BatchItem] = {}
         self.items_synced = 0
         self._throttle = Throttle(self._refresh, interval=interval)
+        self._refreshed: list[Callable[[BatchView], None]] = []
+        self.actions = widgets.HBox([self.approve_all, self.refuse_all, self.reason])
+        self.actions.layout.display = "none"
         super().__init__(
             children=[
+                self.style,
                 self.title,
                 self.progress,
                 self.counts,
-                widgets.HBox([self.approve_all, self.refuse_all, self.reason]),
+                self.actions,
                 self.message,
                 self.gate_box,
             ]
@@ -100,6 +144,12 @@ class BatchView(TextForm, widgets.VBox):  # type: ignore[misc]
         self._dirty[item.execution_id] = item
         self._throttle.request()
 
+    def on_refresh(self, listener: Callable[[BatchView], None]) -> Callable[[], None]:
+        """Call ``listener(view)`` after each refresh (the display follows the view this way);
+        returns a function that stops it."""
+        self._refreshed.append(listener)
+        return lambda: self._refreshed.remove(listener) if listener in self._refreshed else None
+
     def flush(self) -> None:
         """Refresh now if a change is waiting (tests; the throttle does it on its own)."""
         self._throttle.flush()
@@ -113,16 +163,15 @@ class BatchView(TextForm, widgets.VBox):  # type: ignore[misc]
     def _refresh(self) -> None:
         try:
             self._render()
+            for listener in list(self._refreshed):
+                listener(self)
         except Exception:  # a view must never stop a batch
             log.exception("loom_nb: the batch view of %s failed to update", self.batch.agent.flow_name)
 
     def _render(self) -> None:
         batch = self.batch
         c = batch.counts
-        self.progress.value = c["completed"] + c["failed"]
-        self.progress.bar_style = (
-            "danger" if c["failed"] else "warning" if c["suspended"] else "success" if not batch.moving else "info"
-        )
+        self.progress.value = bar_html(c, len(batch.items))
         self.counts.value = html.escape(batch.progress_line())
         dirty, self._dirty = self._dirty, {}
         self.items_synced += len(dirty)
@@ -135,6 +184,7 @@ class BatchView(TextForm, widgets.VBox):  # type: ignore[misc]
             self.gate_box.children = tuple(self._boxes[key] for key in order)
         waiting = any(card.gate.kind == APPROVAL_GATE and not card.decided for card in self.cards.values())
         self.approve_all.disabled = self.refuse_all.disabled = not waiting
+        self.actions.layout.display = "" if waiting else "none"
 
     def _sync_cards(self, item: BatchItem) -> bool:
         open_gates = {g.gate_id: g for g in item.gates} if item.status == "suspended" else {}

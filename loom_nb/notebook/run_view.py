@@ -35,7 +35,7 @@ import ipywidgets as widgets
 from loom_nb.agent.agent import Run
 from loom_nb.agent.carry import session_of
 from loom_nb.agent.config import APPROVAL_GATE
-from loom_nb.agent.output import output_text
+from loom_nb.agent.output import FINAL_RESULT_TOOL, AnswerAttempt, answer_attempts, output_text
 from loom_nb.analysis.palette import css
 from loom_nb.journal import step_ids
 from loom_nb.journal.events import STATUS_OF_KIND, Event, EventKind
@@ -211,6 +211,50 @@ class ToolRow:
         )
 
 
+class AnswerRow:
+    """One final answer a typed run's model gave (``AnswerAttempt``): the ``final_result`` call (or
+    "text answer"), and whether it was valid, or why not (what went back to the model).
+
+    Attributes:
+        attempt: The attempt it shows.
+        widget: The HTML row (class ``loom-answer-row``).
+    """
+
+    def __init__(self, attempt: AnswerAttempt, schema: dict[str, Any] | None = None) -> None:
+        self.attempt = attempt
+        self.schema = schema or {}
+        self.widget = html_widget("loom-answer-row")
+
+    def what(self) -> str:
+        """The answer as given: the ``final_result`` call (arguments in the type's field order), or
+        ``text answer``."""
+        args = self.attempt.arguments
+        if isinstance(args, dict):
+            args = dict(ordered_arguments(args, self.schema))
+        return call_text(FINAL_RESULT_TOOL, args) if args is not None else "text answer"
+
+    def verdict(self) -> str:
+        """``valid answer (shown below)``, ``invalid answer`` or ``checking the answer``."""
+        status = self.attempt.status
+        return {"valid": "valid answer (shown below)", "invalid": "invalid answer"}.get(status, "checking the answer")
+
+    def text(self) -> str:
+        """The row as one line of text."""
+        a = self.attempt
+        line = f"answer attempt {a.attempt}: {self.what()} {self.verdict()}"
+        return line + (f" -> {a.error}" if a.error else "")
+
+    def render(self) -> None:
+        """Copy the attempt into the widget."""
+        a = self.attempt
+        state = {"valid": "done", "invalid": "failed"}.get(a.status, "running")
+        error = f" → <code>{html.escape(short_text(a.error, 240))}</code>" if a.error else ""
+        self.widget.value = (
+            f"<code>{html.escape(self.what())}</code> "
+            f"<span class='loom-tool-status loom-tool-{state}'>{html.escape(self.verdict())}</span>{error}"
+        )
+
+
 class TurnBlock(widgets.VBox):  # type: ignore[misc]
     """One model turn of the live view, in the order things happened: the model's text (Markdown),
     its reasoning (collapsed), a spinner while the model is called, then the turn's tool rows and
@@ -256,8 +300,8 @@ class TurnBlock(widgets.VBox):  # type: ignore[misc]
         empty = hidden and not self.tools.children and not self.cards.children and not self.thinking.value
         self.layout.display = "none" if empty else ""
 
-    def add_row(self, row: ToolRow) -> None:
-        """Add a tool row."""
+    def add_row(self, row: ToolRow | AnswerRow) -> None:
+        """Add a tool row (or a typed answer's row)."""
         self.tools.children = (*self.tools.children, row.widget)
 
     def add_card(self, card: GateCard) -> None:
@@ -288,6 +332,7 @@ class RunView(TextForm, widgets.VBox):  # type: ignore[misc]
         state: The run's events folded so far (``RunState``).
         cards: Gate cards by gate id (kept after their gates resolve).
         tool_rows: Tool rows by step id.
+        answer_rows: A typed run's final-answer rows (``AnswerRow``), by model step id.
         blocks: The ``TurnBlock`` of each turn, by turn index.
         turn: Model turns started so far.
         deltas: Streamed deltas received.
@@ -307,6 +352,9 @@ class RunView(TextForm, widgets.VBox):  # type: ignore[misc]
         self.state = RunState(execution_id=run.id)
         self.cards: dict[str, GateCard] = {}
         self.tool_rows: dict[str, ToolRow] = {}
+        self.answer_rows: dict[str, AnswerRow] = {}
+        self._typed: bool | None = None  # a typed run's first model step says so (None: not seen yet)
+        self._answer_schema: dict[str, Any] = {}  # the final_result tool's parameters (their order)
         self.blocks: dict[int, TurnBlock] = {}
         #: The model's reasoning blocks so far (``{"text", "signature"}`` or redacted ``{"type", "data"}``).
         self.reasoning: list[dict[str, Any]] = []
@@ -437,12 +485,39 @@ class RunView(TextForm, widgets.VBox):  # type: ignore[misc]
             if touched.kind == step_ids.MODEL_KIND and kind == EventKind.STEP_COMPLETED and "effect" not in data:
                 self._text_of_output(touched)
             self._step_changed(kind, touched)
+            if touched.kind == step_ids.MODEL_KIND:
+                self._sync_answers()
         elif isinstance(touched, GateState):
             self._gate_changed(kind, touched)
+        elif kind in (EventKind.EXECUTION_COMPLETED, EventKind.EXECUTION_FAILED):
+            self._sync_answers()
         elif kind == EventKind.EXECUTION_STARTED:
             label = self.session_text()
             if label:
                 self.session.value = f"<span class='loom-session'>{html.escape(label)}</span>"
+
+    def _sync_answers(self) -> None:
+        """A typed run's answer attempts (``answer_attempts``) as rows in their turns."""
+        if self._typed is False:
+            return
+        model_steps = [s for s in self.state.steps.values() if s.kind == step_ids.MODEL_KIND]
+        if self._typed is None and model_steps:
+            first = model_steps[0].input
+            self._typed = isinstance(first, dict) and isinstance(first.get("output"), dict)
+            out = self.run.agent.config.output if self.run.agent is not None else None
+            spec = out.tool_spec if out is not None else None  # live: the journal's copy has its keys sorted
+            self._answer_schema = dict(spec.parameters) if spec is not None else {}
+        if not self._typed:
+            return
+        for attempt in answer_attempts(self.state):
+            row = self.answer_rows.get(attempt.step_id)
+            if row is None:
+                row = self.answer_rows[attempt.step_id] = AnswerRow(attempt, self._answer_schema)
+                self.block(attempt.turn).add_row(row)
+            elif row.attempt == attempt:
+                continue
+            row.attempt = attempt
+            row.render()
 
     def _text_of_output(self, step: StepState) -> None:
         """Event format 2 journals no copy of the text a model step streamed: a view that did not
@@ -771,6 +846,7 @@ class RunView(TextForm, widgets.VBox):  # type: ignore[misc]
         if self.reasoning:
             lines.append(f"  thinking: {len(self.reasoning)} block(s) (collapsed in the widget)")
         lines += ["  " + row.text() for row in self.tool_rows.values()]
+        lines += ["  " + row.text() for row in self.answer_rows.values()]
         lines += ["  " + card.text() for card in self.cards.values()]
         if status == "suspended" and not self.cards:
             lines += [f"  {g!r}" for g in run.gates]

@@ -42,37 +42,116 @@ def display(obj: Any) -> Any:
     """Display ``obj`` in the current cell (IPython's ``display``, with a display id); returns the
     display handle (None outside IPython).
 
-    A live view of a run (an object with a ``run``) has its display updated whenever the run's status
-    or gates change, so the text and HTML forms a saved notebook keeps (GitHub, nbviewer, nbval)
-    show the run's latest state, not the state when it was first displayed.
+    A live view (an object with a ``run``, or with an ``on_refresh(listener)`` like the batch view)
+    has its display updated whenever the run's status or gates change (whenever the view refreshed),
+    so the text and HTML forms a saved notebook keeps (GitHub, nbviewer, nbval) show the latest state,
+    not the state when it was first displayed. See ``follow_display``.
     """
     from IPython.display import display as ipython_display
 
     handle = ipython_display(obj, display_id=True)  # type: ignore[no-untyped-call]
+    if handle is None:
+        return None
     run = getattr(obj, "run", None)
-    if handle is not None and isinstance(run, Run):
-        follow_display(run, obj, handle)
+    if isinstance(run, Run):
+        follow_display(obj, handle, run.on_change)
+    elif callable(getattr(obj, "on_refresh", None)):
+        follow_display(obj, handle, obj.on_refresh)
     return handle
 
 
-def follow_display(run: Run, view: Any, handle: Any) -> None:
-    """Update ``handle`` (a display of ``view``) each time ``run``'s status or gates change, after the
-    view updated itself, until the view is closed."""
-    last: list[str] = []
+class FollowedDisplay:
+    """A display of a live view that follows the view (``follow_display``).
 
-    def update(_: Run) -> None:
-        if getattr(view, "comm", True) is None:  # the view was closed
+    Attributes:
+        view: The view.
+        handle: Its display handle.
+        sent: The text of the last update sent while a cell ran (``republish``).
+    """
+
+    def __init__(self, view: Any, handle: Any) -> None:
+        self.view = view
+        self.handle = handle
+        self.sent = repr(view)
+        self._last = self.sent
+
+    @property
+    def closed(self) -> bool:
+        """Whether the view's widget was closed (nothing to update any more)."""
+        return getattr(self.view, "comm", True) is None
+
+    def changed(self, *_: Any) -> None:
+        """Update the display when the view's text changed (a listener of the run or the view)."""
+        if self.closed:
             return
         try:
-            text = repr(view)
-            if last and last[0] == text:
-                return
-            last[:] = [text]
-            handle.update(view)
+            text = repr(self.view)
+            if text != self._last:
+                self._last = text
+                self.handle.update(self.view)
         except Exception:  # a display must never stop a run
             return
 
-    run.on_change(update)
+    def republish(self) -> bool:
+        """Update the display again, from the context of the cell that runs now, when the view's text
+        changed since the last such update; returns whether to keep following (False once the view
+        is closed, or its run ended and its final text was sent)."""
+        if self.closed:
+            return False
+        try:
+            flush = getattr(self.view, "flush", None)
+            if callable(flush):
+                flush()
+            text = repr(self.view)
+            if text != self.sent:
+                self.sent = self._last = text
+                self.handle.update(self.view)
+        except Exception:  # a display must never stop a cell
+            return False
+        run = getattr(self.view, "run", None)
+        return not (isinstance(run, Run) and run.status in ("completed", "failed", "cancelled"))
+
+
+#: The displays of live views this kernel follows, republished after each cell (``republish_displays``).
+FOLLOWED: list[FollowedDisplay] = []
+_HOOKED: list[Any] = []  # the IPython shell the post_run_cell hook is registered on
+
+
+def follow_display(view: Any, handle: Any, subscribe: Any) -> FollowedDisplay:
+    """Update ``handle`` (a display of ``view``) each time ``subscribe``'s listener is called (the
+    run's status or gates changed; the view refreshed), after the view updated itself, until the
+    view is closed; and again after each cell that runs while the view's text changed
+    (``republish_displays``).
+
+    The second is for clients that save the notebook from the messages of each cell: nbclient (so
+    nbconvert, ``make notebooks``) takes a display update only while the cell it belongs to runs;
+    an update sent by a run that a previous cell started (ipykernel gives it that cell's parent
+    header) reaches it while another cell runs and is dropped, so the saved output stayed at its
+    first state. The update sent after each cell carries the running cell's header, and nbclient
+    applies it to every output of that display id, in whichever cell it is.
+    """
+    followed = FollowedDisplay(view, handle)
+    subscribe(followed.changed)
+    FOLLOWED.append(followed)
+    _hook_post_run_cell()
+    return followed
+
+
+def republish_displays(*_: Any) -> None:
+    """The ``post_run_cell`` hook: republish every followed display whose text changed since."""
+    FOLLOWED[:] = [f for f in FOLLOWED if f.republish()]
+
+
+def _hook_post_run_cell() -> None:
+    try:
+        from IPython import get_ipython
+    except ImportError:  # pragma: no cover - IPython ships with ipykernel
+        return
+    ip = get_ipython()
+    if ip is None or any(shell is ip for shell in _HOOKED):
+        return
+    ip.events.register("post_run_cell", republish_displays)
+    _HOOKED.append(ip)
 
 
 def find_agent(runtime: Runtime, flow_name: str) -> Agent | None:

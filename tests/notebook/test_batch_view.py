@@ -5,11 +5,12 @@ and a refresh cost that stays linear in the number of items."""
 from __future__ import annotations
 
 import asyncio
+import re
 
 import loom_nb as loom
 from loom_nb.agent.batch import BATCH_HOOKS
 from loom_nb.messages import ModelRequest, ModelResponse
-from loom_nb.notebook.batch_view import BatchView, show_batch
+from loom_nb.notebook.batch_view import BatchView, bar_html, show_batch
 from loom_nb.notebook.cards import ApprovalCard
 from tests.notebook.support import make_runtime
 
@@ -38,6 +39,11 @@ def agent() -> loom.Agent:
     return loom.Agent(model=loom.ScriptedModel(respond), tools=[send], name="mailer", model_retry=None)
 
 
+def segments(view: BatchView) -> list[tuple[str, str, str]]:
+    """The bar's segments as (palette role, width, tooltip)."""
+    return re.findall(r"<span class='loom-seg-(\w+)' style='width: ([\d.]+%)' title='([^']+)'>", view.progress.value)
+
+
 async def settle(view: BatchView) -> None:
     await view.batch
     view.flush()
@@ -49,7 +55,11 @@ async def test_counts_bar_and_one_card_per_open_gate() -> None:
     view = BatchView(batch)
     assert view.text() == "batch agent:mailer: 0/4 done, 0 failed, 0 waiting at a gate, 0 running, 4 queued"
     await settle(view)
-    assert view.progress.value == 2 and view.progress.max == 4 and view.progress.bar_style == "danger"
+    assert segments(view) == [
+        ("done", "25%", "1 done"),
+        ("failed", "25%", "1 failed"),
+        ("waiting", "50%", "2 waiting at a gate"),
+    ]
     assert batch.counts == {"queued": 0, "running": 0, "suspended": 2, "completed": 1, "failed": 1}
     assert "1/4 done, 1 failed, 2 waiting at a gate" in view.counts.value
     assert len(view.gate_box.children) == 2 and all(isinstance(c, ApprovalCard) for c in view.cards.values())
@@ -60,7 +70,7 @@ async def test_counts_bar_and_one_card_per_open_gate() -> None:
         f"  item {ann}: <Gate #turn:0:tool:0:approval: approve send(to='ann')?> -> "
         f"%loom resume {ann} '#turn:0:tool:0:approval' --approve | --refuse [--reason R]"
     )
-    assert not view.approve_all.disabled
+    assert not view.approve_all.disabled and view.actions.layout.display == ""
 
 
 async def test_approve_all_click_answers_every_gate_and_the_cards_go() -> None:
@@ -74,8 +84,9 @@ async def test_approve_all_click_answers_every_gate_and_the_cards_go() -> None:
     assert "5 gate(s) approved" in view.message.value
     await batch.wait(until="settled")
     view.flush()
-    assert batch.done == 5 and view.progress.value == 5 and view.progress.bar_style == "success"
+    assert batch.done == 5 and segments(view) == [("done", "100%", "5 done")]
     assert view.cards == {} and view.gate_box.children == () and view.approve_all.disabled
+    assert view.actions.layout.display == "none"  # no gate waits: no Approve all / Refuse all
     assert batch.results[0] is not None and batch.results[0].output == "done: send to p0 / sent to p0"
 
 
@@ -143,3 +154,18 @@ def test_the_crash_report_says_to_run_a_batch_again() -> None:
     )
     batch = agent().map(["plain"], runtime=rt, progress=False)
     assert batch.items[0].resumed and batch.done == 1 and crash_report(rt) == []
+
+
+def test_the_bar_shows_the_proportions_with_theme_aware_colours() -> None:
+    """7 done and 1 failed of 8: a 87.5% done segment and a 12.5% failed one (not one red bar), in
+    the palette's colours, which switch with JupyterLab's theme."""
+    html = bar_html({"queued": 0, "running": 0, "suspended": 0, "completed": 7, "failed": 1}, 8)
+    assert "width: 87.5%' title='7 done'" in html and "width: 12.5%' title='1 failed'" in html
+    assert "loom-seg-waiting" not in html and "loom-seg-running" not in html
+    assert "aria-label='7 done, 1 failed, 0 waiting at a gate, 0 running'" in html
+    html = bar_html({"queued": 2, "running": 1, "suspended": 1, "completed": 0, "failed": 0}, 4)
+    assert "width: 25%' title='1 waiting at a gate'" in html and "width: 25%' title='1 running'" in html
+    from loom_nb.notebook.batch_view import STYLE
+
+    assert ".loom-seg-done { background: var(--loom-done); }" in STYLE
+    assert "body[data-jp-theme-light='false']" in STYLE  # the dark values of the palette
