@@ -36,7 +36,7 @@ from loom_nb.kernel.gates import GateRequest, Suspend, resolve_schema, schema_na
 from loom_nb.kernel.history import GateRecord, History, StepRecord, in_doubt_attempt
 
 if TYPE_CHECKING:
-    from loom_nb.kernel.engine import Engine
+    from loom_nb.kernel.engine import Engine, ReplayReport
 
 IN_DOUBT_GATE = step_ids.IN_DOUBT_GATE
 _UNSET: Any = object()
@@ -143,6 +143,8 @@ class ExecutionContext:
         self.waiting: list[str] = []
         #: ``(kind, id)`` of every step, gate, decision and value the body asked for, in order.
         self.trace: list[tuple[str, str]] = []
+        #: A pure replay's replays of the child executions the body reached (``child``), in order.
+        self.child_replays: list[ReplayReport] = []
 
     # -- bookkeeping ----------------------------------------------------------------------------
     @property
@@ -671,7 +673,16 @@ class ExecutionContext:
         """
         rec = self._h.gates.get(step_id)
         cid = step_ids.child_execution_id(self.execution_id, step_id)
-        if (rec is not None and rec.resolved) or self._pure:
+        if self._pure:
+            # A replay descends into the child: it replays too, against the code now loaded.
+            try:
+                outcome = await self.gate(step_id, step_ids.CHILD_GATE)
+            except Suspend:
+                await self._replay_child(cid, flow, input, step_id)
+                raise
+            await self._replay_child(cid, flow, input, step_id)
+            return _child_outcome(cid, outcome)
+        if rec is not None and rec.resolved:
             return _child_outcome(cid, await self.gate(step_id, step_ids.CHILD_GATE))
         self._claim(step_id)
         self.trace.append(("gate", step_id))
@@ -694,6 +705,35 @@ class ExecutionContext:
             return _child_outcome(cid, outcome)
         self.waiting.append(step_id)
         raise Suspend([step_id])
+
+    async def _replay_child(self, child_id: str, flow: Any, input: Any, step_id: str) -> None:
+        """A pure replay of the child ``step_id`` started (when the record has it): the same flow and
+        input as recorded, and its own replay reproduces; else ``NonDeterminismError`` naming both."""
+        if self._rt.journal.get_execution(child_id) is None:
+            return  # the record stops before the child was started
+        h = self._rt.history(child_id)
+        where = f"step {step_id!r} of execution {self.execution_id!r}"
+        fix = (
+            "restore the parent's old code, or put the change behind `ctx.patched('<change>')` so recorded "
+            "runs keep the old child; or fork the run before this step (or start a new one)"
+        )
+        name = self._rt.flows.name_of(flow)  # registers a function: the child replays the code now loaded
+        if name != h.flow:
+            raise NonDeterminismError(
+                f"{where} now starts the flow {name!r} as its child, but the child execution {child_id!r} "
+                f"ran {h.flow!r}: {fix}"
+            )
+        if digest_value(to_jsonable(input)) != digest_value(h.input):
+            raise NonDeterminismError(
+                f"{where} now gives its child execution {child_id!r} another input than the recorded one: {fix}"
+            )
+        report = await self._rt.replay(child_id)
+        self.child_replays.append(report)
+        if not report.reproduced:
+            raise NonDeterminismError(
+                f"the child execution {child_id!r} (started at {where}) does not replay as recorded "
+                f"(runtime.replay({child_id!r}) replays it alone): {report.message}"
+            )
 
     def open_gates(self) -> list[GateRecord]:
         """The gates this body waits on (recorded and newly opened)."""

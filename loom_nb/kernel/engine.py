@@ -93,6 +93,9 @@ class ReplayReport:
         served: How many recorded outcomes the replay was served.
         message: What differed, or "reproduced".
         seconds: Wall time of the replay, from the runtime clock.
+        trace: ``(kind, id)`` of every step, gate, decision and value the replay asked for.
+        children: The replays of the child executions (``ctx.child``) the replay descended into,
+            in the order it reached them (each one with its own ``children``).
     """
 
     execution_id: str
@@ -103,6 +106,7 @@ class ReplayReport:
     message: str
     seconds: float = 0.0
     trace: tuple[tuple[str, str], ...] = field(default=(), repr=False)
+    children: tuple[ReplayReport, ...] = field(default=(), repr=False)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -993,6 +997,7 @@ class Engine:
             message=message or "reproduced",
             seconds=self.clock.now() - began,
             trace=tuple(ctx.trace),
+            children=tuple(ctx.child_replays),
         )
 
     async def check(self, execution_ids: Sequence[str] | None = None) -> CheckReport:

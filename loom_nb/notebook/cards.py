@@ -428,7 +428,7 @@ class ApprovalCard(GateCard):
     def commands(self) -> str:
         """The ``%loom resume`` commands that approve or refuse this gate from a cell."""
         gid = shlex.quote(self.gate.gate_id)
-        return f"%loom resume {self.gate.run.id} {gid} --approve | --refuse [--reason R]"
+        return f"%loom resume {self.gate.execution_id} {gid} --approve | --refuse [--reason R]"
 
 
 class TurnApprovals(TextForm, widgets.VBox):  # type: ignore[misc]
@@ -533,7 +533,7 @@ class InDoubtCard(GateCard):
     def commands(self) -> str:
         """The ``%loom resume`` commands that resolve this gate from a cell."""
         gid = shlex.quote(self.gate.gate_id)
-        return f"%loom resume {self.gate.run.id} {gid} --happened OUTPUT | --run-again | --fail [--reason R]"
+        return f"%loom resume {self.gate.execution_id} {gid} --happened OUTPUT | --run-again | --fail [--reason R]"
 
     def summary(self) -> str:
         """The step in doubt, on one line."""

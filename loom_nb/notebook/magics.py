@@ -353,9 +353,10 @@ class LoomMagics(Magics):
             agent.register(runtime)
         report = run_blocking(runtime.replay(args.id))
         if report.reproduced:
+            children = f", {len(report.children)} child execution(s) replayed too" if report.children else ""
             print(
                 f"loom_nb: replay of {args.id}: reproduced ({report.served} recorded outcome(s) served, "
-                f"recorded {report.recorded_status}, replayed {report.replayed_status})"
+                f"recorded {report.recorded_status}, replayed {report.replayed_status}{children})"
             )
         else:
             print(f"loom_nb: replay of {args.id}: DIVERGED ({report.replayed_status}): {report.message}")

@@ -16,7 +16,7 @@ Every widget has a stable CSS class (``loom-run``, ``loom-run-status``, ``loom-t
 ``loom-happened``, ``loom-run-again``, ``loom-fail``, ``loom-card-status``, ``loom-answer``,
 ``loom-error``, ``loom-usage``, ``loom-thinking`` (the model's reasoning, collapsed), ``loom-session`` (a
 session run: its session, index and the run it continues), ``loom-stop`` (the Stop button:
-``run.cancel()``)), and every
+``run.cancel()``), ``loom-child`` (a sub-agent's steps and cards under its tool row)), and every
 object a useful ``text/plain`` form for front ends
 without widgets (plain IPython, nbval).
 """
@@ -50,6 +50,7 @@ from loom_nb.notebook.cards import (
     ordered_arguments,
     run_tool_schema,
 )
+from loom_nb.notebook.child_panel import ChildPanel, direct_child
 from loom_nb.notebook.formatting import TextForm, call_text, html_widget, short_text
 from loom_nb.notebook.runs import attach, display, ensure_registered
 from loom_nb.notebook.throttle import Throttle
@@ -102,6 +103,8 @@ STYLE = (
 .loom-usage, .loom-live { color: var(--loom-muted); font-size: 12px; }
 .loom-thinking summary { color: var(--loom-muted); cursor: pointer; font-size: 12px; }
 .loom-thinking pre { white-space: pre-wrap; color: var(--loom-muted); font-size: 12px; }
+.loom-child { margin-left: 16px; padding-left: 6px; border-left: 2px solid var(--jp-border-color2, #ddd); }
+.loom-child-head { font-size: 11px; color: var(--loom-muted); } .loom-tool-waiting { color: var(--loom-waiting); }
 </style>"""
 )
 
@@ -333,6 +336,8 @@ class RunView(TextForm, widgets.VBox):  # type: ignore[misc]
         cards: Gate cards by gate id (kept after their gates resolve).
         tool_rows: Tool rows by step id.
         answer_rows: A typed run's final-answer rows (``AnswerRow``), by model step id.
+        child_panels: The sub-agents' child executions (``Agent.as_tool``) by id, each a
+            ``ChildPanel`` under its tool row: the child's tool rows and gate cards.
         blocks: The ``TurnBlock`` of each turn, by turn index.
         turn: Model turns started so far.
         deltas: Streamed deltas received.
@@ -355,6 +360,8 @@ class RunView(TextForm, widgets.VBox):  # type: ignore[misc]
         self.answer_rows: dict[str, AnswerRow] = {}
         self._typed: bool | None = None  # a typed run's first model step says so (None: not seen yet)
         self._answer_schema: dict[str, Any] = {}  # the final_result tool's parameters (their order)
+        self.child_panels: dict[str, ChildPanel] = {}
+        self._unsubscribe_children: Callable[[], None] | None = None
         self.blocks: dict[int, TurnBlock] = {}
         #: The model's reasoning blocks so far (``{"text", "signature"}`` or redacted ``{"type", "data"}``).
         self.reasoning: list[dict[str, Any]] = []
@@ -428,11 +435,14 @@ class RunView(TextForm, widgets.VBox):  # type: ignore[misc]
                     self._apply(event)
             finally:
                 self._loading = False
+            self._load_children()
             for row in self.tool_rows.values():
                 row.render()
             self._render_progress()
             self._render_usage()
         self._unsubscribe = runtime.observe(self._on_event, on_delta=self.on_delta, execution_id=run.id)
+        if self._has_sub_agents():  # a child's events: every execution's, kept when under this run
+            self._unsubscribe_children = runtime.observe(self._on_child_event)
         run.on_change(self._on_change)
         self._on_change(run)
         self._throttle.flush()
@@ -518,6 +528,62 @@ class RunView(TextForm, widgets.VBox):  # type: ignore[misc]
                 continue
             row.attempt = attempt
             row.render()
+
+    # -- sub-agents (child executions) ---------------------------------------------------------
+    def _has_sub_agents(self) -> bool:
+        """Whether the run may start child executions (an ``as_tool`` tool, or no agent to tell)."""
+        agent = self.run.agent
+        return agent is None or any(getattr(t, "child_flow", None) for t in agent.config.tools)
+
+    def _load_children(self) -> None:
+        """Fold in the journaled events of the run's direct children (a view rebuilt later)."""
+        if not self._has_sub_agents():
+            return
+        journal = self.run.runtime.journal
+        for record in journal.list_executions():
+            if direct_child(self.run.id, record.execution_id) == record.execution_id:
+                for event in journal.read(record.execution_id):
+                    self._on_child_event(event)
+        for panel in self.child_panels.values():
+            panel.render_rows()
+
+    def _on_child_event(self, e: Event) -> None:
+        cid = direct_child(self.run.id, e.execution_id)
+        if cid is None or cid != e.execution_id:
+            return  # not a child of this run (a grandchild shows only its cards, in its child's panel)
+        panel = self.panel(cid)
+        panel.apply(e, render=not self._loading)
+        row = self.tool_rows[panel.parent_step]
+        row.status, row.preview = panel.row_status, panel.preview
+        if not self._loading:
+            row.render()
+
+    def panel(self, child_id: str) -> ChildPanel:
+        """The panel of the direct child ``child_id`` (made, under its tool row, on first use)."""
+        found = self.child_panels.get(child_id)
+        if found is not None:
+            return found
+        found = self.child_panels[child_id] = ChildPanel(child_id, row=ToolRow)
+        name, arguments = self._call_of(found.parent_step)
+        row = self._row(found.parent_step, name, arguments)
+        tools = self.block(self._turn_of(found.parent_step)).tools
+        at = tools.children.index(row.widget) + 1 if row.widget in tools.children else len(tools.children)
+        tools.children = (*tools.children[:at], found, *tools.children[at:])
+        return found
+
+    def _call_of(self, sid: str) -> tuple[str, Any]:
+        """The tool name and arguments the model asked for at the tool step ``sid``."""
+        where = step_ids.parse_step_id(sid)
+        for step in reversed(self.state.steps.values()):
+            if step.kind != step_ids.MODEL_KIND or step.turn != where.turn or not isinstance(step.output, dict):
+                continue
+            message = step.output.get("message")
+            tool_calls = message.get("tool_calls") if isinstance(message, dict) else None
+            j = where.tool_index
+            if isinstance(tool_calls, list) and j is not None and j < len(tool_calls):
+                call = tool_calls[j] if isinstance(tool_calls[j], dict) else {}
+                return str(call.get("name", "sub-agent")), call.get("arguments")
+        return "sub-agent", None
 
     def _text_of_output(self, step: StepState) -> None:
         """Event format 2 journals no copy of the text a model step streamed: a view that did not
@@ -641,6 +707,8 @@ class RunView(TextForm, widgets.VBox):  # type: ignore[misc]
             self.stop.layout.display = "none"
             for card in self.cards.values():
                 card.close(f"closed: the run {status}")
+            for panel in self.child_panels.values():
+                panel.close_cards(f"closed: the run {status}")
             if status == "cancelled":  # calls the cancel cut before they ran (or finished)
                 for row in self.tool_rows.values():
                     if row.status in ("awaiting approval", "approved", "running", "retrying"):
@@ -670,14 +738,25 @@ class RunView(TextForm, widgets.VBox):  # type: ignore[misc]
             self.error.value = f"<b>{status.capitalize()}</b><pre>{html.escape(text)}</pre>"
             self._settled()
 
+    def _has_card(self, gate: Any) -> bool:
+        cid = direct_child(self.run.id, gate.execution_id)
+        if cid is None:
+            return bool(gate.gate_id in self.cards)
+        panel = self.child_panels.get(cid)
+        return panel is not None and (gate.execution_id, gate.gate_id) in panel.cards
+
     def _show_gates(self, run: Run) -> None:
-        gates = [g for g in run.gates if g.gate_id not in self.cards]
+        gates = [g for g in run.gates if not self._has_card(g)]
         if not gates:
             return
         problem = ensure_registered(run)
         if self.progress.max <= 1 and self._max_turns():
             self._render_progress()
         for gate in gates:
+            cid = direct_child(run.id, gate.execution_id)
+            if cid is not None:  # a sub-agent's gate: under its tool row, answered in the child
+                self.panel(cid).add_card((gate.execution_id, gate.gate_id), card_for(gate, problem=problem))
+                continue
             card = self.cards[gate.gate_id] = card_for(gate, problem=problem)
             if gate.gate_id in self._resolutions:
                 card.resolved(*self._resolutions[gate.gate_id])
@@ -701,6 +780,12 @@ class RunView(TextForm, widgets.VBox):  # type: ignore[misc]
         if self._unsubscribe is not None:
             self._unsubscribe()
             self._unsubscribe = None
+        self._stop_watching_children()
+
+    def _stop_watching_children(self) -> None:
+        if self._unsubscribe_children is not None:
+            self._unsubscribe_children()
+            self._unsubscribe_children = None
 
     # -- rendering ------------------------------------------------------------------------------
     @staticmethod
@@ -812,6 +897,7 @@ class RunView(TextForm, widgets.VBox):  # type: ignore[misc]
         if self._unsubscribe is not None:
             self._unsubscribe()
             self._unsubscribe = None
+        self._stop_watching_children()
         super().close()
 
     # -- text -----------------------------------------------------------------------------------
@@ -845,10 +931,14 @@ class RunView(TextForm, widgets.VBox):  # type: ignore[misc]
             lines += ["  " + line for line in streamed.splitlines()]
         if self.reasoning:
             lines.append(f"  thinking: {len(self.reasoning)} block(s) (collapsed in the widget)")
-        lines += ["  " + row.text() for row in self.tool_rows.values()]
+        for sid, row in self.tool_rows.items():
+            lines.append("  " + row.text())
+            panel = self.child_panels.get(step_ids.child_execution_id(run.id, sid))
+            if panel is not None:
+                lines += ["    " + line for line in panel.lines()]
         lines += ["  " + row.text() for row in self.answer_rows.values()]
         lines += ["  " + card.text() for card in self.cards.values()]
-        if status == "suspended" and not self.cards:
+        if status == "suspended" and not self.cards and not any(p.cards for p in self.child_panels.values()):
             lines += [f"  {g!r}" for g in run.gates]
         if result is not None:
             lines.append(f"  answer: {output_text(result.output)}")

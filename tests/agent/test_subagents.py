@@ -133,3 +133,21 @@ async def test_the_parent_run_shows_the_child_gate_and_approving_it_finishes_bot
     await gate.approve()
     assert run.status == "completed" and run.result is not None
     assert run.result.output == "Done: a.test says hi" and log == ["fetch https://a.test"]
+
+
+async def test_check_of_the_parked_lead_reports_an_edited_researcher() -> None:
+    rt = make_runtime()
+    lead, _ = agents([])
+    await lead.start("go", runtime=rt, execution_id="lead-1").wait(until="paused")
+    assert (await rt.check(["lead-1"])).ok
+    rt2 = make_runtime(rt.journal)
+    edited = loom.Agent(ScriptedModel([]), tools=[], system="Research carefully.", name="researcher")
+    lead2 = loom.Agent(
+        ScriptedModel([]),
+        tools=[edited.as_tool(name="research", description="Research a question on the web.")],
+        name="lead",
+    )
+    lead2.register(rt2)
+    (parent,) = (await rt2.check(["lead-1"])).executions
+    assert not parent.ok and parent.step == TOOL_STEP
+    assert f"child execution 'lead-1/{TOOL_STEP}'" in str(parent)

@@ -143,3 +143,85 @@ async def test_cancelling_a_parent_while_its_child_runs_cancels_both() -> None:
     assert (await rt.cancel("p", "stop")).status == "cancelled"
     assert rt.result("p/sub").status == "cancelled"
     assert (await task).status == "cancelled"
+
+
+async def test_replaying_a_parent_replays_its_child_too() -> None:
+    rt, _ = engine()
+    assert (await rt.start("parent", {"n": 1}, execution_id="p")).status == "completed"
+    report = await rt.replay("p")
+    assert report.reproduced, report.message
+    assert [(c.execution_id, c.reproduced, c.replayed_status) for c in report.children] == [
+        ("p/sub", True, "completed")
+    ]
+
+
+async def test_a_changed_child_flow_makes_the_parent_replay_diverge_naming_child_and_step() -> None:
+    journal = InMemoryJournal()
+    rt, _ = engine(journal)
+    assert (await rt.start("parent", {"n": 1}, execution_id="p")).status == "completed"
+    rt2, _ = engine(journal)
+
+    async def child(ctx: ExecutionContext, inp: Any) -> Any:  # the edited child: another step first
+        await ctx.execute("fetch", {"extra": True})
+        return {"got": await ctx.execute("fetch", inp)}
+
+    rt2.flows.register(child, name="child")
+    report = await rt2.replay("p")
+    assert not report.reproduced and report.replayed_status == "diverged"
+    assert "NonDeterminism" not in report.message  # the message, not the type, names what differs
+    assert "child execution 'p/sub'" in report.message and "step 'sub' of execution 'p'" in report.message
+    assert [(c.execution_id, c.reproduced) for c in report.children] == [("p/sub", False)]
+    assert not (await rt2.replay("p/sub")).reproduced  # the child alone says the same
+
+
+async def test_a_parent_that_now_starts_another_child_flow_or_input_diverges() -> None:
+    journal = InMemoryJournal()
+    rt, _ = engine(journal)
+    assert (await rt.start("parent", {"n": 1}, execution_id="p")).status == "completed"
+    rt2, _ = engine(journal)
+
+    async def other(ctx: ExecutionContext, inp: Any) -> Any:
+        return {"got": await ctx.execute("fetch", inp)}
+
+    rt2.flows.register(other, name="other")
+
+    async def parent(ctx: ExecutionContext, inp: Any) -> Any:  # the edited parent: another child flow
+        before = await ctx.execute("fetch", {"n": 0})
+        out = await ctx.child("other", inp, step_id="sub")
+        return {"before": before, "child": out, "after": await ctx.execute("fetch", {"n": 2})}
+
+    rt2.flows.register(parent, name="parent")
+    report = await rt2.replay("p")
+    assert not report.reproduced
+    assert "now starts the flow 'other'" in report.message and "'p/sub' ran 'child'" in report.message
+    rt3, _ = engine(journal)
+
+    async def parent3(ctx: ExecutionContext, inp: Any) -> Any:  # the edited parent: another child input
+        before = await ctx.execute("fetch", {"n": 0})
+        out = await ctx.child("child", {"n": 99}, step_id="sub")
+        return {"before": before, "child": out, "after": await ctx.execute("fetch", {"n": 2})}
+
+    rt3.flows.register(parent3, name="parent")
+    report = await rt3.replay("p")
+    assert not report.reproduced and "another input" in report.message and "'p/sub'" in report.message
+
+
+async def test_check_of_a_parked_parent_reports_a_child_that_would_diverge() -> None:
+    journal = InMemoryJournal()
+    rt, _ = engine(journal)
+    assert (await rt.start("parent", {"n": 1, "gate": True}, execution_id="p")).status == "suspended"
+    assert (await rt.check()).ok and (await rt.check(["p"])).ok
+    rt2, _ = engine(journal)
+
+    async def child(ctx: ExecutionContext, inp: Any) -> Any:  # the edited child: its gate has a new id
+        got = await ctx.execute("fetch", inp)
+        return {"got": got, "answer": await ctx.gate("ok-v2", "Approval", payload={"asks": inp})}
+
+    rt2.flows.register(child, name="child")
+    report = await rt2.check(["p"])  # the parent alone: the check descends into its child
+    (parent,) = report.executions
+    assert not parent.ok and parent.step == "sub"
+    assert "child execution 'p/sub'" in str(parent)
+    everything = await rt2.check()
+    assert sorted(c.execution_id for c in everything.diverging) == ["p", "p/sub"]
+    assert next(c for c in everything if c.execution_id == "p/sub").step == "ok"

@@ -1,0 +1,83 @@
+"""A sub-agent's steps nested in its parent's live view (``ChildPanel``): the child's tool rows
+and approval cards under the parent's ``as_tool`` row; a click on a nested card answers in the
+child and then runs the parent on."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import loom_nb as loom
+from loom_nb.agent.agent import Run
+from loom_nb.notebook.cards import ApprovalCard
+from loom_nb.notebook.child_panel import ChildPanel
+from loom_nb.notebook.run_view import RunView
+from tests.agent.test_subagents import TOOL_STEP, agents
+from tests.notebook.support import make_runtime
+
+CHILD = f"lead-1/{TOOL_STEP}"
+APPROVAL = "#turn:0:tool:0:approval"
+
+
+async def paused() -> tuple[loom.Runtime, Run[Any], RunView, list[str]]:
+    log: list[str] = []
+    rt = make_runtime()
+    lead, _ = agents(log)
+    run = lead.start("go", runtime=rt, execution_id="lead-1")
+    view = RunView(run)  # watching live, before the first event commits
+    await run.wait(until="paused")
+    return rt, run, view, log
+
+
+async def test_the_child_rows_and_card_sit_under_the_parent_tool_row_and_a_click_resumes_both() -> None:
+    rt, run, view, log = await paused()
+    panel = view.child_panels[CHILD]
+    assert isinstance(panel, ChildPanel) and "loom-child" in panel._dom_classes
+    # The panel sits right after the parent's row of the ``as_tool`` call, in that turn's tools.
+    tools = view.blocks[0].tools.children
+    assert tools.index(panel) == tools.index(view.tool_rows[TOOL_STEP].widget) + 1
+    assert view.cards == {}  # the child's gate is not shown as one of the parent's own
+    card = panel.cards[(CHILD, APPROVAL)]
+    assert isinstance(card, ApprovalCard) and card in panel.cards_box.children
+    assert view.text().splitlines()[1:5] == [
+        "  tool research(input='what does a.test say?') waiting",
+        f"    child {CHILD} (agent:researcher): suspended",
+        "      tool fetch_page(url='https://a.test') awaiting approval",
+        f"      <Gate {APPROVAL}: approve fetch_page(url='https://a.test')?> -> "
+        f"%loom resume {CHILD} '{APPROVAL}' --approve | --refuse [--reason R]",
+    ]
+    card.approve.click()
+    result = await run
+    assert result.output == "Done: a.test says hi" and log == ["fetch https://a.test"]
+    assert rt.result(CHILD).status == "completed" and run.status == "completed"
+    assert card.approve.disabled and card.decision is not None and card.decision.startswith("approved at ")
+    assert panel.status == "completed"
+    assert view.tool_rows[TOOL_STEP].text() == "tool research(input='what does a.test say?') done -> a.test says hi"
+    assert panel.tool_rows[TOOL_STEP].text() == "tool fetch_page(url='https://a.test') done -> <page https://a.test>"
+    assert "completed" in view.status.value and "Done: a.test says hi" in view.answer.value
+    view.close()
+
+
+async def test_a_view_rebuilt_from_the_journal_nests_the_child_and_its_card_answers_it() -> None:
+    rt, _, view, log = await paused()
+    view.close()
+    lead, _ = agents(log)
+    again = RunView(Run.attach(rt, "lead-1", agent=lead))  # e.g. %loom show after a kernel restart
+    panel = again.child_panels[CHILD]
+    assert panel.status == "suspended" and list(panel.tool_rows) == [TOOL_STEP]
+    (card,) = panel.cards.values()
+    card.refuse.click()
+    await again.run
+    assert again.run.status == "completed" and rt.result(CHILD).status == "completed" and log == []
+    assert panel.tool_rows[TOOL_STEP].status == "refused"
+    again.close()
+
+
+async def test_cancelling_the_parent_from_its_view_closes_the_nested_card() -> None:
+    rt, run, view, _ = await paused()
+    view.stop.click()
+    await run.wait()
+    assert run.status == "cancelled" and rt.result(CHILD).status == "cancelled"
+    card = view.child_panels[CHILD].cards[(CHILD, APPROVAL)]
+    assert card.approve.disabled
+    assert view.tool_rows[TOOL_STEP].status == "cancelled"
+    view.close()
