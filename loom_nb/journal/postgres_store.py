@@ -45,6 +45,12 @@ _ROW = f"(%s, %s, %s, %s, {_TS}, %s)"
 #: Serializes migrations of one database across processes (``pg_advisory_xact_lock``).
 _MIGRATION_LOCK = zlib.crc32(b"loom_nb.migrations")
 _SCHEMES = ("postgresql://", "postgres://")
+#: ``PostgresJournal.change_marker``'s query: executions, and the sum of each one's last seq (an index
+#: probe per execution on the ``(execution_id, seq)`` key).
+CHANGE_MARKER_SQL = (
+    "SELECT count(*), coalesce(sum((SELECT max(e.seq) FROM events e WHERE e.execution_id = x.execution_id)), 0) "
+    "FROM executions x"
+)
 
 
 def is_postgres_url(target: str) -> bool:
@@ -96,6 +102,10 @@ class PostgresJournal:
         self.url = url
         self.location = redacted_url(url)
         self._closed = True
+        #: The last change marker and the server snapshot it was read under (``change_marker``).
+        self._marker: tuple[str, tuple[int, int]] | None = None
+        #: How many times ``change_marker`` probed the executions (the snapshot had changed).
+        self.marker_probes = 0
         try:
             self.pool: Any = ConnectionPool(
                 url,
@@ -270,10 +280,27 @@ class PostgresJournal:
         return None if not rows else (int(rows[0][0]), str(rows[0][1]), bool(rows[0][2]))
 
     def change_marker(self) -> tuple[int, int]:
-        """A cheap value that changes whenever events are appended (count and the sum of seqs),
-        so a reader (``loom.frames``) can tell whether to load the journal again."""
-        rows = self._fetch("count its events", "SELECT count(*), coalesce(sum(seq), 0) FROM events")
-        return int(rows[0][0]), int(rows[0][1])
+        """A cheap value that changes whenever events are appended, so a reader (``loom.frames``)
+        can tell whether to load the journal again: the number of executions and the sum of each
+        one's last seq. Events are append-only with rising seqs, and an execution's row is written
+        in the commit of its first event, so every commit changes it. Each last seq is read from
+        the ``(execution_id, seq)`` key's index (one backward probe per execution), never by a scan
+        of ``events``: the cost follows the executions, not the events.
+
+        Before that, one look at the server's transaction snapshot (``pg_current_snapshot()``): when
+        it is the one the last marker was computed under, no transaction that wrote anything has
+        committed since (on the whole server), so the last marker is returned without the probes.
+        Read-only transactions (other readers) do not change it; any write on the server does, and
+        then the probes run."""
+        with self._conn("read its change marker") as conn:
+            snapshot = conn.execute("SELECT pg_current_snapshot()::text").fetchone()[0]
+            if self._marker is not None and self._marker[0] == snapshot:
+                return self._marker[1]
+            row = conn.execute(f"SELECT pg_current_snapshot()::text, m.* FROM ({CHANGE_MARKER_SQL}) m").fetchone()
+        marker = (int(row[1]), int(row[2]))
+        self.marker_probes += 1
+        self._marker = (str(row[0]), marker)  # the snapshot the marker was read under, exactly
+        return marker
 
     def arrow_tables(self, tables: Sequence[str] = ("events", "executions", "content")) -> dict[str, Any]:
         """The journal's tables as ``pyarrow.Table`` s, read in one repeatable-read transaction
