@@ -12,6 +12,12 @@ cut in flight goes in doubt), and runs on executions a gate's answer resumed wit
 It sleeps on the journal's ``LISTEN`` channel (every append NOTIFYs it), so a submit or an answer
 wakes it at once; ``poll_seconds`` is only the fallback for a lost notification and for leases that
 expire while nothing is appended.
+
+A run it drives that another process cancelled (``Run.cancel()`` from a notebook: the cancel, with
+the step cut in flight put in doubt when not idempotent, is recorded there) is stopped here as soon
+as that commit's NOTIFY arrives: its task is cancelled (a tool call in flight is abandoned, its
+answer never recorded) and its lease released, rather than running on until its next commit is
+refused by the ``(execution_id, seq)`` key.
 """
 
 from __future__ import annotations
@@ -53,6 +59,10 @@ class Worker:
         self.concurrency = concurrency
         self.poll_seconds = poll_seconds
         self._tasks: dict[str, asyncio.Task[Any]] = {}
+        #: Executions named by a NOTIFY since the last look (their commits: maybe a cancel elsewhere).
+        self._notified: set[str] = set()
+        #: Executions whose task this worker stopped because another process cancelled the run.
+        self._stopped: set[str] = set()
         #: How many executions this worker drove to an end, suspension or stop.
         self.finished = 0
 
@@ -70,13 +80,31 @@ class Worker:
             if eid not in self._tasks and not rt.is_active(eid):
                 self._tasks[eid] = asyncio.get_running_loop().create_task(self._drive(eid), name=f"loom-worker-{eid}")
 
+    def _stop_cancelled_elsewhere(self) -> None:
+        """Stop driving the runs another process cancelled since the last look (their NOTIFY came)."""
+        notified, self._notified = self._notified, set()
+        for eid in notified & self._tasks.keys():
+            record = self.runtime.journal.get_execution(eid)
+            if record is not None and record.status == "cancelled" and eid not in self._stopped:
+                log.info("loom_nb worker: execution %s was cancelled by another process; stopping it here", eid)
+                self._stopped.add(eid)
+                self._tasks[eid].cancel(f"execution {eid} was cancelled by another process")
+
     async def _drive(self, execution_id: str) -> None:
         try:
             await self.runtime.recover(execution_ids=[execution_id])
-        except Exception:
-            log.exception("loom_nb worker: execution %s stopped", execution_id)
+        except (Exception, asyncio.CancelledError) as exc:
+            if execution_id in self._stopped:
+                # Cancelled elsewhere: what this worker still had to commit is refused (the cancel
+                # took those seqs), which is expected.
+                log.info("loom_nb worker: execution %s stopped (cancelled elsewhere: %s)", execution_id, exc)
+            elif isinstance(exc, asyncio.CancelledError):
+                raise
+            else:
+                log.exception("loom_nb worker: execution %s stopped", execution_id)
         finally:
             self._tasks.pop(execution_id, None)
+            self._stopped.discard(execution_id)
             self.finished += 1
 
     async def run(self, *, until_idle: bool = False, stop: asyncio.Event | None = None) -> int:
@@ -87,7 +115,8 @@ class Worker:
 
         async def listen() -> None:
             try:
-                async for _ in conn.notifies():
+                async for note in conn.notifies():
+                    self._notified.add(note.payload)
                     wake.set()
             except Exception as exc:  # the worker still polls
                 log.warning("loom_nb worker: LISTEN stopped (%s); polling only", exc)
@@ -96,6 +125,7 @@ class Worker:
         try:
             while stop is None or not stop.is_set():
                 wake.clear()
+                self._stop_cancelled_elsewhere()
                 self._take()
                 if until_idle and not self._tasks:
                     return self.finished

@@ -279,3 +279,48 @@ def test_the_live_view_follows_a_worker_run_and_its_approve_button_works(_postgr
         worker.terminate()
         worker.communicate(timeout=30)
         rt.close()
+
+
+@pytest.mark.slow
+def test_a_run_cancelled_from_a_notebook_stops_on_its_worker_and_its_call_in_flight_goes_in_doubt(
+    _postgres_server: str, tmp_path: Path
+) -> None:
+    """The test process is the notebook: it cancels a run a worker drives while the worker is inside
+    a non-idempotent call (``record`` sleeps 30 s after making it). The cancel is recorded with the
+    call in doubt; the worker, woken by the cancel's NOTIFY, stops the run at once (its lease is
+    released within seconds, not when the call returns) and records nothing more."""
+    url = stores.new_schema("cancel")
+    log = tmp_path / "calls.log"
+    rt = Runtime.open(url)
+    worker = _worker(url, log, env={"LOOM_WORKER_PAUSE": "30"})
+
+    async def scenario() -> float:
+        run = clerk.submit("c", "job-c", runtime=rt, view=False)
+        deadline = time.monotonic() + 60
+        while not _calls(log) and time.monotonic() < deadline:  # ``record`` made its call, sleeps in it
+            await asyncio.sleep(0.05)
+        assert _calls(log) == Counter({"c": 1})
+        assert rt.journal.lease_owner("job-c") not in (None, rt.lease_owner)  # the worker drives it
+        result = run.cancel("the customer called")
+        if not hasattr(result, "status"):
+            result = await result
+        assert result.status == "cancelled"
+        cancelled_at = time.monotonic()
+        while rt.journal.lease_owner("job-c") is not None and time.monotonic() < cancelled_at + 20:
+            await asyncio.sleep(0.05)
+        return time.monotonic() - cancelled_at
+
+    try:
+        released = asyncio.run(scenario())
+        assert released < 10, f"the worker held the run {released:.1f} s after the cancel"
+        time.sleep(0.5)
+        kinds = [(e.kind, e.step_id) for e in rt.journal.read("job-c")]
+        assert kinds[-2:] == [(EventKind.STEP_IN_DOUBT, "#turn:0:tool:0"), (EventKind.EXECUTION_CANCELLED, None)]
+        assert rt.result("job-c").status == "cancelled"
+        assert worker.poll() is None  # the worker goes on serving the queue
+        print(f"the worker let the cancelled run go {released:.2f} s after the cancel")
+    finally:
+        worker.kill()
+        _, err = worker.communicate(timeout=30)
+        rt.close()
+    assert "Traceback" not in err, err[-2000:]
