@@ -1,4 +1,4 @@
-"""Tutorials 01 and 02 work when the reader clicks the cards instead of letting the cells answer: their
+"""Tutorials 01, 02 and 11 work when the reader clicks the cards instead of letting the cells answer: their
 cells run in a real kernel, in order, with clicks (the comm message a browser sends for a Button) where a
 reader would click, and no cell fails."""
 
@@ -70,3 +70,27 @@ def test_approval_gates_with_clicks_on_the_cards_and_the_pending_card(tmp_path: 
         assert out.startswith("Deleted: old-cache.tmp.\n")
         assert "2 execution(s) (2 completed); 0 open gate(s)" in out
         assert kernel_button_ids(k, "loom-approve") == []  # both cards of that gate say it was decided
+
+
+def test_shared_journal_with_a_click_on_the_pending_card(_postgres_server: str, tmp_path: Path) -> None:
+    """Tutorial 11 (a worker subprocess on the shared PostgreSQL journal): the reader clicks Approve on
+    the card ``%loom pending`` shows for the run the worker drives; the answer cell then only waits,
+    the worker finishes the run, and the last cell stops the worker."""
+    import shutil
+
+    shutil.copy(REPO / "notebooks" / "shared_demo.py", tmp_path)  # the worker imports it from the cwd
+    with KernelSession(tmp_path) as k:
+        cells = run_until(k, code_cells("11-shared-journal.ipynb"), "%loom pending")
+        (approve,) = kernel_button_ids(k, "loom-approve")
+        k.click(approve)  # the reader clicks Approve on the card
+        answer_cell = cells.pop(0)
+        assert "if not gate.resolved" in answer_cell
+        assert stdout_of(k.run(answer_cell)) == "completed | Done: refunded 30 EUR on order 1042\n"
+        answers = k.stdout(
+            "print([e.data for e in loom.default_runtime().journal.read(refund_run.id) if e.kind == 'gate_resolved'])"
+        )
+        assert answers.count("'approved': True") == 1 and "a small refund" not in answers, answers  # the click's
+        outs = [stdout_of(k.run(source)) for source in cells]  # every later cell runs without an error
+        assert "{'worker': 7}" in "".join(outs)
+        assert outs[-1] == "worker exit code: 130\n"
+        assert kernel_button_ids(k, "loom-approve") == []
