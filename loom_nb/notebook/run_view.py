@@ -226,31 +226,35 @@ class AnswerRow:
         self.widget = html_widget("loom-answer-row")
 
     def what(self) -> str:
-        """The answer as given: the ``final_result`` call (arguments in the type's field order), or
-        ``text answer``."""
-        args = self.attempt.arguments
-        if isinstance(args, dict):
-            args = dict(ordered_arguments(args, self.schema))
-        return call_text(FINAL_RESULT_TOOL, args) if args is not None else "text answer"
+        """The answer as given: the ``final_result`` call (arguments in the type's field order),
+        ``JSON text`` (native structured output: the turn's text above) or ``text`` (a text answer
+        where a ``final_result`` call was asked for)."""
+        a = self.attempt
+        if isinstance(a.arguments, dict):
+            return call_text(FINAL_RESULT_TOOL, dict(ordered_arguments(a.arguments, self.schema)))
+        if a.arguments is not None:
+            return call_text(FINAL_RESULT_TOOL, a.arguments)
+        return "JSON text" if a.mode == "native" else "text"
 
     def verdict(self) -> str:
-        """``valid answer (shown below)``, ``invalid answer`` or ``checking the answer``."""
-        status = self.attempt.status
-        return {"valid": "valid answer (shown below)", "invalid": "invalid answer"}.get(status, "checking the answer")
+        """``valid, shown below``, ``invalid`` or ``checking``."""
+        return {"valid": "valid, shown below", "invalid": "invalid"}.get(self.attempt.status, "checking")
 
     def text(self) -> str:
         """The row as one line of text."""
         a = self.attempt
-        line = f"answer attempt {a.attempt}: {self.what()} {self.verdict()}"
+        line = f"answer attempt {a.attempt} ({self.what()}): {self.verdict()}"
         return line + (f" -> {a.error}" if a.error else "")
 
     def render(self) -> None:
         """Copy the attempt into the widget."""
         a = self.attempt
         state = {"valid": "done", "invalid": "failed"}.get(a.status, "running")
+        what = self.what()
+        shown = f"<code>{html.escape(what)}</code>" if what.startswith(FINAL_RESULT_TOOL) else f"({what})"
         error = f" → <code>{html.escape(short_text(a.error, 240))}</code>" if a.error else ""
         self.widget.value = (
-            f"<code>{html.escape(self.what())}</code> "
+            f"answer attempt {a.attempt} {shown} "
             f"<span class='loom-tool-status loom-tool-{state}'>{html.escape(self.verdict())}</span>{error}"
         )
 
