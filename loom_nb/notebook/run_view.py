@@ -50,7 +50,7 @@ from loom_nb.notebook.cards import (
     ordered_arguments,
     run_tool_schema,
 )
-from loom_nb.notebook.formatting import TextForm, call_text, html_widget, short_text
+from loom_nb.notebook.formatting import TextForm, call_text, html_widget, one_line, short_text
 from loom_nb.notebook.runs import attach, display, ensure_registered
 from loom_nb.notebook.throttle import Throttle
 
@@ -65,6 +65,10 @@ STYLE = (
 .loom-title, .loom-turn-label, .loom-run-status { font-weight: 600; white-space: nowrap; }
 .loom-turn-label { font-weight: normal; }
 .loom-turns { min-width: 120px; }
+.loom-run .loom-turns .progress-bar { background-color: var(--loom-running); }
+.loom-run .loom-turns .progress-bar-success { background-color: var(--loom-completed); }
+.loom-run .loom-turns .progress-bar-warning { background-color: var(--loom-waiting); }
+.loom-run .loom-turns .progress-bar-danger { background-color: var(--loom-failed); }
 .loom-run .loom-stop { min-width: 76px; flex-shrink: 0; }
 .loom-badge { padding: 0 8px; border-radius: 9px; border: 1px solid currentColor; font-size: 12px;
   background: var(--jp-layout-color0, transparent); }
@@ -178,7 +182,7 @@ class ToolRow:
         if step is not None and step.attempts:
             self.attempt, self.started, self.ended = step.attempts, step.started_at, step.ended_at
             if step.completed:
-                self.status, self.preview = "done", short_text(step.output, 120)
+                self.status, self.preview = "done", short_text(one_line(step.output), 120)
             elif step.error is not None:
                 self.status = "failed"
                 self.preview = short_text(f"{step.error.get('type', '')}: {step.error.get('message', '')}", 160)

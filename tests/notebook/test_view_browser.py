@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from loom_nb.analysis.palette import LIGHT, THEMES, contrast_ratio
+from loom_nb.analysis.palette import LIGHT, THEMES, contrast_ratio, parse_color
 from tests.notebook.support import CHROMIUM, Lab, chromium_available, open_and_run_all, write_notebook
 
 pytestmark = [
@@ -207,6 +207,8 @@ def test_every_status_colour_has_aa_contrast_in_the_theme(lab: Lab, browser: Any
             )
             == expected
         )
+        bar = page.locator(".loom-turns .progress-bar").evaluate("e => getComputedStyle(e).backgroundColor")
+        assert parse_color(bar) == parse_color(THEMES[theme]["completed"]), bar  # the turns bar too
         low = {k: v for k, v in ratios.items() if v < 4.5}
         assert not low, low
     finally:
