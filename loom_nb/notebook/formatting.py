@@ -17,8 +17,27 @@ def short_text(value: Any, limit: int = 120) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+#: What a line break inside a value shows as, where the value is shown on one line.
+LINE_BREAK = "↵"
+
+
+def one_line(value: Any) -> Any:
+    """``value`` with every line break in its strings (nested in lists and dicts too) shown as
+    ``↵``, for the one-line forms (a tool row, a decided card), which would otherwise show a
+    literal ``\\n``."""
+    if isinstance(value, str):
+        return value.replace("\r\n", LINE_BREAK).replace("\n", LINE_BREAK)
+    if isinstance(value, dict):
+        return {k: one_line(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [one_line(v) for v in value]
+    return value
+
+
 def call_text(name: str, arguments: Any) -> str:
-    """A tool call as ``name(k='v', ...)``, shortened to fit one line."""
+    """A tool call as ``name(k='v', ...)`` on one line (line breaks in strings as ``↵``), shortened
+    to fit."""
+    arguments = one_line(arguments)
     if isinstance(arguments, dict):
         inner = ", ".join(f"{k}={v!r}" for k, v in arguments.items())
     else:

@@ -51,7 +51,7 @@ from loom_nb.notebook.cards import (
     run_tool_schema,
 )
 from loom_nb.notebook.child_panel import ChildPanel, direct_child
-from loom_nb.notebook.formatting import TextForm, call_text, html_widget, short_text
+from loom_nb.notebook.formatting import TextForm, call_text, html_widget, one_line, short_text
 from loom_nb.notebook.runs import attach, display, ensure_registered
 from loom_nb.notebook.throttle import Throttle
 
@@ -66,6 +66,10 @@ STYLE = (
 .loom-title, .loom-turn-label, .loom-run-status { font-weight: 600; white-space: nowrap; }
 .loom-turn-label { font-weight: normal; }
 .loom-turns { min-width: 120px; }
+.loom-run .loom-turns .progress-bar { background-color: var(--loom-running); }
+.loom-run .loom-turns .progress-bar-success { background-color: var(--loom-completed); }
+.loom-run .loom-turns .progress-bar-warning { background-color: var(--loom-waiting); }
+.loom-run .loom-turns .progress-bar-danger { background-color: var(--loom-failed); }
 .loom-run .loom-stop { min-width: 76px; flex-shrink: 0; }
 .loom-badge { padding: 0 8px; border-radius: 9px; border: 1px solid currentColor; font-size: 12px;
   background: var(--jp-layout-color0, transparent); }
@@ -181,7 +185,7 @@ class ToolRow:
         if step is not None and step.attempts:
             self.attempt, self.started, self.ended = step.attempts, step.started_at, step.ended_at
             if step.completed:
-                self.status, self.preview = "done", short_text(step.output, 120)
+                self.status, self.preview = "done", short_text(one_line(step.output), 120)
             elif step.error is not None:
                 self.status = "failed"
                 self.preview = short_text(f"{step.error.get('type', '')}: {step.error.get('message', '')}", 160)
@@ -229,31 +233,35 @@ class AnswerRow:
         self.widget = html_widget("loom-answer-row")
 
     def what(self) -> str:
-        """The answer as given: the ``final_result`` call (arguments in the type's field order), or
-        ``text answer``."""
-        args = self.attempt.arguments
-        if isinstance(args, dict):
-            args = dict(ordered_arguments(args, self.schema))
-        return call_text(FINAL_RESULT_TOOL, args) if args is not None else "text answer"
+        """The answer as given: the ``final_result`` call (arguments in the type's field order),
+        ``JSON text`` (native structured output: the turn's text above) or ``text`` (a text answer
+        where a ``final_result`` call was asked for)."""
+        a = self.attempt
+        if isinstance(a.arguments, dict):
+            return call_text(FINAL_RESULT_TOOL, dict(ordered_arguments(a.arguments, self.schema)))
+        if a.arguments is not None:
+            return call_text(FINAL_RESULT_TOOL, a.arguments)
+        return "JSON text" if a.mode == "native" else "text"
 
     def verdict(self) -> str:
-        """``valid answer (shown below)``, ``invalid answer`` or ``checking the answer``."""
-        status = self.attempt.status
-        return {"valid": "valid answer (shown below)", "invalid": "invalid answer"}.get(status, "checking the answer")
+        """``valid, shown below``, ``invalid`` or ``checking``."""
+        return {"valid": "valid, shown below", "invalid": "invalid"}.get(self.attempt.status, "checking")
 
     def text(self) -> str:
         """The row as one line of text."""
         a = self.attempt
-        line = f"answer attempt {a.attempt}: {self.what()} {self.verdict()}"
+        line = f"answer attempt {a.attempt} ({self.what()}): {self.verdict()}"
         return line + (f" -> {a.error}" if a.error else "")
 
     def render(self) -> None:
         """Copy the attempt into the widget."""
         a = self.attempt
         state = {"valid": "done", "invalid": "failed"}.get(a.status, "running")
+        what = self.what()
+        shown = f"<code>{html.escape(what)}</code>" if what.startswith(FINAL_RESULT_TOOL) else f"({what})"
         error = f" → <code>{html.escape(short_text(a.error, 240))}</code>" if a.error else ""
         self.widget.value = (
-            f"<code>{html.escape(self.what())}</code> "
+            f"answer attempt {a.attempt} {shown} "
             f"<span class='loom-tool-status loom-tool-{state}'>{html.escape(self.verdict())}</span>{error}"
         )
 

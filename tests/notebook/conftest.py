@@ -4,13 +4,12 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 import loom_nb as loom
-from tests.notebook.support import CHROMIUM, LAUNCH_ARGS, jupyter_lab, make_runtime
+from tests.notebook.support import CHROMIUM, LAUNCH_ARGS, Lab, jupyter_lab, make_runtime
 
 
 @pytest.fixture
@@ -19,12 +18,15 @@ def rt() -> loom.Runtime:
     return make_runtime()
 
 
-@pytest.fixture(scope="session")
-def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
-    """A JupyterLab server (its URL and root folder) shared by every browser test."""
-    root = tmp_path_factory.mktemp("lab-root")
-    with jupyter_lab(root, tmp_path_factory.mktemp("lab-scratch")) as url:
-        yield url, root
+@pytest.fixture(scope="session", params=["light", "dark"])
+def lab(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
+    """A JupyterLab server per theme, shared by every browser test: each browser test runs in the
+    light and the dark theme (pytest runs all the tests of one theme, then the other, so there are
+    two servers in all)."""
+    theme = str(request.param)
+    root = tmp_path_factory.mktemp(f"lab-root-{theme}")
+    with jupyter_lab(root, tmp_path_factory.mktemp(f"lab-scratch-{theme}"), theme) as url:
+        yield Lab(url, root, theme)
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import loom_nb as loom
 from loom_nb.journal import InMemoryJournal
@@ -246,15 +246,30 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+class Lab(NamedTuple):
+    """A running JupyterLab (the ``lab`` fixture): its URL, its root folder and its theme
+    (``light`` or ``dark``)."""
+
+    url: str
+    root: Path
+    theme: str
+
+
+#: JupyterLab's name of each theme the browser tests run in.
+THEMES = {"light": "JupyterLab Light", "dark": "JupyterLab Dark"}
+
+
 @contextmanager
-def jupyter_lab(root: Path, scratch: Path) -> Iterator[str]:
-    """Run JupyterLab on ``root`` (no token, fresh settings and workspaces); yields its base URL."""
+def jupyter_lab(root: Path, scratch: Path, theme: str = "light") -> Iterator[str]:
+    """Run JupyterLab on ``root`` (no token, fresh settings and workspaces, the ``theme`` of
+    ``THEMES`` set in its settings); yields its base URL."""
     port = free_port()
     settings = scratch / "settings" / "@jupyterlab" / "apputils-extension"
     settings.mkdir(parents=True)
     (settings / "notification.jupyterlab-settings").write_text(
         json.dumps({"fetchNews": "false", "checkForUpdates": False})
     )
+    (settings / "themes.jupyterlab-settings").write_text(json.dumps({"theme": THEMES[theme]}))
     (scratch / "workspaces").mkdir()
     env = dict(
         os.environ,
@@ -316,10 +331,14 @@ def write_notebook(folder: Path, name: str, cells: list[str]) -> None:
     nbformat.write(nb, folder / name)
 
 
-def open_and_run_all(page: Any, url: str) -> None:
-    """Open a notebook in JupyterLab, wait for an idle kernel, then Run > Run All Cells (mouse clicks)."""
+def open_and_run_all(page: Any, url: str, theme: str | None = None) -> None:
+    """Open a notebook in JupyterLab (checking it shows in ``theme``, ``light`` or ``dark``, when
+    given), wait for an idle kernel, then Run > Run All Cells (mouse clicks)."""
     page.goto(url)
     page.wait_for_selector(".jp-NotebookPanel .jp-Cell", timeout=60_000)
+    if theme is not None:
+        light = "true" if theme == "light" else "false"
+        page.wait_for_selector(f"body[data-jp-theme-light='{light}']", state="attached", timeout=30_000)
     page.wait_for_selector("#jp-main-statusbar >> text=/Idle/", timeout=60_000)
     page.click("#jp-MainMenu .lm-MenuBar-item:has-text('Run')")
     page.click("#jp-mainmenu-run li[data-command='runmenu:run-all']")

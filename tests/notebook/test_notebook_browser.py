@@ -1,6 +1,7 @@
 """JupyterLab in headless Debian Chromium (playwright): Run All starts an agent that needs approval;
 clicking the card's Approve (or Refuse, with a reason) in the page resumes it; the streamed answer and
-the completed status appear. Screenshots go to the test's tmp dir."""
+the completed status appear. Each test runs in the light and the dark theme (the ``lab`` fixture).
+Screenshots go to the test's tmp dir."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from tests.notebook.support import AGENT_CELL, CHROMIUM, chromium_available, open_and_run_all, write_notebook
+from loom_nb.analysis.palette import THEMES, parse_color
+from tests.notebook.support import AGENT_CELL, CHROMIUM, Lab, chromium_available, open_and_run_all, write_notebook
 
 pytestmark = [
     pytest.mark.slow,
@@ -28,10 +30,10 @@ def tidy_notebook(folder: Path, name: str, journal: Path) -> None:
     write_notebook(folder, name, cells)
 
 
-def run_all_and_wait_for_the_card(page: Any, url: str) -> Any:
+def run_all_and_wait_for_the_card(page: Any, url: str, theme: str) -> Any:
     from playwright.sync_api import expect
 
-    open_and_run_all(page, url)
+    open_and_run_all(page, url, theme)
     card = page.locator(".loom-card")
     expect(card).to_be_visible(timeout=60_000)
     expect(card).to_contain_text("delete_file")
@@ -42,17 +44,15 @@ def run_all_and_wait_for_the_card(page: Any, url: str) -> Any:
 
 
 @pytest.mark.parametrize("action", ["approve", "refuse"])
-def test_clicking_the_card_in_jupyterlab_resumes_the_run(
-    lab: tuple[str, Path], browser: Any, tmp_path: Path, action: str
-) -> None:
+def test_clicking_the_card_in_jupyterlab_resumes_the_run(lab: Lab, browser: Any, tmp_path: Path, action: str) -> None:
     from playwright.sync_api import expect
 
-    url, root = lab
+    url, root, theme = lab
     name = f"{action}.ipynb"
     tidy_notebook(root, name, tmp_path / f"{action}.duckdb")
     page = browser.new_page(viewport={"width": 1300, "height": 1000})
     try:
-        card = run_all_and_wait_for_the_card(page, f"{url}/lab/tree/{name}?reset")
+        card = run_all_and_wait_for_the_card(page, f"{url}/lab/tree/{name}?reset", theme)
         expect(page.locator(".loom-turn").nth(1)).to_contain_text("Deleting it.")
         if action == "approve":
             page.locator(".loom-approve").click()
@@ -90,14 +90,12 @@ def test_clicking_the_card_in_jupyterlab_resumes_the_run(
         page.close()
 
 
-def test_the_batch_view_in_jupyterlab_one_card_then_approve_all(
-    lab: tuple[str, Path], browser: Any, tmp_path: Path
-) -> None:
+def test_the_batch_view_in_jupyterlab_one_card_then_approve_all(lab: Lab, browser: Any, tmp_path: Path) -> None:
     """``agent.map`` in JupyterLab: the batch view counts the items and shows a card per open gate;
     a card's Approve finishes its item, then Approve all finishes the rest."""
     from playwright.sync_api import expect
 
-    url, root = lab
+    url, root, theme = lab
     cells = [
         f"import os\nos.environ['LOOM_JOURNAL'] = {str(tmp_path / 'batch.duckdb')!r}\n%load_ext loom_nb",
         AGENT_CELL,
@@ -106,7 +104,7 @@ def test_the_batch_view_in_jupyterlab_one_card_then_approve_all(
     write_notebook(root, "batch.ipynb", cells)
     page = browser.new_page(viewport={"width": 1300, "height": 1400})
     try:
-        open_and_run_all(page, f"{url}/lab/tree/batch.ipynb?reset")
+        open_and_run_all(page, f"{url}/lab/tree/batch.ipynb?reset", theme)
         counts = page.locator(".loom-batch-counts")
         expect(counts).to_contain_text("0/3 done, 0 failed, 3 waiting at a gate", timeout=60_000)
         cards = page.locator(".loom-batch .loom-card")
@@ -120,6 +118,12 @@ def test_the_batch_view_in_jupyterlab_one_card_then_approve_all(
         expect(counts).to_contain_text("3/3 done, 0 failed, 0 waiting at a gate", timeout=30_000)
         expect(cards).to_have_count(0)
         expect(page.locator(".loom-approve-all")).to_be_hidden()  # no gate waits: no Approve all
+        # the bar: one segment, all done, in the theme's colour of the shared palette
+        segment = page.locator(".loom-batch-bar > span")
+        expect(segment).to_have_count(1)
+        expect(segment).to_have_attribute("title", "3 done")
+        colour = segment.evaluate("e => getComputedStyle(e).backgroundColor")
+        assert parse_color(colour) == parse_color(THEMES[theme]["done"]), colour
         shot = tmp_path / "batch.png"
         page.screenshot(path=str(shot), full_page=True)
         assert shot.stat().st_size > 10_000

@@ -1,7 +1,8 @@
 """The Stop button and the saved notebook's truth in JupyterLab (headless Debian Chromium, playwright,
-real mouse clicks): a run that is streaming is stopped by a click on Stop (the view says cancelled, the
-journal ends with ``execution_cancelled``), and the text fallback a saved notebook keeps follows a run
-to completion after a click on Approve."""
+real mouse clicks), in the light and the dark theme (the ``lab`` fixture): a run that is streaming is
+stopped by a click on Stop (the view says cancelled in the theme's colour, the journal ends with
+``execution_cancelled``), and the text fallback a saved notebook keeps follows a run to completion
+after a click on Approve."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ from typing import Any
 
 import pytest
 
-from tests.notebook.support import CHROMIUM, chromium_available, open_and_run_all, write_notebook
+from loom_nb.analysis.palette import THEMES, parse_color
+from tests.notebook.support import CHROMIUM, Lab, chromium_available, open_and_run_all, write_notebook
 from tests.notebook.test_view_browser import mail_notebook, new_page
 
 pytestmark = [
@@ -41,16 +43,16 @@ def run_cell_with_toolbar(page: Any, index: int) -> None:
     page.locator(".jp-NotebookPanel-toolbar [data-command='notebook:run-cell-and-select-next']").click()
 
 
-def test_stop_cancels_a_streaming_run(lab: tuple[str, Path], browser: Any, tmp_path: Path) -> None:
+def test_stop_cancels_a_streaming_run(lab: Lab, browser: Any, tmp_path: Path) -> None:
     from playwright.sync_api import expect
 
-    url, root = lab
+    url, root, theme = lab
     journal = tmp_path / "stop.duckdb"
     setup = f"import json, os\nos.environ['LOOM_JOURNAL'] = {str(journal)!r}\n%load_ext loom_nb"
     write_notebook(root, "stop.ipynb", [setup, STREAM_CELL, JOURNAL_CELL])
     page = new_page(browser)
     try:
-        open_and_run_all(page, f"{url}/lab/tree/stop.ipynb?reset")
+        open_and_run_all(page, f"{url}/lab/tree/stop.ipynb?reset", theme)
         view = page.locator(".loom-run")
         expect(view.locator(".loom-run-status")).to_contain_text("running", timeout=60_000)
         expect(view).to_contain_text("word5", timeout=30_000)  # it streams
@@ -58,6 +60,8 @@ def test_stop_cancels_a_streaming_run(lab: tuple[str, Path], browser: Any, tmp_p
         view.locator(".loom-stop").click()
         expect(view.locator(".loom-run-status")).to_contain_text("cancelled", timeout=30_000)
         expect(view.locator(".loom-error")).to_contain_text("RunCancelledError")
+        badge = view.locator(".loom-badge").evaluate("e => getComputedStyle(e).color")
+        assert parse_color(badge) == parse_color(THEMES[theme]["cancelled"]), badge  # the theme's palette
         expect(view.locator(".loom-stop")).to_be_hidden()
         shown = view.inner_text()
         assert "word399" not in shown  # stopped mid-stream
@@ -74,18 +78,22 @@ def test_stop_cancels_a_streaming_run(lab: tuple[str, Path], browser: Any, tmp_p
 
 
 def saved_outputs(path: Path) -> list[dict[str, Any]]:
-    nb = json.loads(path.read_text(encoding="utf-8"))
+    """The code cells' outputs of the saved notebook ([] while JupyterLab is still writing it)."""
+    try:
+        nb = json.loads(path.read_text(encoding="utf-8"))
+    except ValueError:  # caught half-written: the caller reads again
+        return []
     return [o for c in nb["cells"] if c["cell_type"] == "code" for o in c["outputs"]]
 
 
-def test_the_saved_text_follows_the_run_to_completion(lab: tuple[str, Path], browser: Any, tmp_path: Path) -> None:
+def test_the_saved_text_follows_the_run_to_completion(lab: Lab, browser: Any, tmp_path: Path) -> None:
     from playwright.sync_api import expect
 
-    url, root = lab
+    url, root, theme = lab
     name = mail_notebook(root, "saved.ipynb", tmp_path / "saved.duckdb")
     page = new_page(browser)
     try:
-        open_and_run_all(page, f"{url}/lab/tree/{name}?reset")
+        open_and_run_all(page, f"{url}/lab/tree/{name}?reset", theme)
         view = page.locator(".loom-run")
         card = view.locator(".loom-approval")
         expect(card).to_be_visible(timeout=60_000)

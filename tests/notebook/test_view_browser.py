@@ -1,7 +1,7 @@
 """The look of the live view in JupyterLab (headless Debian Chromium, playwright, real mouse clicks):
 the card's arguments in the tool's order with real newlines, Edit mode, Approve all, the click
-feedback while the kernel is busy, and the contrast of every palette colour in the light and the
-dark theme (computed from the colours the browser resolved)."""
+feedback while the kernel is busy, and the contrast of every palette colour (computed from the
+colours the browser resolved). Each test runs in the light and the dark theme (the ``lab`` fixture)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from loom_nb.analysis.palette import LIGHT, contrast_ratio
-from tests.notebook.support import CHROMIUM, chromium_available, open_and_run_all, write_notebook
+from loom_nb.analysis.palette import LIGHT, THEMES, contrast_ratio, parse_color
+from tests.notebook.support import CHROMIUM, Lab, chromium_available, open_and_run_all, write_notebook
 
 pytestmark = [
     pytest.mark.slow,
@@ -68,14 +68,14 @@ def new_page(browser: Any) -> Any:
     return browser.new_page(viewport={"width": 1300, "height": 1000})
 
 
-def test_card_arguments_in_order_and_edit_mode(lab: tuple[str, Path], browser: Any, tmp_path: Path) -> None:
+def test_card_arguments_in_order_and_edit_mode(lab: Lab, browser: Any, tmp_path: Path) -> None:
     from playwright.sync_api import expect
 
-    url, root = lab
+    url, root, theme = lab
     name = mail_notebook(root, "edit.ipynb", tmp_path / "edit.duckdb", extra=())
     page = new_page(browser)
     try:
-        open_and_run_all(page, f"{url}/lab/tree/{name}?reset")
+        open_and_run_all(page, f"{url}/lab/tree/{name}?reset", theme)
         card = page.locator(".loom-approval")
         expect(card).to_be_visible(timeout=60_000)
         expect(card.locator(".loom-card-title")).to_contain_text("Send an e-mail.")
@@ -101,14 +101,14 @@ def test_card_arguments_in_order_and_edit_mode(lab: tuple[str, Path], browser: A
         page.close()
 
 
-def test_approve_all(lab: tuple[str, Path], browser: Any, tmp_path: Path) -> None:
+def test_approve_all(lab: Lab, browser: Any, tmp_path: Path) -> None:
     from playwright.sync_api import expect
 
-    url, root = lab
+    url, root, theme = lab
     name = mail_notebook(root, "all.ipynb", tmp_path / "all.duckdb", calls=3)
     page = new_page(browser)
     try:
-        open_and_run_all(page, f"{url}/lab/tree/{name}?reset")
+        open_and_run_all(page, f"{url}/lab/tree/{name}?reset", theme)
         bar = page.locator(".loom-turn-approvals")
         expect(bar.locator(".loom-approval")).to_have_count(3, timeout=60_000)
         expect(bar).to_contain_text("3 calls wait for your approval")
@@ -121,17 +121,15 @@ def test_approve_all(lab: tuple[str, Path], browser: Any, tmp_path: Path) -> Non
         page.close()
 
 
-def test_a_click_while_the_kernel_is_busy_says_sent_then_busy(
-    lab: tuple[str, Path], browser: Any, tmp_path: Path
-) -> None:
+def test_a_click_while_the_kernel_is_busy_says_sent_then_busy(lab: Lab, browser: Any, tmp_path: Path) -> None:
     from playwright.sync_api import expect
 
-    url, root = lab
+    url, root, theme = lab
     extra = ("await run.wait(until='paused')", "import time\ntime.sleep(8)")
     name = mail_notebook(root, "busy.ipynb", tmp_path / "busy.duckdb", extra=extra)
     page = new_page(browser)
     try:
-        open_and_run_all(page, f"{url}/lab/tree/{name}?reset")
+        open_and_run_all(page, f"{url}/lab/tree/{name}?reset", theme)
         card = page.locator(".loom-approval")
         expect(card).to_be_visible(timeout=60_000)
         expect(page.locator("#jp-main-statusbar >> text=/Busy/")).to_be_visible(timeout=30_000)
@@ -185,32 +183,33 @@ def measured(page: Any) -> dict[str, float]:
     return {what: round(contrast_ratio(fg, bg), 2) for what, (fg, bg) in colours.items()}
 
 
-def test_every_status_colour_has_aa_contrast_in_light_and_dark(
-    lab: tuple[str, Path], browser: Any, tmp_path: Path
-) -> None:
+def test_every_status_colour_has_aa_contrast_in_the_theme(lab: Lab, browser: Any, tmp_path: Path) -> None:
+    """Every palette colour, the badge, the tool status, usage, card description and timeline
+    ticks, measured as the browser resolved them, in the lab's theme (this test runs once per theme)."""
     from playwright.sync_api import expect
 
-    url, root = lab
+    url, root, theme = lab
     extra = ("await run.wait(until='paused')\nrun.gates[0].approve()\nawait run", "loom.timeline(run.id)")
     name = mail_notebook(root, "contrast.ipynb", tmp_path / "contrast.duckdb", extra=extra)
     page = new_page(browser)
     try:
-        open_and_run_all(page, f"{url}/lab/tree/{name}?reset")
+        open_and_run_all(page, f"{url}/lab/tree/{name}?reset", theme)
         expect(page.locator(".loom-run-status")).to_contain_text("completed", timeout=60_000)
         expect(page.locator(".loom-tl-tick").first).to_be_visible(timeout=30_000)
-        light = measured(page)
-        page.screenshot(path=str(tmp_path / "light.png"), full_page=True)
-        # Settings > Theme > JupyterLab Dark, with the mouse
-        page.click("#jp-MainMenu .lm-MenuBar-item:has-text('Settings')")
-        page.hover(".lm-Menu-item:has-text('Theme')")
-        page.click(".lm-Menu-item:has-text('JupyterLab Dark')")
-        page.wait_for_selector("body[data-jp-theme-light='false']", state="attached", timeout=30_000)
-        page.wait_for_timeout(500)
-        dark = measured(page)
-        page.screenshot(path=str(tmp_path / "dark.png"), full_page=True)
-        print(f"contrast light: {light}\ncontrast dark: {dark}")
-        assert set(LIGHT) <= set(light) and ".loom-badge" in light and ".loom-tl-tick" in light
-        low = {(theme, k): v for theme, m in (("light", light), ("dark", dark)) for k, v in m.items() if v < 4.5}
+        ratios = measured(page)
+        page.screenshot(path=str(tmp_path / f"{theme}.png"), full_page=True)
+        print(f"contrast {theme}: {ratios}")
+        assert set(LIGHT) <= set(ratios) and ".loom-badge" in ratios and ".loom-tl-tick" in ratios
+        expected = THEMES[theme]["done"]  # the theme's own values of the palette are in use
+        assert (
+            page.evaluate(
+                "() => getComputedStyle(document.querySelector('.loom-run')).getPropertyValue('--loom-done').trim()"
+            )
+            == expected
+        )
+        bar = page.locator(".loom-turns .progress-bar").evaluate("e => getComputedStyle(e).backgroundColor")
+        assert parse_color(bar) == parse_color(THEMES[theme]["completed"]), bar  # the turns bar too
+        low = {k: v for k, v in ratios.items() if v < 4.5}
         assert not low, low
     finally:
         page.close()

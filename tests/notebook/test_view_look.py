@@ -75,6 +75,11 @@ async def test_the_card_shows_the_arguments_in_signature_order_by_type_with_the_
     assert len(hidden) == len(card.children) - 2  # collapsed: the status line (and the feedback widget)
     assert "Approved at " in card.status.value and "send_mail(to=" in html.unescape(card.status.value)
     assert "loom-collapsed" in card._dom_classes
+    # the one-line forms (the collapsed card, the tool row) show a line break as ↵, not a literal \n
+    one_line = "body='Dear team,↵the build is green.↵↵- Ann'"
+    assert one_line in html.unescape(card.status.value) and "\\n" not in card.status.value
+    (row,) = view.tool_rows.values()
+    assert one_line in html.unescape(row.widget.value) and "\\n" not in row.widget.value
 
 
 async def test_edit_mode_runs_the_edited_arguments_and_the_model_is_told() -> None:

@@ -63,14 +63,19 @@ async def test_every_turn_of_a_typed_run_shows_its_answer_attempt_and_verdict() 
         assert sorted(shown) == [0, 1, 2]
         assert all(shown.values()), shown  # no empty turn block
         assert "weather(city='Oslo') done" in shown[0]
-        assert shown[1].startswith("final_result(city='Oslo', celsius='12C') invalid answer")
+        assert shown[1].startswith("answer attempt 1 final_result(city='Oslo', celsius='12C') invalid → ")
         assert "celsius: Input should be a valid integer" in shown[1] and "summary: Field required" in shown[1]
-        assert shown[2] == "final_result(city='Oslo', celsius=12, summary='Light rain.') valid answer (shown below)"
+        assert (
+            shown[2]
+            == "answer attempt 2 final_result(city='Oslo', celsius=12, summary='Light rain.') valid, shown below"
+        )
         assert "loom-tool-failed" in block_html(view.blocks[1]) and "loom-tool-done" in block_html(view.blocks[2])
         lines = view.text().splitlines()
-        assert lines[2].startswith("  answer attempt 1: final_result(city='Oslo', celsius='12C') invalid answer -> ")
-        valid = "final_result(city='Oslo', celsius=12, summary='Light rain.') valid answer (shown below)"
-        assert lines[3] == "  answer attempt 2: " + valid
+        assert lines[2].startswith(
+            "  answer attempt 1 (final_result(city='Oslo', celsius='12C')): invalid -> celsius: "
+        )
+        valid = "(final_result(city='Oslo', celsius=12, summary='Light rain.')): valid, shown below"
+        assert lines[3] == "  answer attempt 2 " + valid
         assert lines[4] == '  answer: Forecast {"city":"Oslo","celsius":12,"summary":"Light rain."}'
 
 
@@ -96,7 +101,7 @@ async def test_a_run_that_fails_validation_marks_its_last_answer_invalid() -> No
     )
     shown = {turn: visible_text(block_html(b)) for turn, b in view.blocks.items()}
     assert all(shown.values()), shown
-    assert "It's rainy." in shown[0] and "text answer invalid answer" in shown[0]
+    assert "It's rainy." in shown[0] and "answer attempt 1 (text) invalid → Give the final answer" in shown[0]
     assert "the run failed on it" in shown[1]
 
 
@@ -106,3 +111,14 @@ async def test_a_text_agent_has_no_answer_rows() -> None:
     view = RunView(run)
     await run
     assert view.answer_rows == {} and answer_attempts(view.state) == []
+
+
+async def test_a_native_answer_is_the_turns_json_text_and_its_verdict() -> None:
+    model = loom.ScriptedModel(
+        [loom.ModelResponse.text('{"city": "Oslo", "celsius": 12, "summary": "Rain."}')], native_output=True
+    )
+    run = loom.Agent(model, output_type=Forecast, name="native").start("Oslo?", runtime=make_runtime())
+    view = RunView(run)
+    await run
+    assert visible_text(block_html(view.blocks[0])).endswith("answer attempt 1 (JSON text) valid, shown below")
+    assert "  answer attempt 1 (JSON text): valid, shown below" in view.text().splitlines()
