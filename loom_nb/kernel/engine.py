@@ -267,6 +267,11 @@ class Engine:
         self._heartbeats: dict[str, asyncio.Task[None]] = {}
         #: The child execution each parent is driving in this process (``run_child``), for ``cancel``.
         self._children: dict[str, str] = {}
+        #: What each execution hands its effects (``EffectContext.deps``), by execution id: live
+        #: objects of this process (a database handle, a client), never journaled. Set before the
+        #: execution runs (``Agent.start(deps=...)``, ``Agent.attach(id, deps=...)`` after a
+        #: restart); a child execution gets its parent's; dropped when the execution settles here.
+        self.deps: dict[str, Any] = {}
         self._lost: dict[str, str] = {}
 
     # -- lifecycle ------------------------------------------------------------------------------
@@ -437,6 +442,8 @@ class Engine:
             result = await self._drive_held(history, fresh=fresh, recovering=recovering)
         finally:
             self._let_go(eid)
+        if result.status in TERMINAL_STATUSES:
+            self.deps.pop(eid, None)
         if history.parent is not None and result.status in TERMINAL_STATUSES:
             await self._wake_parent(history.parent, result)
         return result
@@ -449,6 +456,8 @@ class Engine:
         it on when a crash left it running, or return where it stands (engine-facing: ``ctx.child``)."""
         pid = str(parent["execution"])
         self._children[pid] = child_id
+        if pid in self.deps:
+            self.deps.setdefault(child_id, self.deps[pid])  # a sub-agent shares its caller's deps
         try:
             return await self._run_child(child_id, flow, input, parent=parent, principal=principal)
         finally:
