@@ -80,4 +80,5 @@ async def test_cancelling_the_parent_from_its_view_closes_the_nested_card() -> N
     card = view.child_panels[CHILD].cards[(CHILD, APPROVAL)]
     assert card.approve.disabled
     assert view.tool_rows[TOOL_STEP].status == "cancelled"
+    assert view.child_panels[CHILD].tool_rows[TOOL_STEP].status == "cancelled"
     view.close()
