@@ -18,7 +18,7 @@ from tests.agent.test_subagents import TOOL_STEP, agents
 
 @pytest.fixture(scope="module")
 def shell() -> Any:
-    return globalipapp.start_ipython()
+    return globalipapp.start_ipython() or globalipapp.get_ipython()  # None when another module started it
 
 
 @pytest.fixture
