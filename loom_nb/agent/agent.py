@@ -23,6 +23,7 @@ from loom_nb.agent.config import (
     AgentOptions,
     AgentResult,
     ApprovalDecision,
+    Deps,
     Out,
     Routes,
     Skill,
@@ -49,6 +50,8 @@ from loom_nb.providers.base import ModelProvider
 from loom_nb.runtime import Runtime, default_runtime
 
 _UNSET: Any = object()
+#: ``Agent(deps_type=...)`` left out: the runs hand their tools nothing (``None``).
+_NO_DEPS: Any = type(None)
 
 #: Given what makes the coroutine that drives a run (a start, a recovery, a resume), returns a
 #: coroutine that waits for a slot first and only then makes and awaits it: how ``Agent.map`` bounds
@@ -77,10 +80,11 @@ class InputIgnoredWarning(UserWarning):
     the recorded input wins (a durable run never changes its input); the run returned is that one."""
 
 
-class Agent(Generic[Out]):
+class Agent(Generic[Deps, Out]):
     """An agent: a model (or routes), tools and a system prompt, run durably.
 
-    ``Agent[Out]`` answers with an ``Out`` (``str`` unless ``output_type=`` says otherwise), so
+    ``Agent[Deps, Out]`` hands its tools a ``Deps`` (``None`` unless ``deps_type=`` says otherwise)
+    and answers with an ``Out`` (``str`` unless ``output_type=`` says otherwise), so
     ``(await agent.start(...)).output`` is typed for mypy and editors.
 
     Args:
@@ -95,6 +99,8 @@ class Agent(Generic[Out]):
         skills: Skills a selector may add to a turn.
         warn_transcript_bytes: Warn once per run past this many uncompacted transcript bytes (True:
             the default limit; False: never).
+        deps_type: The type of the ``deps`` a run hands its tools (``start(..., deps=...)``; a tool
+            reads them as ``EffectContext.deps``). Only the type checker uses it.
         output_type: The type of the final answer: ``str`` (the default), a pydantic model, a
             dataclass, a ``TypedDict`` or ``list[...]`` of them (``loom_nb.agent.output``).
         output_mode: ``auto`` (native structured output where the provider has it, else a
@@ -108,7 +114,7 @@ class Agent(Generic[Out]):
 
     @overload
     def __init__(
-        self: Agent[str],
+        self: Agent[None, str],
         model: ModelProvider | str | None = None,
         *,
         tools: Sequence[Tool] = (),
@@ -125,7 +131,7 @@ class Agent(Generic[Out]):
 
     @overload
     def __init__(
-        self: Agent[Out],
+        self: Agent[None, Out],
         model: ModelProvider | str | None = None,
         *,
         tools: Sequence[Tool] = (),
@@ -136,6 +142,43 @@ class Agent(Generic[Out]):
         model_retry: RetryPolicy | None = _UNSET,
         skills: Sequence[Skill] = (),
         warn_transcript_bytes: int | bool = DEFAULT_WARN_BYTES,
+        output_type: type[Out],
+        output_mode: OutputMode = "auto",
+        **options: Unpack[AgentOptions],
+    ) -> None: ...
+
+    @overload
+    def __init__(
+        self: Agent[Deps, str],
+        model: ModelProvider | str | None = None,
+        *,
+        tools: Sequence[Tool] = (),
+        name: str = "agent",
+        routes: Routes | None = None,
+        models: Mapping[str, ModelProvider] | None = None,
+        summarizer: ModelProvider | None = None,
+        model_retry: RetryPolicy | None = _UNSET,
+        skills: Sequence[Skill] = (),
+        warn_transcript_bytes: int | bool = DEFAULT_WARN_BYTES,
+        deps_type: type[Deps],
+        output_mode: OutputMode = "auto",
+        **options: Unpack[AgentOptions],
+    ) -> None: ...
+
+    @overload
+    def __init__(
+        self: Agent[Deps, Out],
+        model: ModelProvider | str | None = None,
+        *,
+        tools: Sequence[Tool] = (),
+        name: str = "agent",
+        routes: Routes | None = None,
+        models: Mapping[str, ModelProvider] | None = None,
+        summarizer: ModelProvider | None = None,
+        model_retry: RetryPolicy | None = _UNSET,
+        skills: Sequence[Skill] = (),
+        warn_transcript_bytes: int | bool = DEFAULT_WARN_BYTES,
+        deps_type: type[Deps],
         output_type: type[Out],
         output_mode: OutputMode = "auto",
         **options: Unpack[AgentOptions],
@@ -153,6 +196,7 @@ class Agent(Generic[Out]):
         model_retry: RetryPolicy | None = _UNSET,
         skills: Sequence[Skill] = (),
         warn_transcript_bytes: int | bool = DEFAULT_WARN_BYTES,
+        deps_type: Any = _NO_DEPS,
         output_type: Any = str,
         output_mode: OutputMode = "auto",
         **options: Unpack[AgentOptions],
@@ -162,6 +206,8 @@ class Agent(Generic[Out]):
                 raise UsageError(f"{t!r} is not a tool: decorate the function with @loom.tool")
         self.name = name
         self.flow_name = step_ids.agent_flow_name(name)
+        #: The type of what runs hand their tools (``start(..., deps=...)``): for the type checker.
+        self.deps_type: type[Deps] = deps_type
         self._providers: dict[str, ModelProvider] = dict(models or {})
         model_id: str | None = None
         if isinstance(model, str):
@@ -264,7 +310,9 @@ class Agent(Generic[Out]):
         """
         return AgentTool(self, name=name or self.name, description=description, needs_approval=needs_approval)
 
-    def patch(self, change: str, *, tools: Sequence[Tool] | None = None, **options: Unpack[AgentOptions]) -> Agent:
+    def patch(
+        self, change: str, *, tools: Sequence[Tool] | None = None, **options: Unpack[AgentOptions]
+    ) -> Agent[Deps, Out]:
         """Change the agent for new runs only, behind the patch ``change`` (``ctx.patched``'s meaning).
 
         New runs record the marker ``#patched:<change>`` at their start and use the agent with
@@ -310,8 +358,14 @@ class Agent(Generic[Out]):
         execution_id: str | None = None,
         view: bool = True,
         session: Session | str | None = None,
+        deps: Deps | None = None,
     ) -> Run[Out]:
         """Start a run of this agent on ``input`` (the user's message) and return its ``Run``.
+
+        ``deps`` is handed to the run's tools (a parameter annotated ``EffectContext`` reads it as
+        ``.deps``; a sub-agent's run gets its caller's). It lives in this process only, never in
+        the journal: after a kernel restart give it again with ``attach(id, deps=...)`` before the
+        run resumes or recovers, or its tools see ``None``.
 
         With ``session`` (a ``Session`` or a session id) the run is the session's next one and
         continues its conversation (``Session.start``).
@@ -331,6 +385,8 @@ class Agent(Generic[Out]):
                 raise UsageError("a session run's execution id is derived from the session: leave execution_id out")
             if isinstance(session, str):
                 session = self.session(session, runtime=runtime)
+            if deps is not None:
+                raise UsageError("deps for a session run: not supported yet (give them to a run outside a session)")
             return session.start(input, view=view)
         rt = runtime or default_runtime()
         self.register(rt)
@@ -339,7 +395,11 @@ class Agent(Generic[Out]):
         else:
             eid = require_execution_id(execution_id, "execution_id")
             if rt.journal.get_execution(eid) is not None:
+                if deps is not None:
+                    rt.deps[eid] = deps
                 return self._existing(rt, eid, input, view=view)
+        if deps is not None:
+            rt.deps[eid] = deps
         run: Run[Out] = Run.of(rt, eid, agent=self)
         for hook in list(RUN_HOOKS) if view else ():
             hook(run)
@@ -401,10 +461,11 @@ class Agent(Generic[Out]):
         runtime: Runtime | None = None,
         execution_id: str | None = None,
         session: Session | str | None = None,
+        deps: Deps | None = None,
     ) -> AgentResult[Out]:
         """Start a run (a session's next one with ``session``) and wait for its result (approvals
-        must come from elsewhere)."""
-        return await self.start(input, runtime=runtime, execution_id=execution_id, session=session)
+        must come from elsewhere); ``deps`` as for ``start``."""
+        return await self.start(input, runtime=runtime, execution_id=execution_id, session=session, deps=deps)
 
     def map(
         self,
@@ -443,8 +504,9 @@ class Agent(Generic[Out]):
             self, inputs, concurrency=concurrency, ids=ids, runtime=runtime, view=view, progress=progress, on=on
         )
 
-    def attach(self, execution_id: str, *, runtime: Runtime | None = None) -> Run[Out]:
-        """This kernel's ``Run`` of an existing execution (e.g. after a kernel restart).
+    def attach(self, execution_id: str, *, runtime: Runtime | None = None, deps: Deps | None = None) -> Run[Out]:
+        """This kernel's ``Run`` of an existing execution (e.g. after a kernel restart); ``deps``:
+        what its tools get from now on (``start``'s ``deps`` are not journaled).
 
         Raises:
             UsageError: no such execution in the journal.
@@ -452,6 +514,8 @@ class Agent(Generic[Out]):
         rt = runtime or default_runtime()
         self.register(rt)
         run: Run[Out] = Run.attach(rt, execution_id, agent=self)
+        if deps is not None:
+            rt.deps[run.id] = deps
         return run
 
 
@@ -648,7 +712,7 @@ class Run(Generic[Out]):
         agent: The agent (None when attached without one).
     """
 
-    def __init__(self, runtime: Runtime, execution_id: str, *, agent: Agent[Out] | None = None) -> None:
+    def __init__(self, runtime: Runtime, execution_id: str, *, agent: Agent[Any, Out] | None = None) -> None:
         self.id = execution_id
         self.runtime = runtime
         self.agent = agent

@@ -22,6 +22,10 @@ DEFAULT_WARN_BYTES = 256 * 1024
 #: The type of an agent's final answer (``str`` unless ``output_type=`` says otherwise; a bare
 #: ``Agent`` / ``Run`` / ``AgentResult`` annotation means any answer type).
 Out = TypeVar("Out", default=Any)
+#: The type of what a run hands its tools (``Agent(deps_type=...)``; ``agent.start(..., deps=...)``
+#: gives the value, tools read it as ``EffectContext.deps``). ``None`` unless ``deps_type=`` says
+#: otherwise; a bare ``Agent`` annotation means any.
+Deps = TypeVar("Deps", default=Any)
 
 
 class ApprovalDecision(BaseModel):

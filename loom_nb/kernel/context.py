@@ -500,6 +500,7 @@ class ExecutionContext:
             idempotency_key=key,
             principal=self.principal,
             emit_delta=emit_delta,
+            deps=rt.deps.get(eid),
         )
         call = EffectCall(spec=spec, input=input, context=context, on_retry=on_retry, sleep=rt.clock.sleep)
         if self._format > FORMAT_1:

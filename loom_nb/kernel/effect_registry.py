@@ -107,6 +107,8 @@ class EffectContext:
         idempotency_key: ``<execution_id>:<step_id>``: stable across retries and recovery.
         principal: Who the execution acts for.
         emit_delta: Send a streamed text delta (the cell shows every one; the journal keeps chunks).
+        deps: What the run was given to hand its effects (``Engine.deps``: a database handle, a
+            client...), never journaled; None when nothing was given in this process.
     """
 
     execution_id: str
@@ -116,6 +118,7 @@ class EffectContext:
     idempotency_key: str
     principal: Principal
     emit_delta: Callable[[str], None]
+    deps: Any = None
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -265,8 +265,14 @@ class Engine:
         #: Who this engine is in the ``leases`` table: host, process id and engine.
         self.lease_owner = f"{socket.gethostname()}:{os.getpid()}:{id(self):x}"
         self._heartbeats: dict[str, asyncio.Task[None]] = {}
-        #: The child execution each parent is driving in this process (``run_child``), for ``cancel``.
-        self._children: dict[str, str] = {}
+        #: The child executions each parent is driving in this process (``run_child``; several at
+        #: once under parallel tools), for ``cancel``.
+        self._children: dict[str, set[str]] = {}
+        #: What each execution hands its effects (``EffectContext.deps``), by execution id: live
+        #: objects of this process (a database handle, a client), never journaled. Set before the
+        #: execution runs (``Agent.start(deps=...)``, ``Agent.attach(id, deps=...)`` after a
+        #: restart); a child execution gets its parent's; dropped when the execution settles here.
+        self.deps: dict[str, Any] = {}
         self._lost: dict[str, str] = {}
 
     # -- lifecycle ------------------------------------------------------------------------------
@@ -437,6 +443,8 @@ class Engine:
             result = await self._drive_held(history, fresh=fresh, recovering=recovering)
         finally:
             self._let_go(eid)
+        if result.status in TERMINAL_STATUSES:
+            self.deps.pop(eid, None)
         if history.parent is not None and result.status in TERMINAL_STATUSES:
             await self._wake_parent(history.parent, result)
         return result
@@ -448,11 +456,17 @@ class Engine:
         """Start the child execution ``child_id`` of ``parent`` (``{"execution", "step"}``), or drive
         it on when a crash left it running, or return where it stands (engine-facing: ``ctx.child``)."""
         pid = str(parent["execution"])
-        self._children[pid] = child_id
+        self._children.setdefault(pid, set()).add(child_id)
+        if pid in self.deps:
+            self.deps.setdefault(child_id, self.deps[pid])  # a sub-agent shares its caller's deps
         try:
             return await self._run_child(child_id, flow, input, parent=parent, principal=principal)
         finally:
-            self._children.pop(pid, None)
+            driving = self._children.get(pid)
+            if driving is not None:
+                driving.discard(child_id)
+                if not driving:
+                    del self._children[pid]
 
     async def _run_child(
         self, child_id: str, flow: str, input: Any, *, parent: dict[str, Any], principal: Principal
@@ -855,9 +869,12 @@ class Engine:
 
     async def _cancel_one(self, execution_id: str, reason: str | None) -> ExecutionResult:
         self._cancels[execution_id] = reason
-        child = self._children.get(execution_id)
-        if child is not None:
+        # The children it drives in this task (and theirs) stop with it: recorded cancelled, not left running.
+        driving = sorted(self._children.get(execution_id, ()))
+        while driving:
+            child = driving.pop()
             self._cancels.setdefault(child, reason or f"its parent {execution_id!r} was cancelled")
+            driving.extend(sorted(self._children.get(child, ())))
         task = self._driving.get(execution_id)
         if task is not None and task is not asyncio.current_task() and not task.done():
             task.cancel(f"execution {execution_id} cancelled")

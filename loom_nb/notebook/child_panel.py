@@ -114,6 +114,12 @@ class ChildPanel(TextForm, widgets.VBox):  # type: ignore[misc]
                 if e.kind == EventKind.GATE_OPENED and isinstance(touched.payload, dict):
                     self._row(subject, str(touched.payload.get("tool")), touched.payload.get("arguments"))
                 self._refresh_row(subject, render)
+        elif e.kind == EventKind.EXECUTION_CANCELLED:  # calls the cancel cut before they ran (or finished)
+            for row in self.tool_rows.values():
+                if row.status in ("awaiting approval", "approved", "running", "retrying"):
+                    row.status = "cancelled"
+                    if render:
+                        row.render()
         self._render_head()
 
     def add_card(self, key: tuple[str, str], card: GateCard) -> None:

@@ -60,7 +60,7 @@ def respond(request: ModelRequest) -> loom.ModelResponse:
     return loom.ModelResponse.tool_calls([("final_result", {"city": "Oslo", "celsius": 12})])
 
 
-def make_agent() -> loom.Agent[Forecast]:
+def make_agent() -> loom.Agent[None, Forecast]:
     """The golden typed agent."""
     return loom.Agent(
         loom.ScriptedModel(respond), tools=[weather], name=AGENT_NAME, output_type=Forecast, system="Forecast."

@@ -151,3 +151,50 @@ async def test_check_of_the_parked_lead_reports_an_edited_researcher() -> None:
     (parent,) = (await rt2.check(["lead-1"])).executions
     assert not parent.ok and parent.step == TOOL_STEP
     assert f"child execution 'lead-1/{TOOL_STEP}'" in str(parent)
+
+
+def two_researchers(log: list[str]) -> loom.Agent[Any]:
+    """A lead that asks its researcher two things in one turn, the calls run in parallel."""
+
+    @loom.tool(needs_approval=True)
+    def fetch_page(url: str) -> str:
+        """Fetch a web page.
+
+        Args:
+            url: The page.
+        """
+        log.append(url)
+        return f"<{url}>"
+
+    def researching(request: Any) -> ModelResponse:
+        tools = [m.text for m in request.messages if m.role == "tool"]
+        if not tools:
+            return calls(("fetch_page", {"url": request.messages[-1].text}))
+        return ModelResponse.text(f"R: {tools[0]}")
+
+    def leading(request: Any) -> ModelResponse:
+        tools = [m.text for m in request.messages if m.role == "tool"]
+        if not tools:
+            return calls(("research", {"input": "a.test"}), ("research", {"input": "b.test"}))
+        return ModelResponse.text(" + ".join(tools))
+
+    researcher = loom.Agent(ScriptedModel(researching), tools=[fetch_page], name="researcher")
+    return loom.Agent(
+        ScriptedModel(leading), tools=[researcher.as_tool(name="research")], name="lead", parallel_tools=True
+    )
+
+
+async def test_two_children_of_one_turn_under_parallel_tools_park_and_finish_the_parent(rt: Runtime) -> None:
+    log: list[str] = []
+    run = two_researchers(log).start("go", runtime=rt, execution_id="p")
+    await run.wait(until="paused")
+    children = ["p/#turn:0:tool:0", "p/#turn:0:tool:1"]
+    assert [g.execution_id for g in run.gates] == children
+    first, second = run.gates
+    await first.approve()
+    assert run.status == "suspended" and [g.execution_id for g in run.gates] == children[1:]
+    await second.approve()
+    assert run.status == "completed" and run.result is not None
+    assert run.result.output == "R: <a.test> + R: <b.test>" and log == ["a.test", "b.test"]
+    report = await rt.replay("p")
+    assert report.reproduced and [c.execution_id for c in report.children] == children

@@ -1,5 +1,6 @@
-"""mypy knows the output type: ``typed_output_types.py`` type-checks in strict mode, and the same file
-with one claim made wrong does not (so the check can fail)."""
+"""mypy knows the deps and output types: ``typed_output_types.py`` type-checks in strict mode, the
+same file with one claim made wrong does not (so the check can fail), and ``reveal_type`` shows
+``Agent[Deps, Out]`` as mypy infers it."""
 
 from __future__ import annotations
 
@@ -32,3 +33,45 @@ def test_a_wrong_claim_about_the_output_type_fails(tmp_path: Path) -> None:
     report, status = mypy(path)
     assert status == 1
     assert 'Expression is of type "City", not "str"' in report
+
+
+REVEAL = """
+import dataclasses
+
+from pydantic import BaseModel
+
+import loom_nb as loom
+
+
+class City(BaseModel):
+    name: str
+
+
+@dataclasses.dataclass
+class Db:
+    url: str
+
+
+async def check(model: loom.ScriptedModel) -> None:
+    reveal_type(loom.Agent(model))
+    reveal_type(loom.Agent(model, output_type=City))
+    both = loom.Agent(model, deps_type=Db, output_type=City)
+    reveal_type(both)
+    reveal_type((await both.run("q", deps=Db("x"))).output)
+    both.start("q", deps="not a Db")
+"""
+
+
+def test_reveal_type_shows_deps_and_output(tmp_path: Path) -> None:
+    path = tmp_path / "reveal.py"
+    path.write_text(REVEAL, encoding="utf-8")
+    report, status = mypy(path)
+    assert status == 1  # the last line gives deps of the wrong type
+    revealed = [line.split("Revealed type is ", 1)[1] for line in report.splitlines() if "Revealed type" in line]
+    assert revealed == [
+        '"loom_nb.agent.agent.Agent[None, str]"',
+        '"loom_nb.agent.agent.Agent[None, reveal.City]"',
+        '"loom_nb.agent.agent.Agent[reveal.Db, reveal.City]"',
+        '"reveal.City"',
+    ]
+    assert 'Argument "deps" to "start" of "Agent" has incompatible type "str"; expected "Db | None"' in report

@@ -65,7 +65,7 @@ def respond(request: ModelRequest) -> ModelResponse:
     )
 
 
-def build_agent(log_path: str) -> loom.Agent[Trip]:
+def build_agent(log_path: str) -> loom.Agent[None, Trip]:
     """The typed agent, its tool logging every call."""
 
     @loom.tool(idempotent=True)

@@ -225,3 +225,55 @@ async def test_check_of_a_parked_parent_reports_a_child_that_would_diverge() -> 
     everything = await rt2.check()
     assert sorted(c.execution_id for c in everything.diverging) == ["p", "p/sub"]
     assert next(c for c in everything if c.execution_id == "p/sub").step == "ok"
+
+
+async def test_cancelling_a_parent_while_two_children_run_at_once_cancels_both() -> None:
+    rt, _ = engine()
+    started: list[Any] = []
+    both = asyncio.Event()
+
+    async def hang(value: Any) -> Any:
+        started.append(value)
+        if len(started) == 2:
+            both.set()
+        await asyncio.Event().wait()
+
+    rt.effects.register("fetch", hang, idempotent=True)
+
+    async def parent(ctx: ExecutionContext, inp: Any) -> Any:  # two children at once (parallel tools)
+        return await asyncio.gather(
+            ctx.child("child", {"n": 1}, step_id="a"), ctx.child("child", {"n": 2}, step_id="b")
+        )
+
+    rt.flows.register(parent, name="parent-two")
+    task = asyncio.create_task(rt.start("parent-two", None, execution_id="p"))
+    await both.wait()
+    assert (await rt.cancel("p", "stop")).status == "cancelled"
+    assert rt.result("p/a").status == "cancelled" and rt.result("p/b").status == "cancelled"
+    assert (await task).status == "cancelled"
+    assert rt.open_gates() == [] and (await rt.recover()) == []
+
+
+async def test_cancelling_a_parent_while_a_grandchild_runs_cancels_the_whole_tree() -> None:
+    rt, _ = engine()
+    started = asyncio.Event()
+
+    async def hang(value: Any) -> Any:
+        started.set()
+        await asyncio.Event().wait()
+
+    rt.effects.register("fetch", hang, idempotent=True)
+
+    async def middle(ctx: ExecutionContext, inp: Any) -> Any:
+        return await ctx.child("child", inp, step_id="inner")
+
+    async def top(ctx: ExecutionContext, inp: Any) -> Any:
+        return await ctx.child("middle", inp, step_id="outer")
+
+    rt.flows.register(middle, name="middle")
+    rt.flows.register(top, name="top")
+    task = asyncio.create_task(rt.start("top", {"n": 1}, execution_id="p"))
+    await started.wait()
+    assert (await rt.cancel("p", "stop")).status == "cancelled"
+    assert [rt.result(e).status for e in ("p", "p/outer", "p/outer/inner")] == ["cancelled"] * 3
+    assert (await task).status == "cancelled" and (await rt.recover()) == []

@@ -11,7 +11,7 @@ from loom_nb.agent.agent import Run
 from loom_nb.notebook.cards import ApprovalCard
 from loom_nb.notebook.child_panel import ChildPanel
 from loom_nb.notebook.run_view import RunView
-from tests.agent.test_subagents import TOOL_STEP, agents
+from tests.agent.test_subagents import TOOL_STEP, agents, two_researchers
 from tests.notebook.support import make_runtime
 
 CHILD = f"lead-1/{TOOL_STEP}"
@@ -80,4 +80,25 @@ async def test_cancelling_the_parent_from_its_view_closes_the_nested_card() -> N
     card = view.child_panels[CHILD].cards[(CHILD, APPROVAL)]
     assert card.approve.disabled
     assert view.tool_rows[TOOL_STEP].status == "cancelled"
+    assert view.child_panels[CHILD].tool_rows[TOOL_STEP].status == "cancelled"
+    view.close()
+
+
+async def test_two_children_of_one_turn_get_a_panel_each_and_their_cards_answer_them() -> None:
+    log: list[str] = []
+    run = two_researchers(log).start("go", runtime=make_runtime(), execution_id="p")
+    view = RunView(run)
+    await run.wait(until="paused")
+    children = ["p/#turn:0:tool:0", "p/#turn:0:tool:1"]
+    assert list(view.child_panels) == children
+    tools = view.blocks[0].tools.children
+    for cid in children:  # each panel right under its own row
+        assert tools.index(view.child_panels[cid]) == tools.index(view.tool_rows[cid.split("/")[1]].widget) + 1
+    cards = [card for cid in children for card in view.child_panels[cid].cards.values()]
+    assert len(cards) == 2
+    for card in cards:
+        card.approve.click()
+        await run.wait(until="paused")
+    assert run.status == "completed" and log == ["a.test", "b.test"]
+    assert [view.tool_rows[c.split("/")[1]].status for c in children] == ["done", "done"]
     view.close()
