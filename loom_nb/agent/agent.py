@@ -385,9 +385,7 @@ class Agent(Generic[Deps, Out]):
                 raise UsageError("a session run's execution id is derived from the session: leave execution_id out")
             if isinstance(session, str):
                 session = self.session(session, runtime=runtime)
-            if deps is not None:
-                raise UsageError("deps for a session run: not supported yet (give them to a run outside a session)")
-            return session.start(input, view=view)
+            return session.start(input, view=view, deps=deps)
         rt = runtime or default_runtime()
         self.register(rt)
         if execution_id is None:

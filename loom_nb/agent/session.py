@@ -100,9 +100,9 @@ class Session:
                 return eid
         return None
 
-    def start(self, message: str, *, view: bool = True) -> Run:
+    def start(self, message: str, *, view: bool = True, deps: Any = None) -> Run:
         """Start the session's next run on ``message``; it continues the last completed run's
-        conversation. Returns its ``Run`` (as ``Agent.start`` does).
+        conversation. Returns its ``Run`` (as ``Agent.start`` does); ``deps`` as for ``Agent.start``.
 
         Raises:
             UsageError: a run of the session is still running or waiting at a gate.
@@ -116,11 +116,12 @@ class Session:
             runtime=self.runtime,
             execution_id=self.execution_id(index),
             view=view,
+            deps=deps,
         )
 
-    async def run(self, message: str) -> AgentResult:
+    async def run(self, message: str, *, deps: Any = None) -> AgentResult:
         """Start the session's next run and wait for its result (approvals must come from elsewhere)."""
-        return await self.start(message)
+        return await self.start(message, deps=deps)
 
     def transcript(self) -> list[Message]:
         """The conversation so far (without the system prompt): the last completed run's, rebuilt

@@ -92,3 +92,13 @@ async def test_without_deps_a_tool_sees_none() -> None:
     agent = loom.Agent(ScriptedModel(script()), tools=[lookup_tool(seen)], name="deps3")
     assert (await agent.run("go", runtime=make_runtime())).output == "found"
     assert seen == [None]
+
+
+async def test_a_session_run_gets_its_deps() -> None:
+    seen: list[Any] = []
+    agent = loom.Agent(ScriptedModel(script() + script()), tools=[lookup_tool(seen)], name="deps4")
+    rt = make_runtime()
+    db = Db("chat")
+    assert (await agent.session("t", runtime=rt).run("first", deps=db)).output == "found"
+    assert (await agent.run("second", runtime=rt, session="t", deps=db)).output == "found"
+    assert seen == [db, db] and db.queries == ["k1", "k1"]

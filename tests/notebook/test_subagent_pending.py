@@ -1,5 +1,6 @@
 """``%loom pending`` with a sub-agent waiting at its gate: the child's gate is the open one, its
-card answers the child, and the parent goes on (through ``IPython.testing.globalipapp``, no kernel)."""
+card answers the child, and the parent goes on; ``%loom replay`` of the parent replays the child too
+(through ``IPython.testing.globalipapp``, no kernel)."""
 
 from __future__ import annotations
 
@@ -57,3 +58,7 @@ def test_pending_lists_the_childs_gate_and_its_card_finishes_child_and_parent(
     assert rt.result("lead-p").status == "completed"
     assert rt.result("lead-p").output["output"] == "Done: a.test says hi"
     view.close()
+    capsys.readouterr()
+    ip.run_line_magic("loom", "replay lead-p")  # the replay descends into the child
+    assert "loom_nb: replay of lead-p: reproduced (" in (out := capsys.readouterr().out), out
+    assert "1 child execution(s) replayed too)" in out
