@@ -475,6 +475,7 @@ class Agent(Generic[Deps, Out]):
         view: bool = True,
         progress: bool = True,
         on: Literal["here", "workers"] = "here",
+        deps: Deps | None = None,
     ) -> Batch:
         """Run this agent on many inputs, at most ``concurrency`` runs moving at once, and return
         the ``Batch``.
@@ -494,12 +495,23 @@ class Agent(Generic[Deps, Out]):
         journal (``loom-nb worker``) and nothing runs here; the batch returns at once with its items
         ``queued`` (``batch.refresh()`` reads where they stand).
 
+        ``deps`` is handed to every item's tools, as ``start``'s (not with ``on="workers"``: they
+        live in this process only).
+
         Raises:
             UsageError: ``concurrency`` below 1, ``ids`` not one distinct id per input, or an id
                 whose execution runs another flow.
         """
         return map_agent(
-            self, inputs, concurrency=concurrency, ids=ids, runtime=runtime, view=view, progress=progress, on=on
+            self,
+            inputs,
+            concurrency=concurrency,
+            ids=ids,
+            runtime=runtime,
+            view=view,
+            progress=progress,
+            on=on,
+            deps=deps,
         )
 
     def attach(self, execution_id: str, *, runtime: Runtime | None = None, deps: Deps | None = None) -> Run[Out]:

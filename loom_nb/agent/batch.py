@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, Literal, TextIO
 from loom_nb.agent.config import APPROVAL_GATE, AgentResult
 from loom_nb.errors import LoomError, UsageError
 from loom_nb.journal import step_ids
+from loom_nb.journal.events import TERMINAL_STATUSES
 from loom_nb.kernel.async_bridge import in_running_loop, run_or_schedule
 from loom_nb.kernel.engine import ExecutionResult, require_execution_id
 from loom_nb.runtime import Runtime
@@ -438,12 +439,15 @@ def map_agent(
     view: bool = True,
     progress: bool = True,
     on: Literal["here", "workers"] = "here",
+    deps: Any = None,
 ) -> Batch:
     """``Agent.map``'s body (documented there)."""
     from loom_nb.agent.agent import Run  # the facade imports this module
 
     if on not in ("here", "workers"):
         raise UsageError(f"map(on=...) is 'here' (this process runs the batch) or 'workers', not {on!r}")
+    if on == "workers" and deps is not None:
+        raise UsageError("map(on='workers', deps=...): deps live in this process only, workers cannot get them")
 
     limiter = Limiter(concurrency)
     values = list(inputs)
@@ -479,6 +483,8 @@ def map_agent(
             run, queued = Run.of(rt, eid, agent=agent), True  # new, or left running by a crash
         run.limit = limiter
         rt.runs[eid] = run
+        if deps is not None and (record is None or record.status not in TERMINAL_STATUSES):
+            rt.deps[eid] = deps  # every item's tools get them (Agent.start's deps)
         items.append(BatchItem(index, value, run, resumed=record is not None, queued=queued))
     batch = Batch(agent, rt, items, limiter)
     if on == "workers":

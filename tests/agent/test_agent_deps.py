@@ -7,6 +7,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+import pytest
+
 import loom_nb as loom
 from loom_nb.kernel import EffectContext
 from loom_nb.messages import ModelResponse
@@ -102,3 +104,21 @@ async def test_a_session_run_gets_its_deps() -> None:
     assert (await agent.session("t", runtime=rt).run("first", deps=db)).output == "found"
     assert (await agent.run("second", runtime=rt, session="t", deps=db)).output == "found"
     assert seen == [db, db] and db.queries == ["k1", "k1"]
+
+
+async def test_map_hands_every_item_the_deps() -> None:
+    seen: list[Any] = []
+
+    def respond(request: Any) -> ModelResponse:
+        if request.messages[-1].role == "user":
+            return calls(("lookup", {"key": request.messages[-1].text}))
+        return ModelResponse.text("found")
+
+    agent = loom.Agent(ScriptedModel(respond), tools=[lookup_tool(seen)], name="deps5")
+    rt = make_runtime()
+    db = Db("batch")
+    batch = agent.map(["a", "b"], runtime=rt, view=False, progress=False, deps=db)
+    await batch.wait()
+    assert sorted(db.queries) == ["a", "b"] and seen == [db, db] and rt.deps == {}
+    with pytest.raises(loom.UsageError, match="workers cannot get them"):
+        agent.map(["c"], runtime=rt, on="workers", deps=db)
