@@ -418,6 +418,9 @@ class RunView(TextForm, widgets.VBox):  # type: ignore[misc]
         self.stop.on_click(self._on_stop)
         style = html_widget("loom-style", STYLE)
         header = widgets.HBox([style, self.title, self.status, self.progress, self.turn_label, self.stop])
+        header.layout.flex_flow = "row wrap"  # a long execution id pushes Stop to a second line, never out of view
+        header.layout.align_items = "center"
+        header.add_class("loom-header")
         super().__init__(
             children=[
                 header,

@@ -94,10 +94,14 @@ class FollowedDisplay:
 
     def republish(self) -> bool:
         """Update the display again, from the context of the cell that runs now, when the view's text
-        changed since the last such update; returns whether to keep following (False once the view
-        is closed, or its run ended and its final text was sent)."""
+        changed since the last such update and its run (or batch) is not moving (a front end redraws
+        the view at each update); returns whether to keep following (False once the view is closed,
+        or its run ended and its final text was sent)."""
         if self.closed:
             return False
+        run, batch = getattr(self.view, "run", None), getattr(self.view, "batch", None)
+        if (isinstance(run, Run) and run.status == "running") or getattr(batch, "moving", False):
+            return True  # each update redraws the view in the page: wait until it settles
         try:
             flush = getattr(self.view, "flush", None)
             if callable(flush):
@@ -108,7 +112,6 @@ class FollowedDisplay:
                 self.handle.update(self.view)
         except Exception:  # a display must never stop a cell
             return False
-        run = getattr(self.view, "run", None)
         return not (isinstance(run, Run) and run.status in ("completed", "failed", "cancelled"))
 
 

@@ -37,6 +37,17 @@ if run.status == "cancelled":
 """
 
 
+def computed_colour(page: Any, selector: str) -> str:
+    """The text colour the browser resolved for ``selector`` (read again while the output is being
+    redrawn: a display update renders the view anew)."""
+    page.wait_for_function(
+        "s => { const e = document.querySelector(s); return e && e.isConnected && getComputedStyle(e).color; }",
+        arg=selector,
+        timeout=10_000,
+    )
+    return str(page.evaluate("s => getComputedStyle(document.querySelector(s)).color", selector))
+
+
 def run_cell_with_toolbar(page: Any, index: int) -> None:
     """Select code cell ``index`` with a click, then click the toolbar's Run button."""
     page.locator(".jp-NotebookPanel .jp-Cell").nth(index).locator(".jp-InputArea-editor").click()
@@ -50,17 +61,20 @@ def test_stop_cancels_a_streaming_run(lab: Lab, browser: Any, tmp_path: Path) ->
     journal = tmp_path / "stop.duckdb"
     setup = f"import json, os\nos.environ['LOOM_JOURNAL'] = {str(journal)!r}\n%load_ext loom_nb"
     write_notebook(root, "stop.ipynb", [setup, STREAM_CELL, JOURNAL_CELL])
-    page = new_page(browser)
+    page = browser.new_page(viewport={"width": 1000, "height": 900})  # narrow: the header must wrap
     try:
         open_and_run_all(page, f"{url}/lab/tree/stop.ipynb?reset", theme)
         view = page.locator(".loom-run")
         expect(view.locator(".loom-run-status")).to_contain_text("running", timeout=60_000)
         expect(view).to_contain_text("word5", timeout=30_000)  # it streams
         page.wait_for_selector("#jp-main-statusbar >> text=/Idle/", timeout=30_000)
+        stop, box = view.locator(".loom-stop").bounding_box(), view.bounding_box()
+        assert stop is not None and box is not None
+        assert stop["x"] + stop["width"] <= box["x"] + box["width"] + 1, (stop, box)  # Stop shows whole
         view.locator(".loom-stop").click()
         expect(view.locator(".loom-run-status")).to_contain_text("cancelled", timeout=30_000)
         expect(view.locator(".loom-error")).to_contain_text("RunCancelledError")
-        badge = view.locator(".loom-badge").evaluate("e => getComputedStyle(e).color")
+        badge = computed_colour(page, ".loom-run .loom-badge")
         assert parse_color(badge) == parse_color(THEMES[theme]["cancelled"]), badge  # the theme's palette
         expect(view.locator(".loom-stop")).to_be_hidden()
         shown = view.inner_text()
