@@ -331,6 +331,12 @@ def write_notebook(folder: Path, name: str, cells: list[str]) -> None:
     nbformat.write(nb, folder / name)
 
 
+def run_cell_with_toolbar(page: Any, index: int) -> None:
+    """Select code cell ``index`` with a click, then click the toolbar's Run button."""
+    page.locator(".jp-NotebookPanel .jp-Cell").nth(index).locator(".jp-InputArea-editor").click()
+    page.locator(".jp-NotebookPanel-toolbar [data-command='notebook:run-cell-and-select-next']").click()
+
+
 def open_and_run_all(page: Any, url: str, theme: str | None = None) -> None:
     """Open a notebook in JupyterLab (checking it shows in ``theme``, ``light`` or ``dark``, when
     given), wait for an idle kernel, then Run > Run All Cells (mouse clicks)."""

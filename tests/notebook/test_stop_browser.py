@@ -13,7 +13,14 @@ from typing import Any
 import pytest
 
 from loom_nb.analysis.palette import THEMES, parse_color
-from tests.notebook.support import CHROMIUM, Lab, chromium_available, open_and_run_all, write_notebook
+from tests.notebook.support import (
+    CHROMIUM,
+    Lab,
+    chromium_available,
+    open_and_run_all,
+    run_cell_with_toolbar,
+    write_notebook,
+)
 from tests.notebook.test_view_browser import mail_notebook, new_page
 
 pytestmark = [
@@ -46,12 +53,6 @@ def computed_colour(page: Any, selector: str) -> str:
         timeout=10_000,
     )
     return str(page.evaluate("s => getComputedStyle(document.querySelector(s)).color", selector))
-
-
-def run_cell_with_toolbar(page: Any, index: int) -> None:
-    """Select code cell ``index`` with a click, then click the toolbar's Run button."""
-    page.locator(".jp-NotebookPanel .jp-Cell").nth(index).locator(".jp-InputArea-editor").click()
-    page.locator(".jp-NotebookPanel-toolbar [data-command='notebook:run-cell-and-select-next']").click()
 
 
 def test_stop_cancels_a_streaming_run(lab: Lab, browser: Any, tmp_path: Path) -> None:
