@@ -164,7 +164,7 @@ def test_no_wall_clock_or_global_randomness(part: str) -> None:
 def test_import_needs_no_kernel_or_widgets() -> None:
     code = (
         "import sys, loom_nb\n"
-        "heavy = ('IPython', 'ipywidgets', 'anywidget', 'pandas', 'matplotlib', 'opentelemetry')\n"
+        "heavy = ('IPython', 'ipywidgets', 'anywidget', 'pandas', 'matplotlib', 'opentelemetry', 'psycopg')\n"
         "bad = [m for m in heavy if m in sys.modules]\n"
         "print(','.join(bad))\n"
     )

@@ -251,7 +251,9 @@ SELECT execution_id,
            WHEN 'execution_completed' THEN 'completed'
            WHEN 'execution_failed' THEN 'failed'
            WHEN 'execution_cancelled' THEN 'cancelled'
-           ELSE 'running' END AS status,
+           -- submitted for the workers and nothing journaled since (Engine.submit): waiting in the queue
+           ELSE CASE WHEN events = 1 AND started ->> '$.queued' = 'true' THEN 'queued' ELSE 'running' END
+       END AS status,
        created_at,
        updated_at,
        started ->> '$.principal.name' AS principal,

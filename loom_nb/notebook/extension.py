@@ -116,10 +116,22 @@ def current_runtime() -> Runtime | None:
         return None
 
 
+def left_running(runtime: Runtime) -> list[str]:
+    """Executions a crash or restart left ``running``: not driven in this kernel, and, on a shared
+    journal, without a live lease (a worker or another notebook that drives one holds its lease)."""
+    journal: Any = runtime.journal
+    held = getattr(journal, "lease_owner", None)
+    return [
+        eid
+        for eid in runtime.executions("running")
+        if not runtime.is_active(eid) and (held is None or held(eid) is None)
+    ]
+
+
 def crash_report(runtime: Runtime) -> list[str]:
     """Lines about what a crash left: executions left running and gates left open."""
     lines: list[str] = []
-    running = [eid for eid in runtime.executions("running") if not runtime.is_active(eid)]
+    running = left_running(runtime)
     if running:
         shown = ", ".join(running[:5]) + (", ..." if len(running) > 5 else "")
         lines.append(

@@ -220,7 +220,7 @@ class LoomMagics(Magics):
 
         runtime = self._runtime()
         gates = runtime.open_gates()
-        left = [eid for eid in runtime.executions("running") if not runtime.is_active(eid)]
+        left = extension.left_running(runtime)
         if left:
             shown = ", ".join(left)
             print(f"loom_nb: {len(left)} execution(s) left running ({shown}): %loom recover finishes them")
@@ -310,7 +310,7 @@ class LoomMagics(Magics):
         from loom_nb.notebook.run_view import RecoveryView
 
         runtime = self._runtime()
-        left = [eid for eid in runtime.executions("running") if not runtime.is_active(eid)]
+        left = extension.left_running(runtime)
         if not left:
             print(f"loom_nb: nothing to recover in {runtime.journal.location}")
             return

@@ -15,7 +15,7 @@ import loom_nb as loom
 import loom_nb.analysis as analysis
 from loom_nb.analysis import Frames, frames
 from loom_nb.errors import UsageError
-from loom_nb.journal import digest_value
+from loom_nb.journal import Event, EventKind, digest_value
 from tests.analysis.support import (
     DELETED,
     JOURNALS,
@@ -372,6 +372,16 @@ async def test_executions_events_and_log_growth(rt: loom.Runtime) -> None:
     assert growth["bytes"].tolist() == events.groupby(events["turn"].fillna(0))["bytes"].sum().tolist()
     assert analysis.log_growth(done, runtime=rt).equals(growth)
     assert len(f.events()) == len(f.events(done)) + len(f.events(waiting.id))
+
+
+async def test_a_submitted_run_is_queued_until_a_worker_journals_its_first_step(rt: loom.Runtime) -> None:
+    """``executions()`` says ``queued`` for a run submitted for the workers while only its
+    ``execution_started`` is journaled (the projection's ``queued``), ``running`` once a step is."""
+    agent = tidy_agent()
+    agent.submit("queued work", "job-q", runtime=rt, view=False)
+    assert frames(rt).executions().set_index("execution_id").loc["job-q", "status"] == "queued"
+    rt.journal.append([Event("job-q", 2, EventKind.VALUE_RECORDED, "#value:1", 2.0, {"value": 1})])
+    assert frames(rt).executions().set_index("execution_id").loc["job-q", "status"] == "running"
 
 
 async def test_failed_execution(rt: loom.Runtime) -> None:

@@ -324,3 +324,21 @@ def test_a_run_cancelled_from_a_notebook_stops_on_its_worker_and_its_call_in_fli
         _, err = worker.communicate(timeout=30)
         rt.close()
     assert "Traceback" not in err, err[-2000:]
+
+
+def test_a_second_notebook_does_not_call_a_run_a_worker_drives_left_by_a_crash(_postgres_server: str) -> None:
+    """``%load_ext`` / ``%loom pending`` / ``%loom recover`` in a notebook on the shared journal: a
+    running execution whose lease another process holds is driven, not left by a crash; once nobody
+    holds it, it is."""
+    from loom_nb.notebook.extension import crash_report, left_running
+
+    rt = Runtime.open(stores.new_schema("left-running"))
+    try:
+        clerk.submit("l", "job-l", runtime=rt, view=False)
+        assert rt.journal.claim_queued("a-worker", 30, 1) == ["job-l"]  # a worker took it and drives it
+        assert left_running(rt) == [] and not any("left running" in line for line in crash_report(rt))
+        rt.journal.release_lease("job-l", "a-worker")  # as if its lease had expired: nobody drives it
+        assert left_running(rt) == ["job-l"]
+        assert any("left running" in line and "job-l" in line for line in crash_report(rt))
+    finally:
+        rt.close()
