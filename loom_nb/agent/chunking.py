@@ -6,6 +6,11 @@ import re
 from collections.abc import Callable
 
 _BOUNDARY = re.compile(r"[.!?;:](?:[\"')\]]*)\s+|\n")
+#: A delta holding none of these, and not starting with whitespace or a closing quote or bracket,
+#: cannot take part in a boundary (a boundary ends with whitespace after a sentence mark, or is a
+#: newline), so it needs no scan.
+_MAY_BOUND = re.compile(r"[.!?;:\n]")
+_CLOSERS = "\"')]"
 
 
 def _boundary_start(text: str, end: int) -> int:
@@ -46,6 +51,12 @@ class DeltaChunker:
         Only the new text (and a few characters before it, where a boundary may begin) is scanned,
         so a long sentence costs O(its length) over all its deltas, not O(length) per delta.
         """
+        if delta and _MAY_BOUND.search(delta) is None and not delta[0].isspace() and delta[0] not in _CLOSERS:
+            # No boundary can end in this delta: nothing to scan (a cut is only ever pending
+            # within one call, so none is pending here).
+            self._buffer += delta
+            self._scanned = len(self._buffer)
+            return
         start = _boundary_start(self._buffer, self._scanned)
         self._buffer += delta
         for match in _BOUNDARY.finditer(self._buffer, start):

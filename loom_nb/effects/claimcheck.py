@@ -53,8 +53,14 @@ def is_envelope(value: Any) -> bool:
     return isinstance(value, Mapping) and value.get(ENVELOPE_KEY) is True
 
 
+#: Leaves that are never an envelope nor hold one (checked before the slower ``Mapping`` test).
+_LEAVES = (str, int, float, bool, type(None))
+
+
 def contains_envelope(value: Any) -> bool:
     """True when an envelope appears anywhere inside ``value``."""
+    if type(value) in _LEAVES:
+        return False
     if is_envelope(value):
         return True
     if isinstance(value, Mapping):

@@ -106,6 +106,8 @@ class Tool:
             raise UsageError(f"tool {self.name!r}: timeout must be a positive number of seconds, got {timeout!r}")
         self.timeout = timeout
         self._context_param: str | None = None
+        #: ``fn`` as last checked by ``invoke``, and whether it is a coroutine function (asked once).
+        self._checked: tuple[Callable[..., Any], bool] | None = None
         self.args_model = self._build_model(param_docs)
         self.__doc__ = fn.__doc__
         self.__name__ = self.name
@@ -167,7 +169,10 @@ class Tool:
         """The effect body: validate, then call the function: an async one on the event loop, a
         synchronous one on a worker thread (``run_in_thread``) where the journal refuses use."""
         kwargs = self.validate(dict(arguments))
-        if inspect.iscoroutinefunction(self.fn):
+        checked = self._checked
+        if checked is None or checked[0] is not self.fn:
+            checked = self._checked = (self.fn, inspect.iscoroutinefunction(self.fn))
+        if checked[1]:
             if self._context_param:
                 kwargs[self._context_param] = effect_context
             return await self.fn(**kwargs)

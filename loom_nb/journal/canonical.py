@@ -62,11 +62,15 @@ def _storable(value: Any) -> Any:
     return value
 
 
+#: One encoder for every call (``json.dumps`` with these options builds a new one each time).
+_ENCODER = json.JSONEncoder(
+    sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False, default=_default
+)
+
+
 def _dumps(value: Any) -> str:
     try:
-        return json.dumps(
-            value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False, default=_default
-        )
+        return _ENCODER.encode(value)
     except ValueError as exc:  # NaN / infinity
         raise UsageError(f"cannot journal a non-finite float (NaN or infinity): {exc}") from exc
 
