@@ -561,6 +561,14 @@ class AgentTool(Tool):
         return str(arguments.get("input", ""))
 
 
+def _child_agent(agent: Agent[Any], flow: str) -> Agent[Any] | None:
+    """The agent behind ``agent``'s ``as_tool`` tool that runs the flow ``flow``, or None."""
+    for t in agent.config.tools:
+        if isinstance(t, AgentTool) and t.child_flow == flow:
+            return t.agent
+    return None
+
+
 def _resolve_mode(mode: OutputMode, provider: ModelProvider | None) -> OutputMode:
     """``auto``: native structured output when the provider has it (``native_output``), else a tool."""
     if mode != "auto":
@@ -626,6 +634,12 @@ class Gate:
         return dict(args) if isinstance(args, dict) else {}
 
     @property
+    def agent(self) -> Agent[Any] | None:
+        """The agent whose execution holds the gate: the run's own agent, or, for a sub-agent's
+        gate, the child's (``Run.agent_of``). None when the run was attached without its agent."""
+        return self.run.agent_of(self.execution_id)
+
+    @property
     def resolved(self) -> bool:
         """True once this object resolved the gate."""
         return self.resolution is not None
@@ -676,7 +690,7 @@ class Gate:
         """
         self._expect(APPROVAL_GATE)
         if arguments is not None:
-            agent = self.run.agent
+            agent = self.agent
             found = agent.config.tool(str(self.tool)) if agent is not None else None
             if found is not None:
                 found.validate(arguments)
@@ -742,6 +756,25 @@ class Run(Generic[Out]):
         self._refused: LoomError | None = None
         self._follower: asyncio.Future[None] | None = None
         self._submitted: bool | None = None
+
+    def agent_of(self, execution_id: str) -> Agent[Any] | None:
+        """The agent of ``execution_id``, this run or one of its (nested) sub-agents' child
+        executions: at each level the agent behind the ``as_tool`` tool whose flow the child runs
+        (else the agent registered for that flow). None when unknown (attached without an agent)."""
+        agent: Agent[Any] | None = self.agent
+        if execution_id == self.id:
+            return agent
+        if not execution_id.startswith(self.id + "/"):
+            return None
+        at = self.id
+        for step in execution_id[len(self.id) + 1 :].split("/"):
+            at = f"{at}/{step}"
+            record = self.runtime.journal.get_execution(at)
+            if record is None:
+                return None
+            found = _child_agent(agent, record.flow) if agent is not None else None
+            agent = found if found is not None else self.runtime.agents.get(record.flow)
+        return agent
 
     @classmethod
     def of(cls, runtime: Runtime, execution_id: str, *, agent: Agent[Any] | None = None) -> Run[Any]:

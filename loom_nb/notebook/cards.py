@@ -242,15 +242,17 @@ class GateCard(TextForm, widgets.VBox):  # type: ignore[misc]
 
 
 def tool_schema(gate: Gate) -> tuple[str, dict[str, Any]]:
-    """The description and JSON schema of the tool an approval gate is about, from the run's agent
-    (``("", {})`` when the run was attached without its agent or the tool is gone)."""
-    return run_tool_schema(gate.run, str(gate.tool))
+    """The description and JSON schema of the tool an approval gate is about, from the agent of the
+    gate's execution (a sub-agent's gate: the child's agent; ``Gate.agent``), ``("", {})`` when the
+    run was attached without its agent or the tool is gone."""
+    return run_tool_schema(gate.run, str(gate.tool), gate.execution_id)
 
 
-def run_tool_schema(run: Any, name: str) -> tuple[str, dict[str, Any]]:
-    """The description and JSON schema of the tool ``name`` of ``run``'s agent (``("", {})`` when
-    the run has no agent or the agent no such tool)."""
-    agent = run.agent
+def run_tool_schema(run: Any, name: str, execution_id: str | None = None) -> tuple[str, dict[str, Any]]:
+    """The description and JSON schema of the tool ``name`` of ``run``'s agent, or of the agent of
+    its child execution ``execution_id`` (a sub-agent's, ``Run.agent_of``); ``("", {})`` when the
+    agent is unknown or has no such tool."""
+    agent = run.agent if execution_id is None else run.agent_of(execution_id)
     found = agent.config.tool(name) if agent is not None else None
     if found is None:
         return "", {}

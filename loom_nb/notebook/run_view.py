@@ -574,7 +574,13 @@ class RunView(TextForm, widgets.VBox):  # type: ignore[misc]
         found = self.child_panels.get(child_id)
         if found is not None:
             return found
-        found = self.child_panels[child_id] = ChildPanel(child_id, row=ToolRow)
+
+        def row(sid: str, name: str, arguments: Any) -> ToolRow:
+            if isinstance(arguments, dict):  # in the child's tool's parameter order
+                arguments = dict(ordered_arguments(arguments, run_tool_schema(self.run, name, child_id)[1]))
+            return ToolRow(sid, name, arguments)
+
+        found = self.child_panels[child_id] = ChildPanel(child_id, row=row)
         name, arguments = self._call_of(found.parent_step)
         row = self._row(found.parent_step, name, arguments)
         tools = self.block(self._turn_of(found.parent_step)).tools

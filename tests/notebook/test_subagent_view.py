@@ -8,9 +8,11 @@ from typing import Any
 
 import loom_nb as loom
 from loom_nb.agent.agent import Run
+from loom_nb.messages import ModelResponse
 from loom_nb.notebook.cards import ApprovalCard
 from loom_nb.notebook.child_panel import ChildPanel
 from loom_nb.notebook.run_view import RunView
+from loom_nb.providers.scripted import ScriptedModel
 from tests.agent.test_subagents import TOOL_STEP, agents, two_researchers
 from tests.notebook.support import make_runtime
 
@@ -101,4 +103,48 @@ async def test_two_children_of_one_turn_get_a_panel_each_and_their_cards_answer_
         await run.wait(until="paused")
     assert run.status == "completed" and log == ["a.test", "b.test"]
     assert [view.tool_rows[c.split("/")[1]].status for c in children] == ["done", "done"]
+    view.close()
+
+
+async def test_a_child_gate_card_takes_the_tool_from_the_child_agent() -> None:
+    """The child's tool is not on the parent's agent: the card and the child's row still show its
+    description and its parameters in the signature's order (not the model's)."""
+    from tests.agent.support import calls
+
+    @loom.tool(needs_approval=True)
+    def send_mail(to: str, subject: str, body: str) -> str:
+        """Send an e-mail.
+
+        Args:
+            to: The recipient.
+            subject: The subject line.
+            body: The text.
+        """
+        return "sent"
+
+    mailer = loom.Agent(
+        ScriptedModel(
+            [calls(("send_mail", {"body": "hi", "subject": "s", "to": "a@b.test"})), ModelResponse.text("ok")]
+        ),
+        tools=[send_mail],
+        name="mailer",
+    )
+    lead = loom.Agent(
+        ScriptedModel([calls(("mail", {"input": "say hi"})), ModelResponse.text("done")]),
+        tools=[mailer.as_tool(name="mail")],
+        name="lead",
+    )
+    run = lead.start("go", runtime=make_runtime(), execution_id="m")
+    view = RunView(run)
+    await run.wait(until="paused")
+    (gate,) = run.gates
+    assert gate.agent is mailer and run.agent_of("m") is lead and run.agent_of("other") is None
+    panel = view.child_panels[f"m/{TOOL_STEP}"]
+    (card,) = panel.cards.values()
+    assert isinstance(card, ApprovalCard)
+    assert card.summary() == "send_mail(to='a@b.test', subject='s', body='hi')"
+    assert "Send an e-mail." in card.children[0].value
+    assert panel.tool_rows[TOOL_STEP].text().startswith("tool send_mail(to='a@b.test', subject='s', body='hi')")
+    card.approve.click()
+    assert (await run).output == "done"
     view.close()
