@@ -575,12 +575,12 @@ class RunView(TextForm, widgets.VBox):  # type: ignore[misc]
         if found is not None:
             return found
 
-        def row(sid: str, name: str, arguments: Any) -> ToolRow:
+        def child_row(sid: str, name: str, arguments: Any) -> ToolRow:
             if isinstance(arguments, dict):  # in the child's tool's parameter order
                 arguments = dict(ordered_arguments(arguments, run_tool_schema(self.run, name, child_id)[1]))
             return ToolRow(sid, name, arguments)
 
-        found = self.child_panels[child_id] = ChildPanel(child_id, row=row)
+        found = self.child_panels[child_id] = ChildPanel(child_id, row=child_row)
         name, arguments = self._call_of(found.parent_step)
         row = self._row(found.parent_step, name, arguments)
         tools = self.block(self._turn_of(found.parent_step)).tools
