@@ -12,7 +12,7 @@ and the tool schemas a run recorded with the ones it would send now).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from loom_nb.errors import FlowNotFoundError, NonDeterminismError, ReplayDivergedError
@@ -59,17 +59,26 @@ class ExecutionCheck:
         flow: Its flow.
         status: ``running`` or ``suspended`` (as the journal has it).
         findings: Every way it would not replay as recorded (empty: it resumes safely).
+        children: The checks of its child executions that were checked too (a sub-agent's run
+            waiting with its parent): listed here, under the parent, not on their own.
     """
 
     execution_id: str
     flow: str
     status: str
     findings: tuple[CheckFinding, ...] = ()
+    children: tuple[ExecutionCheck, ...] = ()
 
     @property
     def ok(self) -> bool:
-        """True when the execution would replay its record as recorded."""
-        return not self.findings
+        """True when the execution, and every child listed under it, would replay as recorded."""
+        return not self.findings and all(c.ok for c in self.children)
+
+    def walk(self) -> Iterator[ExecutionCheck]:
+        """This check, then its children's (depth first)."""
+        yield self
+        for c in self.children:
+            yield from c.walk()
 
     @property
     def step(self) -> str | None:
@@ -78,11 +87,14 @@ class ExecutionCheck:
 
     def __str__(self) -> str:
         if self.ok:
-            return f"{self.execution_id} ({self.flow}, {self.status}): ok"
-        lines = [f"{self.execution_id} ({self.flow}, {self.status}): would diverge"]
+            lines = [f"{self.execution_id} ({self.flow}, {self.status}): ok"]
+        else:
+            lines = [f"{self.execution_id} ({self.flow}, {self.status}): would diverge"]
         for f in self.findings:
             where = f" at {f.step}" if f.step else ""
             lines.append(f"  -{where}: {f.reason}\n    fix: {f.fix}")
+        for c in self.children:
+            lines += ["  child " + line if i == 0 else "  " + line for i, line in enumerate(str(c).splitlines())]
         return "\n".join(lines)
 
 
@@ -90,8 +102,11 @@ class ExecutionCheck:
 class CheckReport:
     """What ``Engine.check`` found, one ``ExecutionCheck`` per running or suspended execution.
 
+    A child execution whose parent was checked too is listed once, under its parent
+    (``ExecutionCheck.children``); a child checked without its parent stands on its own.
+
     Attributes:
-        executions: The checks, in the journal's order.
+        executions: The checks of the top executions, in the journal's order.
     """
 
     executions: tuple[ExecutionCheck, ...] = field(default=())
@@ -103,8 +118,12 @@ class CheckReport:
 
     @property
     def diverging(self) -> list[ExecutionCheck]:
-        """The executions that would diverge."""
+        """The top executions that would diverge (a parent whose child would diverge too)."""
         return [c for c in self.executions if not c.ok]
+
+    def all(self) -> list[ExecutionCheck]:
+        """Every check, the children's after their parent's (depth first)."""
+        return [c for top in self.executions for c in top.walk()]
 
     def __iter__(self) -> Iterator[ExecutionCheck]:
         return iter(self.executions)
@@ -115,10 +134,12 @@ class CheckReport:
     def __str__(self) -> str:
         if not self.executions:
             return "no running or suspended execution to check"
+        checked = self.all()
+        bad = sum(1 for c in checked if c.findings)
         head = (
-            f"{len(self.executions)} execution(s) checked: all replay as recorded"
+            f"{len(checked)} execution(s) checked: all replay as recorded"
             if self.ok
-            else f"{len(self.executions)} execution(s) checked, {len(self.diverging)} would diverge"
+            else f"{len(checked)} execution(s) checked, {bad} would diverge"
         )
         return "\n".join([head, *(str(c) for c in self.executions)])
 
@@ -181,4 +202,24 @@ async def check_executions(engine: Engine, execution_ids: Sequence[str] | None =
         ids = [r.execution_id for r in engine.journal.list_executions() if r.status in ("running", "suspended")]
     else:
         ids = list(execution_ids)
-    return CheckReport(tuple([await check_execution(engine, engine.history(eid)) for eid in ids]))
+    histories = {eid: engine.history(eid) for eid in dict.fromkeys(ids)}
+    checks = {eid: await check_execution(engine, h) for eid, h in histories.items()}
+    parents = {eid: _parent_of(h) for eid, h in histories.items()}
+    children: dict[str, list[str]] = {}
+    for eid, parent in parents.items():
+        if parent in checks:
+            children.setdefault(parent, []).append(eid)
+
+    def nested(eid: str) -> ExecutionCheck:
+        c = checks[eid]
+        kids = tuple(nested(k) for k in children.get(eid, ()))
+        return replace(c, children=kids) if kids else c
+
+    return CheckReport(tuple(nested(eid) for eid, parent in parents.items() if parent not in checks))
+
+
+def _parent_of(history: History) -> str | None:
+    """The parent execution of a child execution (its ``execution_started``'s ``parent``), else None."""
+    events = history.events
+    parent = events[0].data.get("parent") if events and isinstance(events[0].data, dict) else None
+    return str(parent["execution"]) if isinstance(parent, dict) and "execution" in parent else None

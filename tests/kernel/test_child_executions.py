@@ -222,9 +222,17 @@ async def test_check_of_a_parked_parent_reports_a_child_that_would_diverge() -> 
     (parent,) = report.executions
     assert not parent.ok and parent.step == "sub"
     assert "child execution 'p/sub'" in str(parent)
-    everything = await rt2.check()
-    assert sorted(c.execution_id for c in everything.diverging) == ["p", "p/sub"]
-    assert next(c for c in everything if c.execution_id == "p/sub").step == "ok"
+    everything = await rt2.check()  # the child once, under its parent
+    (top,) = everything.executions
+    assert [c.execution_id for c in everything.diverging] == ["p"] and top.step == "sub"
+    (nested,) = top.children
+    assert nested.execution_id == "p/sub" and nested.step == "ok" and not nested.ok
+    assert [c.execution_id for c in everything.all()] == ["p", "p/sub"]
+    text = str(everything)
+    assert text.count("p/sub (child, suspended): would diverge") == 1 and "  child p/sub" in text
+    assert text.startswith("2 execution(s) checked, 2 would diverge")
+    alone = await rt2.check(["p/sub"])  # a child checked without its parent stands on its own
+    assert [c.execution_id for c in alone.executions] == ["p/sub"] and alone.executions[0].step == "ok"
 
 
 async def test_cancelling_a_parent_while_two_children_run_at_once_cancels_both() -> None:
