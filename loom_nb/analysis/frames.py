@@ -35,7 +35,7 @@ from loom_nb.journal.duckdb_store import DuckDBJournal
 from loom_nb.journal.migrations import MIGRATIONS
 from loom_nb.journal.run_state import RunState
 from loom_nb.kernel.async_bridge import run_sync
-from loom_nb.kernel.engine import ExecutionResult
+from loom_nb.kernel.engine import ExecutionResult, ReplayReport
 from loom_nb.runtime import Runtime
 
 if TYPE_CHECKING:
@@ -109,6 +109,7 @@ REPLAY_COLUMNS: dict[str, str] = {
     "served": "int64",
     "message": "str",
     "seconds": "float64",
+    "children": "str",
 }
 
 #: Columns and dtypes of ``ExecutionDiff.steps``.
@@ -186,6 +187,21 @@ def _typed(df: DataFrame, dtypes: Mapping[str, str], decode: Sequence[str] = ())
     for col in decode:
         df[col] = df[col].astype(object).map(_loads)
     return df.astype(dict(dtypes)).reset_index(drop=True)
+
+
+def _descend(report: ReplayReport) -> list[ReplayReport]:
+    """A replay's report, then its children's (depth first)."""
+    return [report, *(r for c in report.children for r in _descend(c))]
+
+
+def _replay_row(report: ReplayReport) -> dict[str, Any]:
+    """One row of ``Frames.replay``: the report's fields and its children's outcomes."""
+    row: dict[str, Any] = {c: getattr(report, c) for c in REPLAY_COLUMNS if c != "children"}
+    row["children"] = "; ".join(
+        f"{r.execution_id}: {r.replayed_status}" + ("" if r.reproduced else " (not reproduced)")
+        for r in _descend(report)[1:]
+    )
+    return row
 
 
 def _empty(dtypes: Mapping[str, str]) -> DataFrame:
@@ -553,6 +569,11 @@ class Frames:
         whether they reproduce (every execution when ``execution_id`` is None). An execution whose
         flow is not registered in this process gets ``replayed_status="flow_not_found"``.
 
+        A replay descends into the child executions (sub-agents) it reaches: ``children`` lists
+        each one's outcome (``<child id>: <replayed status>``, `` (not reproduced)`` when it did not,
+        grandchildren too; ``""`` when none). A listed child its parent's replay reached is not
+        replayed again: its row is the one its parent's replay found.
+
         Raises:
             UsageError: an unknown execution id.
         """
@@ -562,25 +583,30 @@ class Frames:
             ids = [execution_id]
         else:
             ids = list(execution_id)
-        rows = []
-        for eid in ids:
+        found: dict[str, dict[str, Any]] = {}
+        # Parents before their children (a child's id is its parent's plus ``/<step>``), so a child
+        # the parent's replay reached takes the parent's finding instead of a second replay.
+        for eid in sorted(dict.fromkeys(ids), key=lambda e: e.count("/")):
+            if eid in found:
+                continue
             try:
                 report = await self.runtime.replay(eid)
             except FlowNotFoundError as exc:  # one missing flow does not hide the other reports
                 record = self.runtime.journal.get_execution(eid)
-                rows.append(
-                    {
-                        "execution_id": eid,
-                        "reproduced": False,
-                        "recorded_status": record.status if record else "unknown",
-                        "replayed_status": "flow_not_found",
-                        "served": 0,
-                        "message": str(exc),
-                        "seconds": 0.0,
-                    }
-                )
+                found[eid] = {
+                    "execution_id": eid,
+                    "reproduced": False,
+                    "recorded_status": record.status if record else "unknown",
+                    "replayed_status": "flow_not_found",
+                    "served": 0,
+                    "message": str(exc),
+                    "seconds": 0.0,
+                    "children": "",
+                }
                 continue
-            rows.append({c: getattr(report, c) for c in REPLAY_COLUMNS})
+            for r in _descend(report):
+                found.setdefault(r.execution_id, _replay_row(r))
+        rows = [found[eid] for eid in ids]
         if not rows:
             return _empty(REPLAY_COLUMNS)
         return _typed(pd.DataFrame(rows, columns=list(REPLAY_COLUMNS)), REPLAY_COLUMNS)

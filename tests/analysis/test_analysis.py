@@ -526,8 +526,9 @@ async def test_replay_reports(rt: loom.Runtime) -> None:
         "served": "int64",
         "message": "str",
         "seconds": "float64",
+        "children": "str",
     }
-    assert report["execution_id"].tolist() == [a, b]
+    assert report["execution_id"].tolist() == [a, b] and set(report["children"]) == {""}
     assert report["reproduced"].all() and set(report["message"]) == {"reproduced"}
     one = await f.replay(a)
     assert len(one) == 1 and one["served"].iloc[0] == 7
