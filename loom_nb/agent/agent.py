@@ -39,7 +39,7 @@ from loom_nb.effects.tool import Tool
 from loom_nb.errors import LoomError, UsageError, WaitInterrupted
 from loom_nb.journal import step_ids
 from loom_nb.journal.canonical import digest_value, to_jsonable
-from loom_nb.journal.events import TERMINAL_STATUSES, Event
+from loom_nb.journal.events import TERMINAL_STATUSES, Event, EventKind
 from loom_nb.kernel.async_bridge import in_running_loop, run_or_schedule
 from loom_nb.kernel.context import IN_DOUBT_GATE, InDoubtResolution
 from loom_nb.kernel.engine import ExecutionResult, require_execution_id
@@ -561,6 +561,48 @@ class AgentTool(Tool):
         return str(arguments.get("input", ""))
 
 
+#: The events after which a child execution stands still (settled, or waiting at gates).
+_PAUSING = frozenset(
+    {
+        EventKind.EXECUTION_SUSPENDED,
+        EventKind.EXECUTION_COMPLETED,
+        EventKind.EXECUTION_FAILED,
+        EventKind.EXECUTION_CANCELLED,
+    }
+)
+
+
+def _carry_along(rt: Runtime, execution_ids: Iterable[str], outcome: Any) -> None:
+    """The live ``Run`` of each of ``execution_ids`` (``Runtime.runs``) that does not move follows
+    what ``outcome`` (another run's driving: a task, or a script's finished result) does to it."""
+    for eid in execution_ids:
+        other: Run[Any] | None = rt.runs.get(eid)
+        if other is None or other.moving:
+            continue
+        if isinstance(outcome, asyncio.Future):
+            other.drive(_until_paused(rt, eid, outcome))
+        else:  # a script: everything ran already
+            other.refresh()
+
+
+async def _until_paused(rt: Runtime, execution_id: str, driving: asyncio.Future[Any]) -> ExecutionResult:
+    """The state of ``execution_id`` (a child another run's task drives) once it settles or waits
+    again, or once ``driving`` ends (whichever comes first)."""
+    paused: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+    def on_event(e: Event) -> None:
+        if e.kind in _PAUSING and not paused.done():
+            paused.set_result(None)
+
+    stop = rt.observe(on_event, execution_id=execution_id)
+    try:
+        await asyncio.wait({paused, driving}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stop()
+        paused.cancel()
+    return rt.result(execution_id)
+
+
 def _child_agent(agent: Agent[Any], flow: str) -> Agent[Any] | None:
     """The agent behind ``agent``'s ``as_tool`` tool that runs the flow ``flow``, or None."""
     for t in agent.config.tools:
@@ -666,7 +708,11 @@ class Gate:
         return Resumption(self.run, self.gate_id, outcome) if isinstance(outcome, asyncio.Future) else outcome
 
     def _resolve_in_child(self, payload: Any) -> Any:
-        """Answer a sub-agent's gate: the child runs on and, once it settles, the run (its parent)."""
+        """Answer a sub-agent's gate: the child runs on and, once it settles, the run (its parent).
+
+        The live ``Run`` of the child (and of any execution between, ``Run.of``) follows: it is
+        ``running`` while the child runs and reads its new state once the child settles or waits
+        again, so ``await child_run`` returns after an answer given through the parent."""
         rt, run = self.run.runtime, self.run
         answer = rt.answer(self.execution_id, self.gate_id, payload)  # a wrong answer raises here
 
@@ -674,7 +720,10 @@ class Gate:
             await rt.proceed(answer)
             return rt.result(run.id)
 
-        return run.drive(through_child())
+        outcome = run.drive(through_child())
+        steps = self.execution_id[len(run.id) + 1 :].split("/")
+        _carry_along(rt, ["/".join([run.id, *steps[: i + 1]]) for i in range(len(steps))], outcome)
+        return outcome
 
     def approve(self, reason: str | None = None, *, arguments: dict[str, Any] | None = None) -> Any:
         """Approve the tool call; the run resumes and runs it.
@@ -969,7 +1018,12 @@ class Run(Generic[Out]):
             # The engine checks and records the answer here, so a wrong one raises at the call site
             # and the run stays suspended; only the driving on is scheduled.
             answer = self.runtime.answer(self.id, gate_id, payload)
-            return self.drive(self._bounded(lambda: self.runtime.proceed(answer)))
+            outcome = self.drive(self._bounded(lambda: self.runtime.proceed(answer)))
+            # A sub-agent's run (``<parent>/<step>``): once it settles the engine runs its parent on;
+            # the parent's live Run (and its parent's...) follows.
+            parts = self.id.split("/")
+            _carry_along(self.runtime, ["/".join(parts[:i]) for i in range(len(parts) - 1, 0, -1)], outcome)
+            return outcome
         previous = self._task
         if previous is None or not in_running_loop():
             raise UsageError(f"run {self.id} is still running; wait for it to reach the gate before resuming")

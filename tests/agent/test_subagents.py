@@ -198,3 +198,42 @@ async def test_two_children_of_one_turn_under_parallel_tools_park_and_finish_the
     assert run.result.output == "R: <a.test> + R: <b.test>" and log == ["a.test", "b.test"]
     report = await rt.replay("p")
     assert report.reproduced and [c.execution_id for c in report.children] == children
+
+
+async def test_the_child_run_follows_when_its_gate_is_answered_through_the_parent(rt: Runtime) -> None:
+    """One live ``Run`` per execution: the child's own (``Run.of``, ``%loom pending``) moves and
+    settles when the parent's ``Gate`` (or its view's card) answers the child's gate."""
+    import asyncio
+
+    from loom_nb.agent.agent import Run
+
+    log: list[str] = []
+    lead, _ = agents(log)
+    run = lead.start("go", runtime=rt, execution_id="lead-1")
+    await run.wait(until="paused")
+    child = Run.of(rt, f"lead-1/{TOOL_STEP}")
+    assert child.status == "suspended" and [g.gate_id for g in child.gates] == ["#turn:0:tool:0:approval"]
+    (gate,) = run.gates
+    resumed = gate.approve()
+    assert child.status == "running" and child.gates == []  # it moves with the parent's task
+    result = await asyncio.wait_for(child, 5)
+    assert result.output == "a.test says hi" and child.status == "completed"
+    await resumed
+    assert run.status == "completed" and log == ["fetch https://a.test"]
+
+
+async def test_the_parent_run_follows_when_the_child_run_answers_its_gate(rt: Runtime) -> None:
+    """The other way round: answered through the child's own ``Run``, the parent's live ``Run``
+    (woken by the engine once the child settles) settles too."""
+    import asyncio
+
+    from loom_nb.agent.agent import Run
+
+    lead, _ = agents([])
+    run = lead.start("go", runtime=rt, execution_id="lead-1")
+    await run.wait(until="paused")
+    child = Run.of(rt, f"lead-1/{TOOL_STEP}")
+    await child.gates[0].approve()
+    assert child.status == "completed"
+    result = await asyncio.wait_for(run, 5)
+    assert result.output == "Done: a.test says hi" and run.status == "completed"
