@@ -56,17 +56,61 @@ def _nonempty(frame: Any, execution_id: str, what: str) -> Any:
     return frame
 
 
+def _nested_steps(f: Frames, execution_id: str) -> tuple[Any, list[str]]:
+    """The steps of ``execution_id`` with its child executions' (sub-agents') steps right after the
+    parent's step that ran each child, grandchildren likewise; a ``depth`` column (0: the execution
+    itself) and the ids of every execution in the tree."""
+    import pandas as pd
+
+    runs = f.executions()
+    kids: dict[tuple[str, str], list[str]] = {}
+    if "parent_execution_id" in runs.columns:
+        for r in runs[runs["parent_execution_id"].notna()].itertuples(index=False):
+            kids.setdefault((str(r.parent_execution_id), str(r.parent_step)), []).append(str(r.execution_id))
+    parts: list[Any] = []
+    tree: list[str] = []
+
+    def walk(eid: str, depth: int) -> None:
+        tree.append(eid)
+        steps = f.steps(eid).assign(depth=depth)
+        placed: set[str] = set()
+        start = 0
+        for i, sid in enumerate(steps["step_id"]):
+            children = kids.get((eid, str(sid)), [])
+            if children and str(sid) not in placed:
+                placed.add(str(sid))
+                parts.append(steps.iloc[start : i + 1])
+                start = i + 1
+                for child in children:
+                    walk(child, depth + 1)
+        parts.append(steps.iloc[start:])
+        for (parent, sid), children in kids.items():  # a child whose parent step has no row (yet)
+            if parent == eid and sid not in placed:
+                for child in children:
+                    walk(child, depth + 1)
+
+    walk(execution_id, 0)
+    nonempty = [p for p in parts if not p.empty]
+    steps = pd.concat(nonempty, ignore_index=True) if nonempty else f.steps(execution_id).assign(depth=0)
+    return steps, tree
+
+
 def plot_timeline(execution_id: str, *, frames: Frames | None = None, runtime: Runtime | None = None) -> Figure:
     """A Gantt chart of one execution: a bar per step (coloured by kind) from its start to its end,
     gates hatched over their wait, decisions and values as diamonds; failed and in-doubt steps
     outlined in red. Time is in seconds since the execution started.
 
+    A sub-agent's child execution (``Agent.as_tool``) is nested under the parent's step that ran
+    it: its steps follow that step, their labels indented and marked ``↳`` (its own children one
+    level deeper), on the same time axis.
+
     Raises:
         UsageError: the execution has no steps.
     """
     f = _frames(frames, runtime)
-    steps = _nonempty(f.steps(execution_id), execution_id, "steps to plot")
-    at = f.events(execution_id)["at"]
+    _nonempty(f.steps(execution_id), execution_id, "steps to plot")
+    steps, tree = _nested_steps(f, execution_id)
+    at = _event_times(f, tree)
     t0, t1 = at.min(), at.max()
     span = max((t1 - t0).total_seconds(), 1e-3)
     start = (steps["started_at"] - t0).dt.total_seconds()
@@ -93,7 +137,7 @@ def plot_timeline(execution_id: str, *, frames: Frames | None = None, runtime: R
             edgecolor="#C0392B" if bad else "white",
             linewidth=2 if bad else 0.5,
         )
-    labels = [f"{r.step_id}  {r.effect if isinstance(r.effect, str) else ''}".rstrip() for r in steps.itertuples()]
+    labels = [_label(r) for r in steps.itertuples()]
     ax.set_yticks(range(n - 1, -1, -1), labels, fontsize=8)
     ax.set_xlabel("seconds since the execution started")
     ax.set_xlim(0, span * 1.02)
@@ -102,8 +146,23 @@ def plot_timeline(execution_id: str, *, frames: Frames | None = None, runtime: R
 
     kinds = [k for k in KIND_COLORS if k in set(steps["kind"])]
     ax.legend(handles=[Patch(color=KIND_COLORS[k], label=k) for k in kinds], loc="upper right", fontsize=8)
-    ax.set_title(f"{execution_id}: {n} steps over {span:.2f} s")
+    children = f" ({len(tree) - 1} child execution(s) nested)" if len(tree) > 1 else ""
+    ax.set_title(f"{execution_id}: {n} steps over {span:.2f} s{children}")
     return fig
+
+
+def _event_times(f: Frames, execution_ids: list[str]) -> Any:
+    """The ``at`` times of every event of ``execution_ids`` (one Series)."""
+    import pandas as pd
+
+    return pd.concat([f.events(eid)["at"] for eid in execution_ids], ignore_index=True)
+
+
+def _label(r: Any) -> str:
+    """A timeline row's label: step id and effect; a child's rows indented under the parent's step."""
+    text = f"{r.step_id}  {r.effect if isinstance(r.effect, str) else ''}".rstrip()
+    depth = int(r.depth)
+    return text if depth == 0 else "    " * (depth - 1) + f"  ↳ {text}"
 
 
 def plot_log_growth(execution_id: str, *, frames: Frames | None = None, runtime: Runtime | None = None) -> Figure:
