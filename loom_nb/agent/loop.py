@@ -36,6 +36,7 @@ from loom_nb.agent.transcript import (
 from loom_nb.effects.claimcheck import contains_envelope
 from loom_nb.errors import (
     ClaimCheckError,
+    FlowNotFoundError,
     JournalError,
     NonDeterminismError,
     NotAuthorizedError,
@@ -464,6 +465,8 @@ async def _run_tools(
         except FATAL_TOOL_ERRORS:
             raise
         except Exception as exc:
+            if tool.child_flow is not None and isinstance(exc, FlowNotFoundError):
+                raise  # the sub-agent's flow is not registered: a setup error, not the tool's answer
             # An untrusted tool's exception text is as untrusted as its results: fenced for the model.
             text = f"{note}Error: the tool {call.name!r} failed: {_failure(exc)}"
             outcomes[j] = ("message", Message.tool(call, text, is_error=True, tainted=not tool.trusted))

@@ -174,6 +174,10 @@ async def check_execution(engine: Engine, history: History) -> ExecutionCheck:
         pass
     except (ReplayDivergedError, NonDeterminismError) as exc:
         error = exc
+    except FlowNotFoundError as exc:  # a child execution's flow (a sub-agent) is not registered here
+        step = ctx.trace[-1][1] if ctx.trace else None
+        findings.append(CheckFinding(step, str(exc), "define (or import) the flow, then check again"))
+        return ExecutionCheck(history.execution_id, history.flow, history.status, tuple(findings))
     except Exception as exc:  # the body fails where the record went on: a divergence too
         error = exc
     recorded = recorded_trace(history)

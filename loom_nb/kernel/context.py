@@ -17,6 +17,7 @@ from pydantic import BaseModel, TypeAdapter
 
 from loom_nb.errors import (
     ChildExecutionError,
+    FlowNotFoundError,
     InDoubtError,
     JournalWriteError,
     NonDeterminismError,
@@ -721,7 +722,21 @@ class ExecutionContext:
             "restore the parent's old code, or put the change behind `ctx.patched('<change>')` so recorded "
             "runs keep the old child; or fork the run before this step (or start a new one)"
         )
-        name = self._rt.flows.name_of(flow)  # registers a function: the child replays the code now loaded
+        try:
+            name = self._rt.flows.name_of(flow)  # registers a function: the child replays the code now loaded
+        except FlowNotFoundError as exc:  # a string name (a function registers itself)
+            wanted = str(flow)
+            agent = step_ids.agent_name(wanted)
+            how = (
+                f"build the sub-agent loom.Agent(name={agent!r}, ...) in this process (or call its "
+                "agent.register(runtime))"
+                if agent is not None
+                else "define (or import) that flow"
+            )
+            raise FlowNotFoundError(
+                f"the child execution {child_id!r} (started at {where}, recorded flow {h.flow!r}) needs the "
+                f"flow {wanted!r}, which is not registered in this process: {how}, then replay (or check) again"
+            ) from exc
         if name != h.flow:
             raise NonDeterminismError(
                 f"{where} now starts the flow {name!r} as its child, but the child execution {child_id!r} "

@@ -985,6 +985,10 @@ class Engine:
         except (ReplayDivergedError, NonDeterminismError) as exc:
             status, message = "diverged", str(exc)
             cut_short = isinstance(exc, ReplayDivergedError)  # it reached what the record never finished
+        except FlowNotFoundError as exc:
+            if h.error is None or h.error.get("type") != error_to_data(exc).get("type"):
+                raise  # a child's flow is not registered here (the message says which and how to fix)
+            status = "failed"
         except Exception as exc:
             status = "failed"
             if h.error is not None and error_to_data(exc).get("type") != h.error.get("type"):

@@ -237,3 +237,45 @@ async def test_the_parent_run_follows_when_the_child_run_answers_its_gate(rt: Ru
     assert child.status == "completed"
     result = await asyncio.wait_for(run, 5)
     assert result.output == "Done: a.test says hi" and run.status == "completed"
+
+
+async def test_replay_and_check_say_a_child_flow_is_not_registered(rt: Runtime) -> None:
+    """A sub-agent whose flow this process lacks is named as such (with the fix), not turned into a
+    tool error the model sees (which replay would report as a next-turn divergence)."""
+    import pytest
+
+    from loom_nb.analysis.frames import frames
+    from loom_nb.errors import FlowNotFoundError
+    from loom_nb.kernel import FlowRegistry
+
+    lead, researcher = agents([])
+    run = lead.start("go", runtime=rt, execution_id="lead-1")
+    await run.wait(until="paused")
+    assert (await rt.check()).ok
+    await run.gates[0].approve()
+    assert (await rt.replay("lead-1")).reproduced
+    rt.flows = FlowRegistry()  # a process that knows the lead's flow only (the researcher is in rt.agents still)
+    lead.register(rt)
+    assert "agent:researcher" not in rt.flows.names()
+    with pytest.raises(FlowNotFoundError) as caught:
+        await rt.replay("lead-1")
+    text = str(caught.value)
+    assert f"child execution 'lead-1/{TOOL_STEP}'" in text and "'agent:researcher'" in text
+    assert "loom.Agent(name='researcher'" in text and "agent.register(runtime)" in text
+    row = (await frames(rt).replay("lead-1")).iloc[0]
+    assert row["replayed_status"] == "flow_not_found" and "not registered" in row["message"]
+    researcher.register(rt)
+    assert (await rt.replay("lead-1")).reproduced
+
+
+async def test_check_says_a_parked_child_flow_is_not_registered(rt: Runtime) -> None:
+    from loom_nb.kernel import FlowRegistry
+
+    lead, _ = agents([])
+    await lead.start("go", runtime=rt, execution_id="lead-1").wait(until="paused")
+    rt.flows = FlowRegistry()
+    lead.register(rt)
+    (parent,) = (await rt.check(["lead-1"])).executions
+    (finding,) = parent.findings
+    assert finding.step == TOOL_STEP and "is not registered" in finding.reason
+    assert finding.fix == "define (or import) the flow, then check again"
