@@ -572,6 +572,21 @@ _PAUSING = frozenset(
 )
 
 
+def _live_ancestors(rt: Runtime, execution_id: str) -> list[str]:
+    """The executions ``execution_id`` is a child (grandchild...) of, nearest first, down to the
+    first one without a live ``Run`` here (none unless such a Run exists: no journal read then)."""
+    out: list[str] = []
+    at = execution_id
+    while "/" in at and rt.runs.get(at.rsplit("/", 1)[0]) is not None:
+        events = rt.journal.read(at)
+        parent = events[0].data.get("parent") if events and isinstance(events[0].data, dict) else None
+        if not isinstance(parent, dict) or parent.get("execution") != at.rsplit("/", 1)[0]:
+            break  # an id with a '/' of its own, not a child execution
+        at = str(parent["execution"])
+        out.append(at)
+    return out
+
+
 def _carry_along(rt: Runtime, execution_ids: Iterable[str], outcome: Any) -> None:
     """The live ``Run`` of each of ``execution_ids`` (``Runtime.runs``) that does not move follows
     what ``outcome`` (another run's driving: a task, or a script's finished result) does to it."""
@@ -1021,8 +1036,7 @@ class Run(Generic[Out]):
             outcome = self.drive(self._bounded(lambda: self.runtime.proceed(answer)))
             # A sub-agent's run (``<parent>/<step>``): once it settles the engine runs its parent on;
             # the parent's live Run (and its parent's...) follows.
-            parts = self.id.split("/")
-            _carry_along(self.runtime, ["/".join(parts[:i]) for i in range(len(parts) - 1, 0, -1)], outcome)
+            _carry_along(self.runtime, _live_ancestors(self.runtime, self.id), outcome)
             return outcome
         previous = self._task
         if previous is None or not in_running_loop():
