@@ -382,6 +382,7 @@ class RunView(TextForm, widgets.VBox):  # type: ignore[misc]
         self._resolutions: dict[str, tuple[Any, float]] = {}
         self._usage: dict[str, Any] = {"calls": 0, "input_tokens": 0, "output_tokens": 0, "cost": None}
         self._loading = False
+        self._seq = 0  # the last event of the run folded in
         self._unsubscribe: Callable[[], None] | None = None
         self._ticker: asyncio.TimerHandle | None = None
         self._calling: str | None = None  # the model step being called, if any
@@ -493,8 +494,21 @@ class RunView(TextForm, widgets.VBox):  # type: ignore[misc]
     def _on_event(self, event: Event) -> None:
         self._apply(event)
 
+    def _catch_up(self) -> None:
+        """Fold the run's committed events this view has not seen yet. A run another process drives
+        (``Run.follow``) may say it settled before its last events reach the observers; the view
+        reads them from the journal before it stops watching, so it shows what a view rebuilt from
+        the journal shows."""
+        for event in self.run.runtime.journal.read(self.run.id):
+            if event.seq > self._seq:
+                self._apply(event)
+
     def _apply(self, e: Event) -> None:
         kind, data = e.kind, e.data
+        if kind != EventKind.STREAM_CHUNK:  # a streamed chunk is handed on, not journaled: it has no seq of its own
+            if e.seq <= self._seq:
+                return  # seen already (read from the journal, then handed on by a follower)
+            self._seq = e.seq
         touched = self.state.apply(e)
         if kind == EventKind.STREAM_CHUNK:
             if not self._seen_delta:  # a chunk belongs to the model step started last
@@ -715,6 +729,8 @@ class RunView(TextForm, widgets.VBox):  # type: ignore[misc]
     def _update(self, run: Run) -> None:
         status = run.status
         if status in ("completed", "failed", "cancelled"):
+            if self._unsubscribe is not None:  # still watching: fold what has not reached the view yet
+                self._catch_up()
             self.stop.layout.display = "none"
             for card in self.cards.values():
                 card.close(f"closed: the run {status}")
