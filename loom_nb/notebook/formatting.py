@@ -52,6 +52,27 @@ def html_widget(cls: str, value: str = "") -> Any:
     return w
 
 
+def close_tree(widget: Any) -> int:
+    """Close ``widget`` and every widget it holds: its children (and theirs), its ``layout`` and
+    ``style`` models, any widget trait. A widget that leaves a view for good must be closed, else
+    its models stay in the kernel and in the notebook's saved widget state. Returns how many
+    widgets were closed."""
+    stack, seen = [widget], set()
+    while stack:
+        w = stack.pop()
+        if id(w) in seen:
+            continue
+        seen.add(id(w))
+        for name in w.keys:
+            value = getattr(w, name, None)
+            if isinstance(value, widgets.Widget):
+                stack.append(value)
+            elif isinstance(value, list | tuple):
+                stack += [v for v in value if isinstance(v, widgets.Widget)]
+        widgets.Widget.close(w)  # the widget itself (a card's close(why) means something else)
+    return len(seen)
+
+
 def parse_json_or_text(text: str) -> Any:
     """What a person typed as a payload: JSON when it parses, else the stripped text (None if empty)."""
     text = text.strip()
