@@ -47,6 +47,11 @@ async def test_a_view_that_learns_of_the_end_before_the_events_shows_what_a_rebu
     assert view.state.status == "completed" and view.state.usage.calls == 3
     assert view.usage_text() == rebuilt.usage_text() and "over 3 model call(s)" in view.usage_text()
     assert [r.text() for r in view.tool_rows.values()] == [r.text() for r in rebuilt.tool_rows.values()]
-    assert "done -> deleted /tmp/x/stale.log" in view.text()
-    # the card the followed view showed while the run waited records the decision, not "closed"
-    assert view.cards["#turn:1:tool:0:approval"].text() == "gate #turn:1:tool:0:approval: approved (fine)"
+    # the same text, but for the decision the followed view saw on its card, folded into the row
+    assert view.text() == rebuilt.text()
+    assert (
+        "  tool delete_file(path='/tmp/x/stale.log') done, approved (fine) -> deleted /tmp/x/stale.log" in view.text()
+    )
+    assert "gate #turn:1:tool:0:approval" not in view.text()
+    card = view.cards["#turn:1:tool:0:approval"]
+    assert card.text() == "gate #turn:1:tool:0:approval: approved (fine)" and card.layout.display == "none"
