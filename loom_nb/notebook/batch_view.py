@@ -25,7 +25,7 @@ from loom_nb.agent.config import APPROVAL_GATE
 from loom_nb.analysis.palette import css
 from loom_nb.errors import LoomError
 from loom_nb.notebook.cards import GateCard, card_for
-from loom_nb.notebook.formatting import TextForm, html_widget, short_text
+from loom_nb.notebook.formatting import TextForm, close_tree, html_widget, short_text
 from loom_nb.notebook.throttle import Throttle
 
 log = logging.getLogger("loom_nb")
@@ -108,6 +108,7 @@ class BatchView(TextForm, widgets.VBox):  # type: ignore[misc]
         self.gate_box.add_class("loom-batch-gates")
         self.cards: dict[tuple[str, str], GateCard] = {}
         self._boxes: dict[tuple[str, str], Any] = {}  # each card under a line naming its item
+        self._leaving: list[Any] = []  # boxes of gates no longer open, closed once out of the view
         self._item_gates: dict[str, set[str]] = {}
         self._index: dict[str, int] = {}
         self._dirty: dict[str, BatchItem] = {}
@@ -182,6 +183,9 @@ class BatchView(TextForm, widgets.VBox):  # type: ignore[misc]
             order = sorted(self.cards, key=lambda key: (self._index[key[0]], key[1]))
             self.cards = {key: self.cards[key] for key in order}
             self.gate_box.children = tuple(self._boxes[key] for key in order)
+        for box in self._leaving:  # out of the view for good: closed, so no model of theirs stays behind
+            close_tree(box)
+        self._leaving.clear()
         waiting = any(card.gate.kind == APPROVAL_GATE and not card.decided for card in self.cards.values())
         self.approve_all.disabled = self.refuse_all.disabled = not waiting
         self.actions.layout.display = "" if waiting else "none"
@@ -194,7 +198,7 @@ class BatchView(TextForm, widgets.VBox):  # type: ignore[misc]
         for gate_id in [g for g in shown if g not in open_gates]:
             shown.discard(gate_id)
             del self.cards[(item.execution_id, gate_id)]
-            del self._boxes[(item.execution_id, gate_id)]
+            self._leaving.append(self._boxes.pop((item.execution_id, gate_id)))
             changed = True
         for gate_id, gate in open_gates.items():
             key = (item.execution_id, gate_id)

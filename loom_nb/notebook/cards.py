@@ -12,7 +12,6 @@ import logging
 import shlex
 import time
 from collections.abc import Callable
-from datetime import datetime
 from typing import Any
 
 import ipywidgets as widgets
@@ -23,14 +22,17 @@ from loom_nb.journal import step_ids
 from loom_nb.kernel.async_bridge import in_running_loop
 from loom_nb.kernel.context import IN_DOUBT_GATE
 from loom_nb.notebook.click_feedback import SCOPE_CLASS, ClickFeedback
-from loom_nb.notebook.formatting import TextForm, call_text, html_widget, parse_json_or_text, short_text
+from loom_nb.notebook.formatting import (
+    TextForm,
+    call_text,
+    clock_text,
+    html_widget,
+    parse_json_or_text,
+    short_text,
+)
 from loom_nb.notebook.runs import ensure_registered
 
 log = logging.getLogger("loom_nb")
-
-
-def _clock(at: float) -> str:
-    return datetime.fromtimestamp(at).strftime("%H:%M:%S")
 
 
 def _button(description: str, cls: str, style: str, icon: str = "") -> Any:
@@ -195,7 +197,7 @@ class GateCard(TextForm, widgets.VBox):  # type: ignore[misc]
         self._lock(True)
         self.add_class("loom-decided")
         self.outcome = text
-        self.decision = f"{text} at {_clock(at)}"
+        self.decision = f"{text} at {clock_text(at)}"
         self._collapse(self.decision[0].upper() + self.decision[1:])
 
     def _collapse(self, outcome: str) -> None:

@@ -6,6 +6,7 @@ One public home, so no notebook module imports another's private helpers.
 from __future__ import annotations
 
 import json
+from datetime import datetime
 from typing import Any
 
 import ipywidgets as widgets
@@ -34,6 +35,15 @@ def one_line(value: Any) -> Any:
     return value
 
 
+def result_value(output: Any) -> Any:
+    """What a tool result's preview shows: the value of a result wrapped as ``{"result": value}``
+    (how an MCP server returns a value that is not an object, as structured content), else the
+    result itself."""
+    if isinstance(output, dict) and len(output) == 1 and "result" in output:
+        return output["result"]
+    return output
+
+
 def call_text(name: str, arguments: Any) -> str:
     """A tool call as ``name(k='v', ...)`` on one line (line breaks in strings as ``↵``), shortened
     to fit."""
@@ -45,11 +55,38 @@ def call_text(name: str, arguments: Any) -> str:
     return f"{name}({short_text(inner, 100)})"
 
 
+def clock_text(at: float) -> str:
+    """The local clock time of ``at`` (seconds since the epoch) as ``HH:MM:SS``: when a decision was
+    recorded, as the cards and tool rows show it (never in a text form: it differs on every run)."""
+    return datetime.fromtimestamp(at).strftime("%H:%M:%S")
+
+
 def html_widget(cls: str, value: str = "") -> Any:
     """An ``ipywidgets.HTML`` holding ``value``, with the CSS class ``cls``."""
     w = widgets.HTML(value=value)
     w.add_class(cls)
     return w
+
+
+def close_tree(widget: Any) -> int:
+    """Close ``widget`` and every widget it holds: its children (and theirs), its ``layout`` and
+    ``style`` models, any widget trait. A widget that leaves a view for good must be closed, else
+    its models stay in the kernel and in the notebook's saved widget state. Returns how many
+    widgets were closed."""
+    stack, seen = [widget], set()
+    while stack:
+        w = stack.pop()
+        if id(w) in seen:
+            continue
+        seen.add(id(w))
+        for name in w.keys:
+            value = getattr(w, name, None)
+            if isinstance(value, widgets.Widget):
+                stack.append(value)
+            elif isinstance(value, list | tuple):
+                stack += [v for v in value if isinstance(v, widgets.Widget)]
+        widgets.Widget.close(w)  # the widget itself (a card's close(why) means something else)
+    return len(seen)
 
 
 def parse_json_or_text(text: str) -> Any:

@@ -47,11 +47,20 @@ from loom_nb.notebook.cards import (
     GateCard,
     TurnApprovals,
     card_for,
+    describe_resolution,
     ordered_arguments,
     run_tool_schema,
 )
 from loom_nb.notebook.child_panel import ChildPanel, direct_child
-from loom_nb.notebook.formatting import TextForm, call_text, html_widget, one_line, short_text
+from loom_nb.notebook.formatting import (
+    TextForm,
+    call_text,
+    clock_text,
+    html_widget,
+    one_line,
+    result_value,
+    short_text,
+)
 from loom_nb.notebook.runs import attach, display, ensure_registered
 from loom_nb.notebook.throttle import Throttle
 
@@ -86,7 +95,7 @@ STYLE = (
 .loom-answer .loom-markdown { font-size: 14px; }
 .loom-error pre { white-space: pre-wrap; margin: 2px 0; font-size: 13px; }
 .loom-tool-row { font-size: 12px; }
-.loom-tool-row code { font-size: 12px; }
+.loom-tool-row code { font-size: 12px; } .loom-decision { color: var(--loom-muted); }
 .loom-tool-done { color: var(--loom-done); } .loom-tool-cancelled { color: var(--loom-cancelled); }
 .loom-tool-failed, .loom-tool-refused { color: var(--loom-failed); }
 .loom-tool-running, .loom-tool-approval, .loom-tool-retrying, .loom-tool-in { color: var(--loom-waiting); }
@@ -162,6 +171,11 @@ class ToolRow:
         self.started: float | None = None
         self.ended: float | None = None
         self.preview = ""
+        #: The approval of the call, once decided, without its time (``approved (reason)``,
+        #: ``approved with edited arguments``, ``refused (reason)``); its card folds into the row.
+        self.decision: str | None = None
+        #: The same with the clock time it was recorded (``approved at 14:25:03 (reason)``).
+        self.decided: str | None = None
         self.widget = html_widget("loom-tool-row")
 
     @property
@@ -172,8 +186,14 @@ class ToolRow:
         return max(self.ended - self.started, 0.0)
 
     def text(self) -> str:
-        """The row as one line of text (without timings, so that it reads the same on every run)."""
-        parts = [f"tool {call_text(self.name, self.arguments)}", self.status]
+        """The row as one line of text (without timings, so that it reads the same on every run):
+        the call, its status and, once its approval is decided, the decision (``done, approved``)."""
+        status = self.status
+        if self.decision is not None and status == "approved":
+            status = self.decision
+        elif self.decision is not None and status != "refused":  # a refusal's reason is the preview
+            status = f"{status}, {self.decision}"
+        parts = [f"tool {call_text(self.name, self.arguments)}", status]
         if self.attempt > 1:
             parts.append(f"attempt {self.attempt}")
         if self.preview:
@@ -182,10 +202,16 @@ class ToolRow:
 
     def update(self, step: StepState | None, gate: GateState | None) -> None:
         """Take the row's status, attempt, timings and preview from its tool step and approval gate."""
+        answer = gate.resolution if gate is not None and gate.resolved else None
+        if isinstance(answer, dict) and "approved" in answer:
+            verb = describe_resolution(APPROVAL_GATE, {**answer, "reason": None})
+            why = f" ({answer['reason']})" if answer.get("reason") else ""
+            self.decision = verb + why
+            self.decided = verb + (f" at {clock_text(gate.resolved_at)}" if gate and gate.resolved_at else "") + why
         if step is not None and step.attempts:
             self.attempt, self.started, self.ended = step.attempts, step.started_at, step.ended_at
             if step.completed:
-                self.status, self.preview = "done", short_text(one_line(step.output), 120)
+                self.status, self.preview = "done", short_text(one_line(result_value(step.output)), 120)
             elif step.error is not None:
                 self.status = "failed"
                 self.preview = short_text(f"{step.error.get('type', '')}: {step.error.get('message', '')}", 160)
@@ -213,8 +239,12 @@ class ToolRow:
             dur = f" <span class='loom-spinner'></span><span class='loom-elapsed'>{since}</span>"
         preview = f" → <code>{html.escape(self.preview)}</code>" if self.preview else ""
         badge = f"<span class='loom-tool-status loom-tool-{state}'>{html.escape(self.status)}</span>"
+        decided = ""
+        if self.decided is not None:  # the decided approval card, folded into the row
+            shown = self.decided if self.status != "refused" else self.decided.split(" (", 1)[0]
+            decided = f" <span class='loom-decision'>· {html.escape(shown)}</span>"
         self.widget.value = (
-            f"<code>{html.escape(call_text(self.name, self.arguments))}</code> {badge}{extra}{dur}{preview}"
+            f"<code>{html.escape(call_text(self.name, self.arguments))}</code> {badge}{extra}{dur}{decided}{preview}"
         )
 
 
@@ -364,6 +394,8 @@ class RunView(TextForm, widgets.VBox):  # type: ignore[misc]
         self.run = run
         self.state = RunState(execution_id=run.id)
         self.cards: dict[str, GateCard] = {}
+        #: The decided approval cards folded into their tool rows (hidden; the row shows the decision).
+        self.folded: set[str] = set()
         self.tool_rows: dict[str, ToolRow] = {}
         self.answer_rows: dict[str, AnswerRow] = {}
         self._typed: bool | None = None  # a typed run's first model step says so (None: not seen yet)
@@ -382,6 +414,7 @@ class RunView(TextForm, widgets.VBox):  # type: ignore[misc]
         self._resolutions: dict[str, tuple[Any, float]] = {}
         self._usage: dict[str, Any] = {"calls": 0, "input_tokens": 0, "output_tokens": 0, "cost": None}
         self._loading = False
+        self._seq = 0  # the last event of the run folded in
         self._unsubscribe: Callable[[], None] | None = None
         self._ticker: asyncio.TimerHandle | None = None
         self._calling: str | None = None  # the model step being called, if any
@@ -391,7 +424,13 @@ class RunView(TextForm, widgets.VBox):  # type: ignore[misc]
 
         self.title = html_widget("loom-title")
         self.status = html_widget("loom-run-status")
-        self.progress = widgets.IntProgress(value=0, min=0, max=self._max_turns() or 1, description="turns")
+        self.progress = widgets.IntProgress(
+            value=0,
+            min=0,
+            max=self._max_turns() or 1,
+            description="turns",
+            style={"description_width": "initial"},  # its label as wide as the word: no indent once wrapped
+        )
         self.progress.add_class("loom-turns")
         self.turn_label = html_widget("loom-turn-label")
         self.session = html_widget("loom-session")
@@ -493,8 +532,21 @@ class RunView(TextForm, widgets.VBox):  # type: ignore[misc]
     def _on_event(self, event: Event) -> None:
         self._apply(event)
 
+    def _catch_up(self) -> None:
+        """Fold the run's committed events this view has not seen yet. A run another process drives
+        (``Run.follow``) may say it settled before its last events reach the observers; the view
+        reads them from the journal before it stops watching, so it shows what a view rebuilt from
+        the journal shows."""
+        for event in self.run.runtime.journal.read(self.run.id):
+            if event.seq > self._seq:
+                self._apply(event)
+
     def _apply(self, e: Event) -> None:
         kind, data = e.kind, e.data
+        if kind != EventKind.STREAM_CHUNK:  # a streamed chunk is handed on, not journaled: it has no seq of its own
+            if e.seq <= self._seq:
+                return  # seen already (read from the journal, then handed on by a follower)
+            self._seq = e.seq
         touched = self.state.apply(e)
         if kind == EventKind.STREAM_CHUNK:
             if not self._seen_delta:  # a chunk belongs to the model step started last
@@ -620,6 +672,7 @@ class RunView(TextForm, widgets.VBox):  # type: ignore[misc]
             card = self.cards.get(gate.gate_id)
             if card is not None:
                 card.resolved(gate.resolution, gate.resolved_at or 0.0)
+                self._fold(gate.gate_id)
                 block = self.blocks.get(self._turn_of(gate.gate_id))
                 if block is not None and block.approvals is not None:
                     block.approvals.refresh()
@@ -629,6 +682,14 @@ class RunView(TextForm, widgets.VBox):  # type: ignore[misc]
         if kind == EventKind.GATE_OPENED and isinstance(gate.payload, dict):
             self._row(gate.subject, str(gate.payload.get("tool")), gate.payload.get("arguments"))
         self._refresh_row(gate.subject)
+
+    def _fold(self, gate_id: str) -> None:
+        """Fold a decided approval card into its tool row: the card hides, the row says the decision."""
+        card = self.cards.get(gate_id)
+        subject = step_ids.parse_step_id(gate_id).subject
+        if isinstance(card, ApprovalCard) and card.decision is not None and subject in self.tool_rows:
+            card.layout.display = "none"
+            self.folded.add(gate_id)
 
     def _row(self, sid: str, name: str, arguments: Any) -> ToolRow:
         row = self.tool_rows.get(sid)
@@ -721,6 +782,8 @@ class RunView(TextForm, widgets.VBox):  # type: ignore[misc]
     def _update(self, run: Run) -> None:
         status = run.status
         if status in ("completed", "failed", "cancelled"):
+            if self._unsubscribe is not None:  # still watching: fold what has not reached the view yet
+                self._catch_up()
             self.stop.layout.display = "none"
             for card in self.cards.values():
                 card.close(f"closed: the run {status}")
@@ -777,6 +840,7 @@ class RunView(TextForm, widgets.VBox):  # type: ignore[misc]
             card = self.cards[gate.gate_id] = card_for(gate, problem=problem)
             if gate.gate_id in self._resolutions:
                 card.resolved(*self._resolutions[gate.gate_id])
+                self._fold(gate.gate_id)
             if step_ids.parse_step_id(gate.gate_id).turn is not None:
                 self.block(self._turn_of(gate.gate_id)).add_card(card)
             else:
@@ -954,7 +1018,7 @@ class RunView(TextForm, widgets.VBox):  # type: ignore[misc]
             if panel is not None:
                 lines += ["    " + line for line in panel.lines()]
         lines += ["  " + row.text() for row in self.answer_rows.values()]
-        lines += ["  " + card.text() for card in self.cards.values()]
+        lines += ["  " + card.text() for gid, card in self.cards.items() if gid not in self.folded]
         if status == "suspended" and not self.cards and not any(p.cards for p in self.child_panels.values()):
             lines += [f"  {g!r}" for g in run.gates]
         if result is not None:

@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import asyncio
 import re
+from typing import Any
+
+import ipywidgets as widgets
 
 import loom_nb as loom
 from loom_nb.agent.batch import BATCH_HOOKS
@@ -88,6 +91,35 @@ async def test_approve_all_click_answers_every_gate_and_the_cards_go() -> None:
     assert view.cards == {} and view.gate_box.children == () and view.approve_all.disabled
     assert view.actions.layout.display == "none"  # no gate waits: no Approve all / Refuse all
     assert batch.results[0] is not None and batch.results[0].output == "done: send to p0 / sent to p0"
+
+
+def tree(widget: Any) -> list[Any]:
+    """``widget`` and every widget it holds (children, layout, style...)."""
+    found = [widget]
+    for name in widget.keys:
+        value = getattr(widget, name, None)
+        for v in value if isinstance(value, list | tuple) else [value]:
+            if isinstance(v, widgets.Widget):
+                found += tree(v)
+    return found
+
+
+async def test_a_card_that_leaves_the_view_is_closed_with_its_layout_and_style_models() -> None:
+    rt = make_runtime()
+    batch = agent().map(["send to ann", "send to bob"], runtime=rt, view=False)
+    view = BatchView(batch)
+    await settle(view)
+    ann, bob = view.gate_box.children
+    gone, kept = tree(ann), tree(bob)
+    kinds = {type(w).__name__ for w in gone}
+    assert {"Layout", "HTMLStyle", "ButtonStyle", "Button", "Text"} <= kinds and len(gone) > 40
+    next(iter(view.cards.values())).approve.click()
+    await asyncio.sleep(0)
+    await batch.items[0].run.wait(timeout=10)
+    view.flush()
+    assert view.gate_box.children == (bob,)
+    assert all(w.comm is None for w in gone)  # closed: no model of the card stays in the kernel
+    assert all(w.comm is not None for w in kept + tree(view.gate_box))
 
 
 async def test_refuse_all_click_and_one_card_clicked_alone() -> None:

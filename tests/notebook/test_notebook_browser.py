@@ -66,6 +66,11 @@ def test_clicking_the_card_in_jupyterlab_resumes_the_run(lab: Lab, browser: Any,
         expect(card.locator(".loom-card-status")).to_contain_text(
             "Approved at" if action == "approve" else "Refused (keep it) at"
         )
+        # the decided card folds into its tool row, which says the decision and when
+        expect(card).to_be_hidden()
+        expect(page.locator(".loom-tool-row .loom-decision")).to_contain_text(
+            "approved at" if action == "approve" else "refused at"
+        )
         expect(page.locator(f".loom-{action}")).to_be_disabled()
         # the anywidget timeline (widgets/timeline.js) followed the run live
         timeline = page.locator(".loom-timeline")

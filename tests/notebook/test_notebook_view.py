@@ -249,7 +249,11 @@ async def test_text_fallbacks() -> None:
     card.approve.click()
     await run
     text = view.text()
-    assert f"  gate {GATE}: approved\n" in text  # no clock times in the text form
+    # the decided card folds into its tool row (no clock times in the text form)
+    assert "  tool delete_file(path='/tmp/x/stale.log') done, approved -> deleted /tmp/x/stale.log\n" in text
+    assert f"gate {GATE}" not in text and GATE in view.folded and card.layout.display == "none"
+    row = html.unescape(view.tool_rows["#turn:1:tool:0"].widget.value)
+    assert "<span class='loom-decision'>· approved at " in row
     assert "  answer: Done. I removed the stale file." in text
     assert "  usage: " in text and "over 3 model call(s)" in text
 

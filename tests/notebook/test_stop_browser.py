@@ -72,6 +72,12 @@ def test_stop_cancels_a_streaming_run(lab: Lab, browser: Any, tmp_path: Path) ->
         stop, box = view.locator(".loom-stop").bounding_box(), view.bounding_box()
         assert stop is not None and box is not None
         assert stop["x"] + stop["width"] <= box["x"] + box["width"] + 1, (stop, box)  # Stop shows whole
+        header, bar = view.locator(".loom-header").bounding_box(), view.locator(".loom-turns").bounding_box()
+        label = view.locator(".loom-turns .widget-label").bounding_box()
+        assert header is not None and bar is not None and label is not None
+        assert label["width"] < 60, label  # "turns" as wide as the word: the bar is not pushed right
+        if bar["y"] > header["y"] + 1:  # wrapped under the title: it starts at the header's left edge
+            assert bar["x"] - header["x"] < 8, (bar, header)
         view.locator(".loom-stop").click()
         expect(view.locator(".loom-run-status")).to_contain_text("cancelled", timeout=30_000)
         expect(view.locator(".loom-error")).to_contain_text("RunCancelledError")

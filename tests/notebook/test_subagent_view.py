@@ -54,7 +54,10 @@ async def test_the_child_rows_and_card_sit_under_the_parent_tool_row_and_a_click
     assert card.approve.disabled and card.decision is not None and card.decision.startswith("approved at ")
     assert panel.status == "completed"
     assert view.tool_rows[TOOL_STEP].text() == "tool research(input='what does a.test say?') done -> a.test says hi"
-    assert panel.tool_rows[TOOL_STEP].text() == "tool fetch_page(url='https://a.test') done -> <page https://a.test>"
+    assert (
+        panel.tool_rows[TOOL_STEP].text()
+        == "tool fetch_page(url='https://a.test') done, approved -> <page https://a.test>"
+    )
     assert "completed" in view.status.value and "Done: a.test says hi" in view.answer.value
     view.close()
 

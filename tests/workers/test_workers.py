@@ -250,10 +250,26 @@ def _approval_cards(widget: Any) -> list[Any]:
     return found
 
 
+def _to_the_microsecond(state: Any) -> Any:
+    """``state`` with its gates' times rounded as PostgreSQL stores them: the answer this process
+    commits is handed to its observers with the clock's float, and read back to the microsecond."""
+    from dataclasses import replace
+
+    def rounded(t: float | None) -> float | None:
+        return None if t is None else round(t, 6)
+
+    gates = {
+        k: replace(g, opened_at=rounded(g.opened_at), resolved_at=rounded(g.resolved_at))
+        for k, g in state.gates.items()
+    }
+    return replace(state, gates=gates)
+
+
 @pytest.mark.slow
 def test_the_live_view_follows_a_worker_run_and_its_approve_button_works(_postgres_server: str, tmp_path: Path) -> None:
     """A notebook's live view of a run a worker drives: it shows the worker's events as they commit
     (woken by LISTEN), and its card's Approve click wakes the worker, which finishes the run."""
+    from loom_nb.agent.agent import Run
     from loom_nb.notebook.run_view import RunView
 
     url = stores.new_schema("view")
@@ -270,6 +286,13 @@ def test_the_live_view_follows_a_worker_run_and_its_approve_button_works(_postgr
         cards[0].approve.click()
         await run.wait(timeout=30)
         await asyncio.sleep(0.05)
+        # the followed view folds the same events as a view rebuilt from the journal (it hears
+        # "completed" before the worker's last events reach it, and reads them before it settles)
+        rebuilt = RunView(Run.attach(Runtime.open(url), run.id, agent=courier))
+        assert _to_the_microsecond(view.state) == _to_the_microsecond(rebuilt.state)
+        assert view.usage_text() == rebuilt.usage_text() and "over 2 model call(s)" in view.usage_text()
+        assert [r.text() for r in view.tool_rows.values()] == [r.text() for r in rebuilt.tool_rows.values()]
+        rebuilt.run.runtime.close()
         return view.text()
 
     try:
