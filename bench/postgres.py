@@ -13,7 +13,8 @@ and a tool step per turn) runs in the same repetitions on the same server, its s
 database of its own (``loom_bench_dbos_<pid>``, made on the server of ``--url`` and dropped after);
 its bytes per turn are the text DBOS stored (serialized step outputs, workflow inputs and output) / N,
 its first call after a restart is timed from just before ``DBOS.launch()`` (whose recovery resumes
-the workflow) to the first new step. Needs ``pip install dbos``; without it DBOS's row says so.
+the workflow) to the first new step. Needs the ``bench`` extra
+(``pip install -c constraints.txt -e '.[postgres,bench]'``: DBOS, pinned); without it DBOS's row says so.
 """
 
 from __future__ import annotations
@@ -218,7 +219,7 @@ def main() -> None:
             store
         ]
         if not runs:
-            print(f"| {label} | not run (pip install dbos) | | | |")
+            print(f"| {label} | not run (DBOS not installed: pip install -e '.[postgres,bench]') | | | |")
             continue
         per_turn[store] = statistics.median(w for w, _, _ in runs) / args.turns * 1e3
         per_bytes[store] = runs[0][1] / args.turns
