@@ -267,6 +267,8 @@ class Frames:
         self.runtime = runtime
         self._con: Any = None
         self._version: Any = None
+        self._last_seqs: dict[str, int] | None = None  # each execution's last seq in a server journal's copy
+        self._content_rows = 0
 
     def __repr__(self) -> str:
         return f"Frames(journal={self.runtime.journal.location!r}, views={list(VIEW_ORDER)})"
@@ -317,26 +319,41 @@ class Frames:
 
     def _arrow_connection(self, journal: Any) -> Any:
         """A private in-memory DuckDB holding a copy of a server journal's tables (PostgreSQL),
-        moved as Arrow (``arrow_tables``), loaded again whenever events were appended."""
+        moved as Arrow: whole the first time (``arrow_tables``), then, whenever the change marker
+        moved, only the events appended since (``arrow_changes``, after each execution's last seq
+        in the copy) with the executions table again."""
         version = journal.change_marker()
         if self._con is None:
             self._con = self._private_database(keys=False)
+            self._last_seqs = None
         if version != self._version:
-            tables = journal.arrow_tables()
+            if self._last_seqs is None:
+                tables, replace = journal.arrow_tables(), {"events", "executions", "content"}
+                last_seqs: dict[str, int] = {}
+            else:
+                tables = journal.arrow_changes(self._last_seqs, self._content_rows)
+                replace, last_seqs = {"executions", "content"}, dict(self._last_seqs)
             con = self._con
             database = events_table(con).removesuffix(".main.events")
             con.execute("BEGIN")
             try:
                 for name, arrow in tables.items():
-                    con.execute(f"DELETE FROM {database}.main.{name}")
+                    if name in replace:
+                        con.execute(f"DELETE FROM {database}.main.{name}")
                     con.register("loom_arrow_rows", arrow)
                     con.execute(f"INSERT INTO {database}.main.{name} SELECT * FROM loom_arrow_rows")
+                    if name == "events":
+                        rows = con.execute(
+                            "SELECT execution_id, max(seq) FROM loom_arrow_rows GROUP BY execution_id"
+                        ).fetchall()
+                        last_seqs.update((str(eid), int(seq)) for eid, seq in rows)
                     con.unregister("loom_arrow_rows")
+                content_rows = con.execute(f"SELECT count(*) FROM {database}.main.content").fetchall()[0][0]
                 con.execute("COMMIT")
             except BaseException:
                 con.execute("ROLLBACK")
                 raise
-            self._version = version
+            self._version, self._last_seqs, self._content_rows = version, last_seqs, int(content_rows)
         return self._con
 
     def _load(self, events: Sequence[Any]) -> None:
@@ -369,7 +386,7 @@ class Frames:
     def close(self) -> None:
         """Release the cursor (or the private database of an in-memory journal)."""
         if self._con is not None:
-            con, self._con, self._version = self._con, None, None
+            con, self._con, self._version, self._last_seqs = self._con, None, None, None
             con.close()
 
     def __enter__(self) -> Frames:

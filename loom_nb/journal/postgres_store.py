@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 import zlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -315,15 +315,59 @@ class PostgresJournal:
         self._marker = (str(row[0]), marker)  # the snapshot the marker was read under, exactly
         return marker
 
-    def arrow_tables(self, tables: Sequence[str] = ("events", "executions", "content")) -> dict[str, Any]:
-        """The journal's tables as ``pyarrow.Table`` s, read in one repeatable-read transaction
-        (a consistent cut) through the ADBC PostgreSQL driver: rows move as Arrow, never as
-        Python objects (what ``loom.frames()`` loads into DuckDB).
+    def arrow_changes(self, last_seqs: Mapping[str, int], content_rows: int) -> dict[str, Any]:
+        """What was appended since a reader's copy, as ``pyarrow.Table`` s read in one repeatable-read
+        transaction (a consistent cut) through the ADBC PostgreSQL driver: ``events`` holds only the
+        events after ``last_seqs`` (each execution's last seq in the copy; an execution not in it:
+        all of its events), ``executions`` the whole table (one row per execution, updated in
+        place), and ``content`` the whole table only when it no longer holds ``content_rows`` rows
+        (it is absent otherwise). What ``loom.frames()`` appends to its copy when the change marker
+        moved, instead of moving every event again.
+
+        Each execution's last seq on the server is read from the ``(execution_id, seq)`` key's
+        index (one backward probe per execution); the events of the executions that moved are read
+        by a range of that index each. Events are append-only with rising seqs per execution, so
+        the rows after a copy's last seq are exactly the ones it lacks.
 
         Raises:
             UsageError: the ADBC driver or pyarrow is not installed (the ``postgres`` extra).
             JournalReadError: the server refused the read.
         """
+        with self._arrow_cursor() as cur:
+            cur.execute(
+                "SELECT x.execution_id, (SELECT max(e.seq) FROM events e WHERE e.execution_id = x.execution_id) "
+                "FROM executions x"
+            )
+            server = cur.fetch_arrow_table()
+            moved = [
+                (eid, last_seqs.get(eid, -1))
+                for eid, last in zip(server.column(0).to_pylist(), server.column(1).to_pylist(), strict=True)
+                if last is not None and last > last_seqs.get(eid, -1)
+            ]
+            out: dict[str, Any] = {}
+            quote = psycopg.sql.quote
+            if moved:
+                ids = ", ".join(quote(_no_nul(eid, "execution id", self.location)) for eid, _ in moved)
+                seqs = ", ".join(str(int(seq)) for _, seq in moved)
+                cur.execute(
+                    f"SELECT e.* FROM unnest(ARRAY[{ids}]::text[], ARRAY[{seqs}]::bigint[]) AS w(execution_id, seq) "
+                    "JOIN events e ON e.execution_id = w.execution_id AND e.seq > w.seq"
+                )
+                out["events"] = cur.fetch_arrow_table()
+            else:
+                cur.execute("SELECT * FROM events WHERE false")
+                out["events"] = cur.fetch_arrow_table()
+            cur.execute("SELECT * FROM executions")
+            out["executions"] = cur.fetch_arrow_table()
+            cur.execute("SELECT count(*) FROM content")
+            if int(cur.fetchone()[0]) != content_rows:
+                cur.execute("SELECT * FROM content")
+                out["content"] = cur.fetch_arrow_table()
+            return out
+
+    @contextmanager
+    def _arrow_cursor(self) -> Iterator[Any]:
+        """An ADBC cursor in a repeatable-read, read-only transaction (rolled back after)."""
         check_on_loop(self.location)
         try:
             import adbc_driver_postgresql.dbapi as adbc
@@ -335,16 +379,30 @@ class PostgresJournal:
         try:
             with adbc.connect(self.url) as conn, conn.cursor() as cur:
                 cur.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-                out = {}
-                for table in tables:
-                    cur.execute(f"SELECT * FROM {table}")
-                    out[table] = cur.fetch_arrow_table()
+                yield cur
                 conn.rollback()
-                return out
+        except (UsageError, JournalReadError):
+            raise
         except Exception as exc:
             raise JournalReadError(
                 f"the journal {self.location} could not be read as Arrow tables: {type(exc).__name__}: {exc}"
             ) from exc
+
+    def arrow_tables(self, tables: Sequence[str] = ("events", "executions", "content")) -> dict[str, Any]:
+        """The journal's tables as ``pyarrow.Table`` s, read in one repeatable-read transaction
+        (a consistent cut) through the ADBC PostgreSQL driver: rows move as Arrow, never as
+        Python objects (what ``loom.frames()`` loads into DuckDB).
+
+        Raises:
+            UsageError: the ADBC driver or pyarrow is not installed (the ``postgres`` extra).
+            JournalReadError: the server refused the read.
+        """
+        with self._arrow_cursor() as cur:
+            out = {}
+            for table in tables:
+                cur.execute(f"SELECT * FROM {table}")
+                out[table] = cur.fetch_arrow_table()
+            return out
 
     # -- leases (``LeasingStore``) ----------------------------------------------------------------
     def claim_lease(self, execution_id: str, owner: str, ttl: float) -> bool:
