@@ -173,6 +173,11 @@ def recorded_trace(history: History) -> list[tuple[str, str]]:
     return trace
 
 
+#: How many times a cancel recorded from outside the driving process reads the history again after
+#: the driver took its seqs (each retry follows a commit of the driver, so this bounds a livelock only).
+_CANCEL_ATTEMPTS = 100
+
+
 def cancelled_error(execution_id: str, reason: str | None) -> RunCancelledError:
     """The ``RunCancelledError`` of a cancelled execution (what awaiting it raises)."""
     why = f" ({reason})" if reason else ""
@@ -882,14 +887,51 @@ class Engine:
             async with self._lock(execution_id):
                 if execution_id not in self._cancels:  # the driving task recorded it
                     return self.result(execution_id)
-                if execution_id not in self._active:  # nothing drives it: record the cancel here
-                    h = self.history(execution_id)
-                    if h.status in TERMINAL_STATUSES:
-                        self._cancels.pop(execution_id, None)
-                        return self.result(execution_id)
-                    return self._record_cancel(execution_id, h)
+                if execution_id not in self._active:  # nothing drives it here: record the cancel here
+                    return self._record_cancel_elsewhere(execution_id)
             # An answer resumed it and its driving has not begun: that driving records the cancel.
             await asyncio.sleep(0.005)
+
+    def _record_cancel_elsewhere(self, execution_id: str) -> ExecutionResult:
+        """Record the cancel of an execution this process does not drive (suspended, left running,
+        or driven by another process: a worker holding its lease on a shared journal).
+
+        The driver may commit between this read and this write: then the cancel's seqs are taken and
+        its append is refused by the ``(execution_id, seq)`` key. The cancel then reads the history
+        again and records itself after what the driver committed (the in-flight steps as they are
+        now), until it lands; the driver's next commit is refused in turn and it stops. When what
+        the driver committed ended the run, there is nothing to cancel any more.
+
+        Raises:
+            UsageError: the execution completed or failed before the cancel could be recorded.
+            JournalWriteError: the append failed for another reason (the journal is failing).
+        """
+        reason = self._cancels.get(execution_id)
+        for _ in range(_CANCEL_ATTEMPTS):
+            h = self.history(execution_id)
+            if h.status in TERMINAL_STATUSES:
+                self._cancels.pop(execution_id, None)
+                if h.status == "cancelled":
+                    return self.result(execution_id)
+                raise UsageError(
+                    f"execution {execution_id!r} {h.status} (its driver committed that first) before the cancel "
+                    f"could be recorded; there is nothing to cancel: read its result with runtime.result("
+                    f"{execution_id!r})"
+                )
+            self._cancels[execution_id] = reason
+            try:
+                return self._record_cancel(execution_id, h)
+            except JournalWriteError:
+                self._cancels.pop(execution_id, None)
+                if self.history(execution_id).last_seq == h.last_seq:
+                    raise  # not a seq taken by the driver: the journal itself failed
+                log.info("the cancel of execution %s met a commit of its driver; reading it again", execution_id)
+        error = JournalWriteError(
+            f"the cancel of execution {execution_id!r} met a new commit of the process driving it "
+            f"{_CANCEL_ATTEMPTS} times in a row and was not recorded: cancel it again"
+        )
+        error.location, error.execution_id = self.journal.location, execution_id
+        raise error
 
     def _record_cancel(self, execution_id: str, history: History | None = None) -> ExecutionResult:
         """Append ``execution_cancelled`` (after putting the steps cut in flight in doubt or failed)."""
