@@ -11,9 +11,11 @@ for 1M events.
 With ``--postgres URL`` the same rows are then copied (psycopg ``COPY``) into a fresh schema of that
 PostgreSQL server, and the frames are read through ``loom.Runtime.open(URL)``: the first ``steps()``
 (cold: every table moved as Arrow through the ADBC driver into DuckDB, then the view) and the
-repeated one (warm: the journal did not change, so only the change check runs), and the change check
-alone (``PostgresJournal.change_marker``, which every ``frames()`` call runs). Target: under 3 s for
-1M events, cold.
+repeated one (warm: the journal did not change, so only the change check runs), the change check
+alone (``PostgresJournal.change_marker``, which every ``frames()`` call runs), ``steps()`` after one
+more execution was committed (only its events move: ``PostgresJournal.arrow_changes``) and, in the
+same run, a fresh ``frames()``'s cold ``steps()`` (every table moved again: what each change cost
+before). Target: under 3 s for 1M events, cold.
 
 Run: ``.venv/bin/python bench/frames.py [--events 1000000] [--repeat 3] [--memory] [--postgres URL]``
 """
@@ -173,6 +175,24 @@ def postgres_copy(rt: loom.Runtime, url: str) -> tuple[str, float]:
     return target, time.perf_counter() - began
 
 
+def append_execution(target: str, execution_id: str) -> None:
+    """Commit a copy of one execution's events (and its row) under ``execution_id`` on ``target``:
+    what a run finishing elsewhere adds while a notebook reads frames."""
+    import psycopg
+
+    with psycopg.connect(target) as pg:
+        source = pg.execute("SELECT min(execution_id) FROM executions").fetchone()[0]
+        pg.execute(
+            "INSERT INTO executions SELECT %s, flow, status, created_at, updated_at FROM executions "
+            "WHERE execution_id = %s",
+            [execution_id, source],
+        )
+        pg.execute(
+            'INSERT INTO events SELECT %s, seq, kind, step_id, "at", data FROM events WHERE execution_id = %s',
+            [execution_id, source],
+        )
+
+
 def drop_schema(url: str, target: str) -> None:
     """Drop the schema ``postgres_copy`` made."""
     import psycopg
@@ -230,7 +250,35 @@ def main() -> None:
                         marker = pg_rt.journal.change_marker
                         median, _ = timed(lambda: [marker()], args.repeat)
                         pg_rows.append((f"change check `change_marker()` (median of {args.repeat})", median, 1))
+                        appended: list[float] = []
+                        for i in range(args.repeat):
+                            append_execution(target, f"appended-{i}")
+                            began = time.perf_counter()
+                            n = len(pf.steps())
+                            appended.append(time.perf_counter() - began)
+                        pg_rows.append(
+                            (
+                                f"`steps()` after one execution was appended: only its events moved "
+                                f"(median of {args.repeat})",
+                                statistics.median(appended),
+                                n,
+                            )
+                        )
                         pf.close()
+                        whole: list[float] = []
+                        for _ in range(args.repeat):
+                            with loom.frames(pg_rt) as fresh:
+                                began = time.perf_counter()
+                                n = len(fresh.steps())
+                                whole.append(time.perf_counter() - began)
+                        pg_rows.append(
+                            (
+                                f"`steps()` with every table moved again (a fresh `frames()`, cold; what "
+                                f"each change cost before; median of {args.repeat})",
+                                statistics.median(whole),
+                                n,
+                            )
+                        )
                 finally:
                     drop_schema(args.postgres, target)
                 print(f"PostgreSQL: copied in {copy_s:.1f} s (COPY, not timed below)")

@@ -70,6 +70,8 @@ async def test_appended_events_reach_the_kept_copy(pg: loom.Runtime) -> None:
         assert sorted(f.gates()["status"]) == ["resolved", "resolved"]
         _same_as_fresh(pg, f)
         counted = f.sql("SELECT count(*) AS n, count(DISTINCT (execution_id, seq)) AS keys FROM events")
-        assert counted["n"][0] == counted["keys"][0] == sum(len(journal.read(e)) for e in f.executions()["execution_id"])
+        assert (
+            counted["n"][0] == counted["keys"][0] == sum(len(journal.read(e)) for e in f.executions()["execution_id"])
+        )
     finally:
         f.close()
