@@ -269,6 +269,9 @@ class Frames:
         self._version: Any = None
         self._last_seqs: dict[str, int] | None = None  # each execution's last seq in a server journal's copy
         self._content_rows = 0
+        #: The frames read from that copy under the change marker ``_results_version`` (view, filter).
+        self._results: dict[tuple[str, str | None], DataFrame] = {}
+        self._results_version: Any = None
 
     def __repr__(self) -> str:
         return f"Frames(journal={self.runtime.journal.location!r}, views={list(VIEW_ORDER)})"
@@ -387,6 +390,7 @@ class Frames:
         """Release the cursor (or the private database of an in-memory journal)."""
         if self._con is not None:
             con, self._con, self._version, self._last_seqs = self._con, None, None, None
+            self._results, self._results_version = {}, None
             con.close()
 
     def __enter__(self) -> Frames:
@@ -403,9 +407,21 @@ class Frames:
             sql += " WHERE execution_id = ?"
             params.append(execution_id)
         con = self._connection()
+        # Over a server journal's copy, a frame read while the change marker has not moved is the
+        # last one again (a copy; only frames of plain values: a decoded column holds mutable objects).
+        kept = self._last_seqs is not None and not DECODED.get(view)
+        if kept:
+            if self._results_version != self._version:
+                self._results, self._results_version = {}, self._version
+            last = self._results.get((view, execution_id))
+            if last is not None:
+                return last.copy(deep=True)
         with self._parallel():
             df = con.execute(f"{sql} ORDER BY {ORDER[view]}", params).df()
-        return _typed(df, COLUMNS[view], DECODED.get(view, ()))
+        frame = _typed(df, COLUMNS[view], DECODED.get(view, ()))
+        if kept:
+            self._results[(view, execution_id)] = frame.copy(deep=True)
+        return frame
 
     def _parallel(self) -> AbstractContextManager[None]:
         journal = self.runtime.journal

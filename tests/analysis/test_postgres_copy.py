@@ -1,6 +1,7 @@
 """``loom.frames()`` over a PostgreSQL journal keeps its DuckDB copy between calls and, when the
 journal changed, appends only the events written since (``PostgresJournal.arrow_changes``): the
-frames it then gives are the ones a fresh copy of the whole journal gives."""
+frames it then gives are the ones a fresh copy of the whole journal gives. A frame read again while
+nothing changed is the one read last time, as a copy the reader may change."""
 
 from __future__ import annotations
 
@@ -66,7 +67,11 @@ async def test_appended_events_reach_the_kept_copy(pg: loom.Runtime) -> None:
         await routed_run(pg)
         steps = f.steps()
         assert calls == ["changes"]
-        assert len(f.steps()) == len(steps) and calls == ["changes"]  # unchanged: nothing read
+        again = f.steps()
+        assert calls == ["changes"]  # unchanged: nothing read, the frame kept from the last call
+        pd.testing.assert_frame_equal(again, steps)
+        again.loc[0, "status"] = "edited by the reader"  # a copy each time: the next read is untouched
+        pd.testing.assert_frame_equal(f.steps(), steps)
         assert sorted(f.gates()["status"]) == ["resolved", "resolved"]
         _same_as_fresh(pg, f)
         counted = f.sql("SELECT count(*) AS n, count(DISTINCT (execution_id, seq)) AS keys FROM events")
