@@ -11,11 +11,11 @@ for 1M events.
 With ``--postgres URL`` the same rows are then copied (psycopg ``COPY``) into a fresh schema of that
 PostgreSQL server, and the frames are read through ``loom.Runtime.open(URL)``: the first ``steps()``
 (cold: every table moved as Arrow through the ADBC driver into DuckDB, then the view) and the
-repeated one (warm: the journal did not change, so only the change check runs), the change check
-alone (``PostgresJournal.change_marker``, which every ``frames()`` call runs), ``steps()`` after one
-more execution was committed (only its events move: ``PostgresJournal.arrow_changes``) and, in the
-same run, a fresh ``frames()``'s cold ``steps()`` (every table moved again: what each change cost
-before). Target: under 3 s for 1M events, cold.
+repeated one (warm: the journal did not change, so only the change check runs and the frame read
+last time is copied), the change check alone (``PostgresJournal.change_marker``, which every
+``frames()`` call runs), ``steps()`` after one more execution was committed (only its events move:
+``PostgresJournal.arrow_changes``) and, in the same run, a fresh ``frames()``'s cold ``steps()``
+(every table moved again: what each change cost before). Target: under 3 s for 1M events, cold.
 
 Run: ``.venv/bin/python bench/frames.py [--events 1000000] [--repeat 3] [--memory] [--postgres URL]``
 """
