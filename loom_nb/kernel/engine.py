@@ -921,10 +921,14 @@ class Engine:
             self._cancels[execution_id] = reason
             try:
                 return self._record_cancel(execution_id, h)
-            except JournalWriteError:
+            except JournalWriteError as failed:
                 self._cancels.pop(execution_id, None)
-                if self.history(execution_id).last_seq == h.last_seq:
-                    raise  # not a seq taken by the driver: the journal itself failed
+                try:
+                    moved = self.history(execution_id).last_seq != h.last_seq
+                except Exception:  # the journal cannot be read either: the write's error says why
+                    moved = False
+                if not moved:
+                    raise failed from failed.__cause__  # not a seq the driver took: the journal failed
                 log.info("the cancel of execution %s met a commit of its driver; reading it again", execution_id)
         error = JournalWriteError(
             f"the cancel of execution {execution_id!r} met a new commit of the process driving it "

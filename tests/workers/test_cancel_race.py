@@ -19,6 +19,7 @@ import pytest
 from loom_nb.errors import JournalWriteError, UsageError
 from loom_nb.journal.events import Event
 from loom_nb.journal.postgres_store import PostgresJournal
+from loom_nb.journal.store import write_error
 from loom_nb.kernel import Engine, ExecutionContext, FlowRegistry
 from loom_nb.testing import FakeClock, SequentialIds
 from tests import stores
@@ -120,3 +121,22 @@ async def test_a_cancel_that_meets_the_runs_last_commit_says_it_finished_first(u
     finally:
         notebook.journal.close()
         worker.journal.close()
+
+
+async def test_a_cancel_whose_append_fails_for_another_reason_raises_that_failure(url: str) -> None:
+    notebook = _engine(url, dict)
+    try:
+        assert (await notebook.start("waits", execution_id="w-2")).status == "suspended"
+        tries: list[int] = []
+
+        def failing(events: Sequence[Event], contents: Sequence[Any] = ()) -> None:
+            tries.append(len(events))
+            raise write_error(notebook.journal.location, events, OSError("the server went away"))
+
+        notebook.journal.append = failing  # type: ignore[method-assign]
+        with pytest.raises(JournalWriteError, match=r"'w-2'.*the server went away"):
+            await notebook.cancel("w-2", "not needed")
+        assert tries == [1]  # no retry: nothing else was committed (the last seq did not move)
+        assert notebook.journal.get_execution("w-2").status == "suspended"  # type: ignore[union-attr]
+    finally:
+        notebook.journal.close()
