@@ -26,6 +26,7 @@ from loom_nb.notebook.formatting import (
     TextForm,
     call_text,
     clock_text,
+    close_tree,
     html_widget,
     parse_json_or_text,
     short_text,
@@ -467,6 +468,13 @@ class TurnApprovals(TextForm, widgets.VBox):  # type: ignore[misc]
         self.children = (self.bar, *self.cards)
         self.refresh()
 
+    def remove(self, card: ApprovalCard) -> None:
+        """Take a card out (a decided card folded into its tool row)."""
+        if card in self.cards:
+            self.cards.remove(card)
+            self.children = (self.bar, *self.cards)
+            self.refresh()
+
     def open_cards(self) -> list[ApprovalCard]:
         """The cards still waiting for a decision."""
         return [c for c in self.cards if not c.decided and not c.closed]
@@ -543,6 +551,48 @@ class InDoubtCard(GateCard):
         """The step in doubt, on one line."""
         p = self.gate.payload if isinstance(self.gate.payload, dict) else {}
         return f"{step_ids.tool_name(str(p.get('effect', '?')))} (in doubt)"
+
+
+class FoldedCards:
+    """The decided approval cards a view has folded into their tool rows: the one place that says
+    when a card folds and what folding does, for the run view and the sub-agents' child panels.
+
+    A card folds once its approval is decided and the view shows the call's tool row: the row
+    then says the decision (``done, approved``; ``· approved at 14:25:03 (reason)``), which it
+    reads from the gate's state, not from the card. The folded card is taken out of its box and
+    closed with its layout and style models (``close_tree``), so neither the kernel nor the
+    notebook's saved widget state keeps it; the view keeps the card object (its decision stays
+    readable) and leaves it out of its text form.
+
+    Attributes:
+        keys: The folded cards' keys (the view's own key: a gate id, or ``(execution id, gate id)``).
+    """
+
+    def __init__(self) -> None:
+        self.keys: set[Any] = set()
+
+    def __contains__(self, key: object) -> bool:
+        return key in self.keys
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    def fold(self, key: Any, card: GateCard, *, has_row: bool, detach: Callable[[GateCard], None]) -> bool:
+        """Fold ``card`` (under ``key``) if it is a decided approval card whose call has a tool row
+        (``has_row``): ``detach`` takes it out of its box, then its widgets are closed. Returns
+        whether it is folded (now or before)."""
+        if key in self.keys:
+            return True
+        if not isinstance(card, ApprovalCard) or card.decision is None or not has_row:
+            return False
+        self.keys.add(key)
+        detach(card)
+        close_tree(card)
+        return True
+
+    def lines(self, cards: dict[Any, GateCard]) -> list[str]:
+        """The text lines of the cards that are not folded."""
+        return [card.text() for key, card in cards.items() if key not in self.keys]
 
 
 def card_for(gate: Gate, *, problem: str | None = None) -> GateCard:

@@ -21,7 +21,7 @@ from loom_nb.agent.config import APPROVAL_GATE
 from loom_nb.journal import step_ids
 from loom_nb.journal.events import Event, EventKind
 from loom_nb.journal.run_state import GateState, RunState, StepState
-from loom_nb.notebook.cards import GateCard
+from loom_nb.notebook.cards import FoldedCards, GateCard
 from loom_nb.notebook.formatting import TextForm, html_widget, short_text
 
 #: A parent's tool-row status while its child execution is in each state.
@@ -57,6 +57,7 @@ class ChildPanel(TextForm, widgets.VBox):  # type: ignore[misc]
         state: Its events folded so far.
         tool_rows: Its tool rows by step id.
         cards: Gate cards by ``(execution id, gate id)`` (its own, and its own children's).
+        folded: Its decided approval cards folded into its tool rows, as the run view folds its own.
         head: The head line (class ``loom-child-head``).
     """
 
@@ -67,6 +68,8 @@ class ChildPanel(TextForm, widgets.VBox):  # type: ignore[misc]
         self.state = RunState(execution_id=execution_id)
         self.tool_rows: dict[str, Any] = {}
         self.cards: dict[tuple[str, str], GateCard] = {}
+        #: The decided approval cards folded into the child's tool rows (closed; the row says the decision).
+        self.folded = FoldedCards()
         self.head = html_widget("loom-child-head")
         self.tools = widgets.VBox()
         self.tools.add_class("loom-tools")
@@ -109,6 +112,7 @@ class ChildPanel(TextForm, widgets.VBox):  # type: ignore[misc]
                 card = self.cards.get((self.execution_id, touched.gate_id))
                 if card is not None:
                     card.resolved(touched.resolution, touched.resolved_at or 0.0)
+                    self._fold((self.execution_id, touched.gate_id))
             subject = touched.subject
             if touched.kind == APPROVAL_GATE and subject is not None:
                 if e.kind == EventKind.GATE_OPENED and isinstance(touched.payload, dict):
@@ -125,10 +129,21 @@ class ChildPanel(TextForm, widgets.VBox):  # type: ignore[misc]
     def add_card(self, key: tuple[str, str], card: GateCard) -> None:
         """Show a gate card of the child (or of one of its children)."""
         self.cards[key] = card
-        self.cards_box.children = (*self.cards_box.children, card)
         gate = self.state.gates.get(key[1]) if key[0] == self.execution_id else None
         if gate is not None and gate.resolved:
             card.resolved(gate.resolution, gate.resolved_at or 0.0)
+            if self._fold(key):
+                return
+        self.cards_box.children = (*self.cards_box.children, card)
+
+    def _fold(self, key: tuple[str, str]) -> bool:
+        """Fold a decided approval card of the child (not a grandchild's: the panel shows no rows
+        of those) into its tool row (``FoldedCards``, as the run view does)."""
+        subject = step_ids.parse_step_id(key[1]).subject if key[0] == self.execution_id else None
+        return self.folded.fold(key, self.cards[key], has_row=subject in self.tool_rows, detach=self._detach)
+
+    def _detach(self, card: GateCard) -> None:
+        self.cards_box.children = tuple(c for c in self.cards_box.children if c is not card)
 
     def close_cards(self, why: str) -> None:
         """Close every card (the parent settled)."""
@@ -166,7 +181,7 @@ class ChildPanel(TextForm, widgets.VBox):  # type: ignore[misc]
         """The panel as text lines (without timings)."""
         out = [f"child {self.execution_id} ({self.state.flow or '?'}): {self.status}"]
         out += ["  " + row.text() for row in self.tool_rows.values()]
-        out += ["  " + card.text() for card in self.cards.values()]
+        out += ["  " + line for line in self.folded.lines(self.cards)]
         return out
 
     def text(self) -> str:

@@ -44,6 +44,7 @@ from loom_nb.kernel.async_bridge import in_running_loop
 from loom_nb.kernel.errors_codec import error_summary
 from loom_nb.notebook.cards import (
     ApprovalCard,
+    FoldedCards,
     GateCard,
     TurnApprovals,
     card_for,
@@ -56,6 +57,7 @@ from loom_nb.notebook.formatting import (
     TextForm,
     call_text,
     clock_text,
+    close_tree,
     html_widget,
     one_line,
     result_value,
@@ -356,6 +358,20 @@ class TurnBlock(widgets.VBox):  # type: ignore[misc]
             return
         self.cards.children = (*self.cards.children, card)
 
+    def remove_card(self, card: GateCard) -> None:
+        """Take a card out (a decided approval card folded into its tool row); the turn's
+        ``TurnApprovals`` goes (closed) with its last card."""
+        approvals = self.approvals
+        if approvals is not None and card in approvals.cards:
+            approvals.remove(card)
+            if approvals.cards:
+                return
+            self.approvals = None
+            self.cards.children = tuple(c for c in self.cards.children if c is not approvals)
+            close_tree(approvals)
+            return
+        self.cards.children = tuple(c for c in self.cards.children if c is not card)
+
 
 # -- the run view ---------------------------------------------------------------------------------
 class RunView(TextForm, widgets.VBox):  # type: ignore[misc]
@@ -394,8 +410,8 @@ class RunView(TextForm, widgets.VBox):  # type: ignore[misc]
         self.run = run
         self.state = RunState(execution_id=run.id)
         self.cards: dict[str, GateCard] = {}
-        #: The decided approval cards folded into their tool rows (hidden; the row shows the decision).
-        self.folded: set[str] = set()
+        #: The decided approval cards folded into their tool rows (closed; the row shows the decision).
+        self.folded = FoldedCards()
         self.tool_rows: dict[str, ToolRow] = {}
         self.answer_rows: dict[str, AnswerRow] = {}
         self._typed: bool | None = None  # a typed run's first model step says so (None: not seen yet)
@@ -683,13 +699,20 @@ class RunView(TextForm, widgets.VBox):  # type: ignore[misc]
             self._row(gate.subject, str(gate.payload.get("tool")), gate.payload.get("arguments"))
         self._refresh_row(gate.subject)
 
-    def _fold(self, gate_id: str) -> None:
-        """Fold a decided approval card into its tool row: the card hides, the row says the decision."""
+    def _fold(self, gate_id: str) -> bool:
+        """Fold a decided approval card into its tool row (``FoldedCards``): the card is taken out
+        and closed, the row says the decision. Returns whether it is folded."""
         card = self.cards.get(gate_id)
+        if card is None:
+            return False
         subject = step_ids.parse_step_id(gate_id).subject
-        if isinstance(card, ApprovalCard) and card.decision is not None and subject in self.tool_rows:
-            card.layout.display = "none"
-            self.folded.add(gate_id)
+        return self.folded.fold(gate_id, card, has_row=subject in self.tool_rows, detach=self._detach)
+
+    def _detach(self, card: GateCard) -> None:
+        """Take a card out of its turn's block (or of the cards below the turns)."""
+        for block in self.blocks.values():
+            block.remove_card(card)
+        self.cards_box.children = tuple(c for c in self.cards_box.children if c is not card)
 
     def _row(self, sid: str, name: str, arguments: Any) -> ToolRow:
         row = self.tool_rows.get(sid)
@@ -840,7 +863,8 @@ class RunView(TextForm, widgets.VBox):  # type: ignore[misc]
             card = self.cards[gate.gate_id] = card_for(gate, problem=problem)
             if gate.gate_id in self._resolutions:
                 card.resolved(*self._resolutions[gate.gate_id])
-                self._fold(gate.gate_id)
+                if self._fold(gate.gate_id):
+                    continue
             if step_ids.parse_step_id(gate.gate_id).turn is not None:
                 self.block(self._turn_of(gate.gate_id)).add_card(card)
             else:
@@ -1018,7 +1042,7 @@ class RunView(TextForm, widgets.VBox):  # type: ignore[misc]
             if panel is not None:
                 lines += ["    " + line for line in panel.lines()]
         lines += ["  " + row.text() for row in self.answer_rows.values()]
-        lines += ["  " + card.text() for gid, card in self.cards.items() if gid not in self.folded]
+        lines += ["  " + line for line in self.folded.lines(self.cards)]
         if status == "suspended" and not self.cards and not any(p.cards for p in self.child_panels.values()):
             lines += [f"  {g!r}" for g in run.gates]
         if result is not None:

@@ -348,3 +348,29 @@ def open_and_run_all(page: Any, url: str, theme: str | None = None) -> None:
     page.wait_for_selector("#jp-main-statusbar >> text=/Idle/", timeout=60_000)
     page.click("#jp-MainMenu .lm-MenuBar-item:has-text('Run')")
     page.click("#jp-mainmenu-run li[data-command='runmenu:run-all']")
+
+
+def widget_tree(root: Any) -> list[Any]:
+    """Every widget ``root`` holds (its children and theirs, layout and style models), ``root`` first."""
+    import ipywidgets as widgets
+
+    out, stack, seen = [], [root], set()
+    while stack:
+        w = stack.pop()
+        if id(w) in seen:
+            continue
+        seen.add(id(w))
+        out.append(w)
+        for name in w.keys:
+            value = getattr(w, name, None)
+            if isinstance(value, widgets.Widget):
+                stack.append(value)
+            elif isinstance(value, list | tuple):
+                stack += [v for v in value if isinstance(v, widgets.Widget)]
+    return out
+
+
+def folded_away(view: Any, card: Any) -> bool:
+    """Whether ``card`` left ``view`` for good: out of its widget tree, and closed with every model
+    it held (its layout and style models too), so a saved notebook keeps none of them."""
+    return card not in widget_tree(view) and all(w.comm is None for w in widget_tree(card))

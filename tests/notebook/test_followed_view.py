@@ -15,7 +15,7 @@ from loom_nb.journal import InMemoryJournal
 from loom_nb.kernel import FlowRegistry
 from loom_nb.notebook.run_view import RunView
 from loom_nb.testing import FakeClock, SequentialIds
-from tests.notebook.support import TidyAgent
+from tests.notebook.support import TidyAgent, folded_away
 
 TASK = "Remove the stale files in /tmp/x"
 
@@ -54,4 +54,4 @@ async def test_a_view_that_learns_of_the_end_before_the_events_shows_what_a_rebu
     )
     assert "gate #turn:1:tool:0:approval" not in view.text()
     card = view.cards["#turn:1:tool:0:approval"]
-    assert card.text() == "gate #turn:1:tool:0:approval: approved (fine)" and card.layout.display == "none"
+    assert card.text() == "gate #turn:1:tool:0:approval: approved (fine)" and folded_away(view, card)

@@ -20,7 +20,7 @@ from loom_nb.notebook.run_view import RunView
 from loom_nb.notebook.throttle import Throttle
 from loom_nb.notebook.timeline import TimelineWidget, asset_dir, timeline
 from tests.agent.support import tidy_tools
-from tests.notebook.support import TidyAgent, last_tool_text, make_runtime
+from tests.notebook.support import TidyAgent, folded_away, last_tool_text, make_runtime
 
 GATE = "#turn:1:tool:0:approval"
 TASK = "Remove the stale files in /tmp/x"
@@ -251,7 +251,7 @@ async def test_text_fallbacks() -> None:
     text = view.text()
     # the decided card folds into its tool row (no clock times in the text form)
     assert "  tool delete_file(path='/tmp/x/stale.log') done, approved -> deleted /tmp/x/stale.log\n" in text
-    assert f"gate {GATE}" not in text and GATE in view.folded and card.layout.display == "none"
+    assert f"gate {GATE}" not in text and GATE in view.folded and folded_away(view, card)
     row = html.unescape(view.tool_rows["#turn:1:tool:0"].widget.value)
     assert "<span class='loom-decision'>· approved at " in row
     assert "  answer: Done. I removed the stale file." in text

@@ -14,7 +14,7 @@ from loom_nb.notebook.child_panel import ChildPanel
 from loom_nb.notebook.run_view import RunView
 from loom_nb.providers.scripted import ScriptedModel
 from tests.agent.test_subagents import TOOL_STEP, agents, two_researchers
-from tests.notebook.support import make_runtime
+from tests.notebook.support import folded_away, make_runtime
 
 CHILD = f"lead-1/{TOOL_STEP}"
 APPROVAL = "#turn:0:tool:0:approval"
@@ -59,6 +59,14 @@ async def test_the_child_rows_and_card_sit_under_the_parent_tool_row_and_a_click
         == "tool fetch_page(url='https://a.test') done, approved -> <page https://a.test>"
     )
     assert "completed" in view.status.value and "Done: a.test says hi" in view.answer.value
+    # the decided card folds into the child's tool row, as in the run view: taken out and closed
+    assert (CHILD, APPROVAL) in panel.folded and folded_away(view, card) and not panel.cards_box.children
+    assert view.text().splitlines()[1:4] == [
+        "  tool research(input='what does a.test say?') done -> a.test says hi",
+        f"    child {CHILD} (agent:researcher): completed",
+        "      tool fetch_page(url='https://a.test') done, approved -> <page https://a.test>",
+    ]
+    assert "gate " not in view.text()
     view.close()
 
 
@@ -74,6 +82,11 @@ async def test_a_view_rebuilt_from_the_journal_nests_the_child_and_its_card_answ
     await again.run
     assert again.run.status == "completed" and rt.result(CHILD).status == "completed" and log == []
     assert panel.tool_rows[TOOL_STEP].status == "refused"
+    assert (CHILD, APPROVAL) in panel.folded and folded_away(again, card)
+    assert panel.lines() == [
+        f"child {CHILD} (agent:researcher): completed",
+        "  tool fetch_page(url='https://a.test') refused",
+    ]
     again.close()
 
 
@@ -106,6 +119,7 @@ async def test_two_children_of_one_turn_get_a_panel_each_and_their_cards_answer_
         await run.wait(until="paused")
     assert run.status == "completed" and log == ["a.test", "b.test"]
     assert [view.tool_rows[c.split("/")[1]].status for c in children] == ["done", "done"]
+    assert all(folded_away(view, card) for card in cards)  # each folded into its own child's row
     view.close()
 
 

@@ -166,7 +166,9 @@ async def test_the_view_is_chronological_with_the_answer_once() -> None:
     assert list(view.blocks) == [0, 1, 2]
     first, second, last = view.blocks.values()
     assert "Let me look." in first.body.value and [r for r in first.tools.children]
-    assert "Deleting it." in second.body.value and second.approvals is not None
+    assert "Deleting it." in second.body.value and [r for r in second.tools.children]
+    # its decided card folded into its tool row: the card and its turn's approvals box are gone
+    assert second.approvals is None and not second.cards.children
     # turn by turn: text, then its tools, then its cards
     assert first.children.index(first.body) < first.children.index(first.tools) < first.children.index(first.cards)
     assert last.body.layout.display == "none" and "Done. I removed the stale file." in view.answer.value

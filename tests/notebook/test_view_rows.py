@@ -9,7 +9,7 @@ import html
 from loom_nb.journal.run_state import GateState, StepState
 from loom_nb.notebook.formatting import result_value
 from loom_nb.notebook.run_view import RunView, ToolRow
-from tests.notebook.support import TidyAgent, make_runtime
+from tests.notebook.support import TidyAgent, folded_away, make_runtime
 from tests.notebook.test_notebook_view import GATE, paused_view
 
 
@@ -62,7 +62,7 @@ async def test_a_refused_card_folds_into_its_row_and_the_text_matches_a_rebuilt_
     card.reason.value = "keep it"
     card.refuse.click()
     await run
-    assert GATE in view.folded and card.layout.display == "none"
+    assert GATE in view.folded and folded_away(view, card)
     assert "  tool delete_file(path='/tmp/x/stale.log') refused -> keep it" in view.text()
     assert f"gate {GATE}" not in view.text()
     assert view.text() == RunView(run).text()  # a view built after the decision shows no card at all
