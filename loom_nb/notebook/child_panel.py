@@ -22,7 +22,7 @@ from loom_nb.journal import step_ids
 from loom_nb.journal.events import Event, EventKind
 from loom_nb.journal.run_state import GateState, RunState, StepState
 from loom_nb.notebook.cards import FoldedCards, GateCard
-from loom_nb.notebook.formatting import TextForm, html_widget, short_text
+from loom_nb.notebook.formatting import TextForm, html_widget, shared_box, short_text
 
 #: A parent's tool-row status while its child execution is in each state.
 _ROW_STATUS = {
@@ -70,10 +70,10 @@ class ChildPanel(TextForm, widgets.VBox):  # type: ignore[misc]
         self.cards: dict[tuple[str, str], GateCard] = {}
         #: The decided approval cards folded into the child's tool rows (closed; the row says the decision).
         self.folded = FoldedCards()
-        self.head = html_widget("loom-child-head")
-        self.tools = widgets.VBox()
+        self.head = html_widget("loom-child-head", shared=True)
+        self.tools = shared_box()
         self.tools.add_class("loom-tools")
-        self.cards_box = widgets.VBox()
+        self.cards_box = shared_box()
         self.cards_box.add_class("loom-cards")
         super().__init__(children=[self.head, self.tools, self.cards_box])
         self.add_class("loom-child")

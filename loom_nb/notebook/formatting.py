@@ -10,6 +10,7 @@ from datetime import datetime
 from typing import Any
 
 import ipywidgets as widgets
+from ipywidgets.widgets.widget_string import HTMLStyle
 
 
 def short_text(value: Any, limit: int = 120) -> str:
@@ -61,22 +62,56 @@ def clock_text(at: float) -> str:
     return datetime.fromtimestamp(at).strftime("%H:%M:%S")
 
 
-def html_widget(cls: str, value: str = "") -> Any:
-    """An ``ipywidgets.HTML`` holding ``value``, with the CSS class ``cls``."""
-    w = widgets.HTML(value=value)
+#: The layout and style models every widget made with ``shared=True`` holds, by name (made on first
+#: use, again after a ``Widget.close_all()``).
+_SHARED: dict[str, Any] = {}
+
+
+def shared_model(name: str) -> Any:
+    """The one default model of ``name`` (``"layout"``: a ``Layout``; ``"html_style"``: an
+    ``HTMLStyle``; ``"box_layout"``: a ``Layout`` for boxes) that the widgets which never change
+    their layout or style share, so a view's many rows add no model of their own (ipywidgets lets
+    a layout or style model be held by several widgets). Never change a shared model's traits:
+    every widget holding it would change. ``close_tree`` leaves it open."""
+    found = _SHARED.get(name)
+    if found is None or found.comm is None:
+        found = _SHARED[name] = HTMLStyle() if name == "html_style" else widgets.Layout()
+    return found
+
+
+def is_shared(widget: Any) -> bool:
+    """Whether ``widget`` is one of the shared layout or style models (``shared_model``)."""
+    return any(widget is m for m in _SHARED.values())
+
+
+def html_widget(cls: str, value: str = "", *, shared: bool = False) -> Any:
+    """An ``ipywidgets.HTML`` holding ``value``, with the CSS class ``cls``. With ``shared``, it
+    holds the shared layout and style models (``shared_model``) instead of two of its own: for a
+    widget whose layout and style never change (a tool row, a heading)."""
+    if shared:
+        w = widgets.HTML(value=value, layout=shared_model("layout"), style=shared_model("html_style"))
+    else:
+        w = widgets.HTML(value=value)
     w.add_class(cls)
     return w
+
+
+def shared_box(kind: Any = None) -> Any:
+    """A ``VBox`` (or ``kind``) holding the shared box layout (``shared_model("box_layout")``): for
+    a box whose layout never changes (the tool rows of a turn, a panel's cards)."""
+    return (kind or widgets.VBox)(layout=shared_model("box_layout"))
 
 
 def close_tree(widget: Any) -> int:
     """Close ``widget`` and every widget it holds: its children (and theirs), its ``layout`` and
     ``style`` models, any widget trait. A widget that leaves a view for good must be closed, else
-    its models stay in the kernel and in the notebook's saved widget state. Returns how many
-    widgets were closed."""
+    its models stay in the kernel and in the notebook's saved widget state. The shared layout and
+    style models (``shared_model``) stay open: other widgets hold them. Returns how many widgets
+    were closed."""
     stack, seen = [widget], set()
     while stack:
         w = stack.pop()
-        if id(w) in seen:
+        if id(w) in seen or is_shared(w):
             continue
         seen.add(id(w))
         for name in w.keys:

@@ -61,6 +61,7 @@ from loom_nb.notebook.formatting import (
     html_widget,
     one_line,
     result_value,
+    shared_box,
     short_text,
 )
 from loom_nb.notebook.runs import attach, display, ensure_registered
@@ -178,7 +179,7 @@ class ToolRow:
         self.decision: str | None = None
         #: The same with the clock time it was recorded (``approved at 14:25:03 (reason)``).
         self.decided: str | None = None
-        self.widget = html_widget("loom-tool-row")
+        self.widget = html_widget("loom-tool-row", shared=True)
 
     @property
     def duration(self) -> float | None:
@@ -262,7 +263,7 @@ class AnswerRow:
     def __init__(self, attempt: AnswerAttempt, schema: dict[str, Any] | None = None) -> None:
         self.attempt = attempt
         self.schema = schema or {}
-        self.widget = html_widget("loom-answer-row")
+        self.widget = html_widget("loom-answer-row", shared=True)
 
     def what(self) -> str:
         """The answer as given: the ``final_result`` call (arguments in the type's field order),
@@ -318,13 +319,13 @@ class TurnBlock(widgets.VBox):  # type: ignore[misc]
     def __init__(self, turn: int) -> None:
         self.turn = turn
         self.text = ""
-        self.head = html_widget("loom-turn-head", f"turn {turn + 1}")
+        self.head = html_widget("loom-turn-head", f"turn {turn + 1}", shared=True)
         self.body = html_widget("loom-turn-text")
-        self.thinking = html_widget("loom-thinking")
-        self.calling = html_widget("loom-calling")
-        self.tools = widgets.VBox()
+        self.thinking = html_widget("loom-thinking", shared=True)
+        self.calling = html_widget("loom-calling", shared=True)
+        self.tools = shared_box()
         self.tools.add_class("loom-tools")
-        self.cards = widgets.VBox()
+        self.cards = shared_box()
         self.cards.add_class("loom-cards")
         self.approvals: TurnApprovals | None = None
         self.reasoning: list[dict[str, Any]] = []
@@ -438,8 +439,8 @@ class RunView(TextForm, widgets.VBox):  # type: ignore[misc]
         self._flow = run.agent.flow_name if run.agent is not None else ""
         self._throttle = Throttle(self._render_text, interval=interval)
 
-        self.title = html_widget("loom-title")
-        self.status = html_widget("loom-run-status")
+        self.title = html_widget("loom-title", shared=True)
+        self.status = html_widget("loom-run-status", shared=True)
         self.progress = widgets.IntProgress(
             value=0,
             min=0,
@@ -448,9 +449,9 @@ class RunView(TextForm, widgets.VBox):  # type: ignore[misc]
             style={"description_width": "initial"},  # its label as wide as the word: no indent once wrapped
         )
         self.progress.add_class("loom-turns")
-        self.turn_label = html_widget("loom-turn-label")
-        self.session = html_widget("loom-session")
-        self.body = widgets.VBox()
+        self.turn_label = html_widget("loom-turn-label", shared=True)
+        self.session = html_widget("loom-session", shared=True)
+        self.body = shared_box()
         self.body.add_class("loom-body")
         self.body.add_class("loom-capped")
         self.capped = True
@@ -462,16 +463,16 @@ class RunView(TextForm, widgets.VBox):  # type: ignore[misc]
         )
         self.expand.add_class("loom-expand")
         self.expand.on_click(lambda _: self.toggle_cap())
-        self.cards_box = widgets.VBox()
+        self.cards_box = shared_box()
         self.cards_box.add_class("loom-cards")
-        self.answer = html_widget("loom-answer")
-        self.error = html_widget("loom-error")
-        self.usage = html_widget("loom-usage")
-        self.live = html_widget("loom-live")
+        self.answer = html_widget("loom-answer", shared=True)
+        self.error = html_widget("loom-error", shared=True)
+        self.usage = html_widget("loom-usage", shared=True)
+        self.live = html_widget("loom-live", shared=True)
         self.stop = widgets.Button(description="Stop", icon="stop", tooltip="Cancel this run for good")
         self.stop.add_class("loom-stop")
         self.stop.on_click(self._on_stop)
-        style = html_widget("loom-style", STYLE)
+        style = html_widget("loom-style", STYLE, shared=True)
         header = widgets.HBox([style, self.title, self.status, self.progress, self.turn_label, self.stop])
         header.layout.flex_flow = "row wrap"  # a long execution id pushes Stop to a second line, never out of view
         header.layout.align_items = "center"

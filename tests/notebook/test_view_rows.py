@@ -72,3 +72,24 @@ def test_the_turns_bar_label_is_as_wide_as_its_word() -> None:
     view = RunView(TidyAgent().agent.start("x", runtime=make_runtime()))
     assert view.progress.style.description_width == "initial"
     view.close()
+
+
+async def test_rows_and_headings_share_one_layout_and_style_model_which_closing_a_card_leaves_open() -> None:
+    from loom_nb.notebook.formatting import close_tree, shared_model
+    from tests.notebook.support import widget_tree
+
+    run, view = await paused_view(TidyAgent(), make_runtime())
+    layout, style = shared_model("layout"), shared_model("html_style")
+    rows = [r.widget for r in view.tool_rows.values()]
+    assert rows and all(w.layout is layout and w.style is style for w in rows)
+    assert all(b.head.layout is layout and b.tools.layout is shared_model("box_layout") for b in view.blocks.values())
+    card = view.cards[GATE]
+    assert card.status.layout is not layout  # a card collapses by hiding its parts: layouts of its own
+    view.cards[GATE].approve.click()  # type: ignore[attr-defined]
+    await run
+    assert folded_away(view, card) and layout.comm is not None and style.comm is not None
+    tree = widget_tree(view)
+    layouts = [w for w in tree if type(w).__name__ == "Layout"]
+    assert len(layouts) < len(tree) // 4  # most widgets hold the shared layout
+    assert close_tree(view) > 1 and layout.comm is not None  # the shared models stay open for other views
+    assert RunView(run).tool_rows["#turn:1:tool:0"].widget.layout is layout
