@@ -96,9 +96,11 @@ def test_card_arguments_in_order_and_edit_mode(lab: Lab, browser: Any, tmp_path:
         form.locator(".loom-arg-to input").fill("ann@example.com")
         card.locator(".loom-approve").click()
         expect(page.locator(".loom-run-status")).to_contain_text("completed", timeout=30_000)
-        status = card.locator(".loom-card-status")
-        expect(status).to_contain_text("Approved with edited arguments at")
-        expect(card.locator(".loom-card-arguments")).to_be_hidden()  # collapsed to one line
+        # the decided card folds into its tool row (closed), which says the decision
+        expect(card).to_have_count(0)
+        row = page.locator(".loom-tool-row")
+        expect(row.locator(".loom-decision")).to_contain_text("approved with edited arguments at")
+        expect(row).to_contain_text("ann@example.com")
         expect(page.locator(".loom-answer")).to_contain_text("Sent.")
         assert page.locator(".loom-run").inner_text().count("Sent.") == 1  # the answer once
         expect(page.locator(".loom-turn").first).to_contain_text("I will send it.")
@@ -121,9 +123,11 @@ def test_approve_all(lab: Lab, browser: Any, tmp_path: Path) -> None:
         expect(bar).to_contain_text("3 calls wait for your approval")
         bar.locator(".loom-approve-all").click()
         expect(page.locator(".loom-run-status")).to_contain_text("completed", timeout=30_000)
-        for i in range(3):
-            expect(bar.locator(".loom-card-status").nth(i)).to_contain_text("Approved at")
-        expect(bar.locator(".loom-approve-all")).to_be_hidden()
+        rows = page.locator(".loom-tool-row .loom-decision")
+        expect(rows).to_have_count(3)
+        for i in range(3):  # each card folded into its row (closed; the turn's bar went with the last)
+            expect(rows.nth(i)).to_contain_text("approved at")
+        expect(bar).to_have_count(0)
     finally:
         page.close()
 
@@ -155,8 +159,10 @@ def test_a_click_while_the_kernel_is_busy_says_sent_then_busy(lab: Lab, browser:
         expect(feedback).to_contain_text("the kernel is busy", timeout=3_000)
         busy_shown = time.monotonic() - began
         expect(page.locator(".loom-run-status")).to_contain_text("completed", timeout=60_000)
-        expect(feedback).to_have_text("")  # the kernel took the click: the line clears
-        expect(card.locator(".loom-card-status")).to_contain_text("Approved at")
+        # the kernel took the click: the decided card folds into its tool row (closed, its
+        # feedback line with it)
+        expect(card).to_have_count(0)
+        expect(page.locator(".loom-tool-row .loom-decision")).to_contain_text("approved at")
         print(f"button disabled {disabled_after:.2f} s and busy feedback shown {busy_shown:.2f} s after the click")
     finally:
         page.close()
