@@ -6,6 +6,7 @@ One public home, so no notebook module imports another's private helpers.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
@@ -67,15 +68,19 @@ def clock_text(at: float) -> str:
 _SHARED: dict[str, Any] = {}
 
 
-def shared_model(name: str) -> Any:
-    """The one default model of ``name`` (``"layout"``: a ``Layout``; ``"html_style"``: an
-    ``HTMLStyle``; ``"box_layout"``: a ``Layout`` for boxes) that the widgets which never change
-    their layout or style share, so a view's many rows add no model of their own (ipywidgets lets
-    a layout or style model be held by several widgets). Never change a shared model's traits:
-    every widget holding it would change. ``close_tree`` leaves it open."""
+def shared_model(name: str, make: Callable[[], Any] | None = None) -> Any:
+    """The one model of ``name`` that many widgets share, made by ``make`` on first use (by
+    default: ``"html_style"`` an ``HTMLStyle``, any other name a ``Layout``, e.g. ``"layout"``,
+    ``"box_layout"``). Widgets which never change their layout or style share these, so a view's
+    many rows add no model of their own (ipywidgets lets a layout or style model be held by several
+    widgets, and a widget be shown in several boxes: every run view shows the one style sheet
+    widget). Never change a shared model's traits: every widget holding it would change.
+    ``close_tree`` leaves it open."""
     found = _SHARED.get(name)
     if found is None or found.comm is None:
-        found = _SHARED[name] = HTMLStyle() if name == "html_style" else widgets.Layout()
+        if make is None:
+            make = HTMLStyle if name == "html_style" else widgets.Layout
+        found = _SHARED[name] = make()
     return found
 
 

@@ -62,6 +62,7 @@ from loom_nb.notebook.formatting import (
     one_line,
     result_value,
     shared_box,
+    shared_model,
     short_text,
 )
 from loom_nb.notebook.runs import attach, display, ensure_registered
@@ -472,7 +473,7 @@ class RunView(TextForm, widgets.VBox):  # type: ignore[misc]
         self.stop = widgets.Button(description="Stop", icon="stop", tooltip="Cancel this run for good")
         self.stop.add_class("loom-stop")
         self.stop.on_click(self._on_stop)
-        style = html_widget("loom-style", STYLE, shared=True)
+        style = shared_model("run_view_style", lambda: html_widget("loom-style", STYLE, shared=True))
         header = widgets.HBox([style, self.title, self.status, self.progress, self.turn_label, self.stop])
         header.layout.flex_flow = "row wrap"  # a long execution id pushes Stop to a second line, never out of view
         header.layout.align_items = "center"

@@ -92,4 +92,8 @@ async def test_rows_and_headings_share_one_layout_and_style_model_which_closing_
     layouts = [w for w in tree if type(w).__name__ == "Layout"]
     assert len(layouts) < len(tree) // 4  # most widgets hold the shared layout
     assert close_tree(view) > 1 and layout.comm is not None  # the shared models stay open for other views
-    assert RunView(run).tool_rows["#turn:1:tool:0"].widget.layout is layout
+    again = RunView(run)
+    assert again.tool_rows["#turn:1:tool:0"].widget.layout is layout
+    style_sheet = shared_model("run_view_style")  # one style sheet widget, in every view's header
+    assert "loom-style" in style_sheet._dom_classes and style_sheet.comm is not None
+    assert style_sheet in again.children[0].children and style_sheet in view.children[0].children
