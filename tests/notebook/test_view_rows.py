@@ -1,4 +1,4 @@
-"""Tool rows of the live view: a decided approval folds into its row (the card hides; the row and
+"""Tool rows of the live view: a decided approval folds into its row (the card is closed; the row and
 the text form say the decision), a result wrapped as ``{"result": value}`` (an MCP server's
 structured content) previews its value, and the header's turns bar has no fixed-width label."""
 
