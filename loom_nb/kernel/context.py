@@ -230,7 +230,7 @@ class ExecutionContext:
                 if self._careful and any(e.kind in _OUTCOMES for e in events):
                     self._careful = False
                 observers = self._rt.observers
-                if observers:  # stream chunks were shown when staged
+                if observers.active:  # stream chunks were shown when staged
                     observers.notify_events([e for e in events if e.kind != EventKind.STREAM_CHUNK])
                 done.set_result(None)
                 if self._urgent:  # an outcome staged while this commit was in flight
@@ -490,11 +490,19 @@ class ExecutionContext:
 
         observers = rt.observers
 
-        def emit_delta(text: str) -> None:
-            if observers:
-                observers.notify_delta(eid, sid, text)
-            if on_delta is not None:
-                on_delta(text)
+        if on_delta is None:
+
+            def emit_delta(text: str) -> None:
+                if observers.deltas:  # a plain attribute: this runs for every streamed piece
+                    observers.notify_delta(eid, sid, text)
+
+        else:
+            sink = on_delta
+
+            def emit_delta(text: str) -> None:
+                if observers.deltas:
+                    observers.notify_delta(eid, sid, text)
+                sink(text)
 
         context = EffectContext(
             execution_id=eid,
@@ -888,7 +896,7 @@ class ExecutionContext:
             held = self._held.get(step_id)
             at = self._rt.clock.now()  # read whether or not anybody watches: an injected clock sees every read
             observers = self._rt.observers
-            if observers:  # (the event is built for them only)
+            if observers.active:  # (the event is built for them only)
                 observers.notify_events((Event(self.execution_id, self._seq, EventKind.STREAM_CHUNK, None, at, data),))
             if held is None:
                 return  # the step completed: its output holds the text
