@@ -11,6 +11,7 @@ _BOUNDARY = re.compile(r"[.!?;:](?:[\"')\]]*)\s+|\n")
 #: newline), so it needs no scan.
 _MAY_BOUND = re.compile(r"[.!?;:\n]")
 _CLOSERS = "\"')]"
+_may_bound = _MAY_BOUND.search  # bound once: it runs for every delta
 
 
 def _boundary_start(text: str, end: int) -> int:
@@ -51,7 +52,7 @@ class DeltaChunker:
         Only the new text (and a few characters before it, where a boundary may begin) is scanned,
         so a long sentence costs O(its length) over all its deltas, not O(length) per delta.
         """
-        if delta and _MAY_BOUND.search(delta) is None and not delta[0].isspace() and delta[0] not in _CLOSERS:
+        if delta and _may_bound(delta) is None and not delta[0].isspace() and delta[0] not in _CLOSERS:
             # No boundary can end in this delta: nothing to scan (a cut is only ever pending
             # within one call, so none is pending here).
             self._buffer += delta

@@ -59,8 +59,15 @@ _LEAVES = (str, int, float, bool, type(None))
 
 def contains_envelope(value: Any) -> bool:
     """True when an envelope appears anywhere inside ``value``."""
-    if type(value) in _LEAVES:
+    kind = type(value)
+    if kind in _LEAVES:
         return False
+    if kind is dict:  # plain JSON (every journaled output): no ABC checks
+        if value.get(ENVELOPE_KEY) is True:
+            return True
+        return any(contains_envelope(v) for v in value.values())
+    if kind is list:
+        return any(contains_envelope(v) for v in value)
     if is_envelope(value):
         return True
     if isinstance(value, Mapping):

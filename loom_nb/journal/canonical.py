@@ -84,6 +84,35 @@ def canonical_json(value: Any) -> str:
     return _dumps(_storable(json.loads(text)))
 
 
+#: Where a text may hold a number used as an object key (a ``{`` or ``,`` before a quoted digit or
+#: minus): only then can ``canonical_json(json.loads(text))`` differ from ``text`` (keys ``2`` and ``10``
+#: sort as numbers, their strings the other way round). It also matches such strings in lists, which
+#: only costs the exact path.
+_NUMERIC_KEY = re.compile(r'[{,]"[-0-9]')
+
+
+def jsonable_with_text(value: Any) -> tuple[Any, str]:
+    """Return ``(to_jsonable(value), canonical_json(to_jsonable(value)))``, encoding once where it can.
+
+    The text is the canonical JSON of the plain value returned (what the journal stores for it), so
+    a caller that journals the value can hand the text on instead of encoding it again.
+    """
+    text = canonical_json(value)
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return value, text
+    plain = json.loads(text)
+    if _NUMERIC_KEY.search(text) is not None:
+        text = canonical_json(plain)  # rare: the keys may sort otherwise as strings
+    return plain, text
+
+
+def canonical_object(members: Mapping[str, str]) -> str:
+    """The canonical JSON of an object whose members' canonical JSON texts are given (``{key: text}``):
+    ``canonical_object({k: canonical_json(v)})`` equals ``canonical_json({k: v})``."""
+    pairs = sorted((storable_text(k), text) for k, text in members.items())
+    return "{" + ",".join(f"{_dumps(k)}:{text}" for k, text in pairs) + "}"
+
+
 def to_jsonable(value: Any) -> Any:
     """Return ``value`` as plain JSON data (what reading it back from the journal gives)."""
     if value is None or isinstance(value, (str, int, float, bool)):

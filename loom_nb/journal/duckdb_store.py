@@ -275,7 +275,7 @@ class DuckDBJournal:
             [str(e.kind) for e in events],
             [None if e.step_id is None else storable_text(e.step_id) for e in events],
             [_us(e.at) for e in events],
-            [canonical_json(e.data) for e in events],
+            [canonical_json(e.data) if e.data_json is None else e.data_json for e in events],
         ]
         try:
             with self._write_lock:

@@ -61,6 +61,9 @@ class Event:
         step_id: The step, gate or decision the event is about, if any.
         at: When it happened, seconds since the epoch, from the runtime's injected clock.
         data: The payload: plain JSON data (stored as canonical JSON).
+        data_json: ``canonical_json(data)`` when whoever built the event computed it already (the
+            stores write it instead of encoding ``data`` again), or None. Never compared, never
+            persisted as a column of its own: it is the stored text of ``data``, nothing else.
     """
 
     execution_id: str
@@ -69,6 +72,7 @@ class Event:
     step_id: str | None
     at: float
     data: dict[str, Any] = field(default_factory=dict)
+    data_json: str | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True, slots=True)

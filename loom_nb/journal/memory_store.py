@@ -34,7 +34,8 @@ class InMemoryJournal:
                 cause = ValueError(f"duplicate or out-of-order seq {event.seq} for execution {eid!r}")
                 raise write_error(self.location, events, cause, why="another runtime writes this execution")
             step = None if event.step_id is None else storable_text(event.step_id)
-            log.append(replace(event, execution_id=eid, step_id=step, data=json.loads(canonical_json(event.data))))
+            text = canonical_json(event.data) if event.data_json is None else event.data_json
+            log.append(Event(eid, event.seq, event.kind, step, event.at, json.loads(text)))
         changes = projection_changes(events)
         started = [c[0] for c in changes if c[2] is not None]
         for execution_id in started:

@@ -197,7 +197,8 @@ class PostgresJournal:
         for e in events:
             eid = _no_nul(storable_text(e.execution_id), "execution id", self.location)
             step = None if e.step_id is None else _no_nul(storable_text(e.step_id), "step id", self.location)
-            params += [eid, e.seq, str(e.kind), step, _us(e.at), canonical_json(e.data)]
+            text = canonical_json(e.data) if e.data_json is None else e.data_json
+            params += [eid, e.seq, str(e.kind), step, _us(e.at), text]
         changes = projection_changes(events)
         for _, _, flow, _ in changes:
             if flow is not None:

@@ -27,7 +27,14 @@ from loom_nb.errors import (
     UsageError,
 )
 from loom_nb.journal import step_ids
-from loom_nb.journal.canonical import canonical_json, digest_bytes, digest_value, to_jsonable
+from loom_nb.journal.canonical import (
+    canonical_json,
+    canonical_object,
+    digest_bytes,
+    digest_value,
+    jsonable_with_text,
+    to_jsonable,
+)
 from loom_nb.journal.event_format import FORMAT_1, ref_target, usage_of_output
 from loom_nb.journal.events import ContentBlob, Event, EventKind
 from loom_nb.kernel.decisions import Decision, Policy, policy_name, propensity_of
@@ -169,11 +176,12 @@ class ExecutionContext:
         report counts what was served)."""
         return max(self._to_serve, 0)
 
-    def stage(self, kind: str, step_id: str | None, data: dict[str, Any]) -> Event:
+    def stage(self, kind: str, step_id: str | None, data: dict[str, Any], data_json: str | None = None) -> Event:
         """Stage one event for the next ``commit`` and return it (engine-facing: the engine stages
-        the execution's lifecycle events; flow bodies use ``execute``, ``gate``, ``warn``...)."""
+        the execution's lifecycle events; flow bodies use ``execute``, ``gate``, ``warn``...).
+        ``data_json``: ``canonical_json(data)`` when the caller has it (the store writes it as is)."""
         self._seq += 1
-        event = Event(self.execution_id, self._seq, kind, step_id, self._rt.clock.now(), data)
+        event = Event(self.execution_id, self._seq, kind, step_id, self._rt.clock.now(), data, data_json)
         self._staged.append(event)
         return event
 
@@ -230,7 +238,7 @@ class ExecutionContext:
                 if self._careful and any(e.kind in _OUTCOMES for e in events):
                     self._careful = False
                 observers = self._rt.observers
-                if observers:  # stream chunks were shown when staged
+                if observers.active:  # stream chunks were shown when staged
                     observers.notify_events([e for e in events if e.kind != EventKind.STREAM_CHUNK])
                 done.set_result(None)
                 if self._urgent:  # an outcome staged while this commit was in flight
@@ -352,8 +360,8 @@ class ExecutionContext:
         sid = step_id
         self._claim(sid)
         self.trace.append(("step", sid))
-        journaled = to_jsonable(input if record is _UNSET else record)
-        digest = digest_value(journaled)
+        journaled, text = jsonable_with_text(input if record is _UNSET else record)
+        digest = digest_bytes(text.encode("utf-8"))  # digest_value(journaled), encoded once
         rec = self._h.steps.get(sid)
         attempt = 1
         if rec is not None:
@@ -490,11 +498,19 @@ class ExecutionContext:
 
         observers = rt.observers
 
-        def emit_delta(text: str) -> None:
-            if observers:
-                observers.notify_delta(eid, sid, text)
-            if on_delta is not None:
-                on_delta(text)
+        if on_delta is None:
+
+            def emit_delta(text: str) -> None:
+                if observers.deltas:  # a plain attribute: this runs for every streamed piece
+                    observers.notify_delta(eid, sid, text)
+
+        else:
+            sink = on_delta
+
+            def emit_delta(text: str) -> None:
+                if observers.deltas:
+                    observers.notify_delta(eid, sid, text)
+                sink(text)
 
         context = EffectContext(
             execution_id=eid,
@@ -512,7 +528,11 @@ class ExecutionContext:
         try:
             try:
                 result = await rt.effects.invoke(call)
-                output = to_jsonable(result.output)
+                value = result.output
+                if value is None or isinstance(value, (str, int, float, bool)):
+                    output, output_json = value, None  # plain already; the store encodes it once
+                else:
+                    output, output_json = jsonable_with_text(value)
             except BaseException:
                 self._release_held(sid)  # a step that did not complete holds no text: keep what streamed
                 raise
@@ -534,7 +554,12 @@ class ExecutionContext:
         data = self._completed(effect_id, output, current, to_jsonable(dict(result.usage)) if result.usage else None)
         if result.tainted:
             data["tainted"] = True
-        self.stage(EventKind.STEP_COMPLETED, sid, data)
+        # The store writes the output's text as encoded above instead of encoding it once more (a
+        # string or number costs less to encode again than to splice in).
+        data_json = None
+        if output_json is not None and isinstance(output, (dict, list)):
+            data_json = _object_json(data, "output", output_json)
+        self.stage(EventKind.STEP_COMPLETED, sid, data, data_json)
         self._remember(sid, output)
         if rule is not Durability.DEFERRED:
             self._urge()
@@ -888,7 +913,7 @@ class ExecutionContext:
             held = self._held.get(step_id)
             at = self._rt.clock.now()  # read whether or not anybody watches: an injected clock sees every read
             observers = self._rt.observers
-            if observers:  # (the event is built for them only)
+            if observers.active:  # (the event is built for them only)
                 observers.notify_events((Event(self.execution_id, self._seq, EventKind.STREAM_CHUNK, None, at, data),))
             if held is None:
                 return  # the step completed: its output holds the text
@@ -935,3 +960,8 @@ class ExecutionContext:
         if data is None:
             raise UsageError(f"no content {digest} in the journal {self._rt.journal.location}")
         return data
+
+
+def _object_json(data: dict[str, Any], key: str, text: str) -> str:
+    """``canonical_json(data)`` where ``text`` is already ``canonical_json(data[key])``."""
+    return canonical_object({k: text if k == key else canonical_json(v) for k, v in data.items()})

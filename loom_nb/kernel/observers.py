@@ -4,8 +4,9 @@ The one seam between the kernel and anything that shows a run (the live view, th
 test): the engine and the execution context call ``notify_events`` / ``notify_delta``; watchers
 ``subscribe`` and get back an unsubscribe. An observer that raises is logged and never breaks the
 run. The subscriptions are a tuple replaced on (un)subscribe, so the per-event and per-delta paths
-iterate it as is (no copy), and ``bool(observers)`` is a cheap "is anybody watching?" for callers
-that would otherwise build the events to notify.
+iterate it as is (no copy), and the plain attributes ``active`` ("is anybody watching?") and
+``deltas`` ("is anybody watching deltas?") let callers skip building the events to notify, or a
+streamed delta skip the call, at the cost of one attribute read.
 """
 
 from __future__ import annotations
@@ -28,10 +29,21 @@ _Subscription = tuple[str | None, EventObserver | None, DeltaObserver | None]
 class Observers:
     """The subscriptions of one engine: event and delta observers, optionally for one execution."""
 
-    __slots__ = ("_subscriptions",)
+    __slots__ = ("_subscriptions", "active", "deltas")
 
     def __init__(self) -> None:
         self._subscriptions: tuple[_Subscription, ...] = ()
+        #: True when anybody is subscribed (callers skip building notifications otherwise). A plain
+        #: attribute, kept by ``subscribe`` and its unsubscribe: read on every streamed delta.
+        self.active = False
+        #: True when a delta observer is subscribed (for any execution): a streamed delta skips
+        #: ``notify_delta`` otherwise.
+        self.deltas = False
+
+    def _set(self, subscriptions: tuple[_Subscription, ...]) -> None:
+        self._subscriptions = subscriptions
+        self.active = bool(subscriptions)
+        self.deltas = any(s[2] is not None for s in subscriptions)
 
     def subscribe(
         self,
@@ -46,20 +58,15 @@ class Observers:
             A function that ends this subscription (calling it again does nothing).
         """
         entry: _Subscription = (execution_id, on_event, on_delta)
-        self._subscriptions = (*self._subscriptions, entry)
+        self._set((*self._subscriptions, entry))
 
         def unsubscribe() -> None:
-            self._subscriptions = tuple(s for s in self._subscriptions if s is not entry)
+            self._set(tuple(s for s in self._subscriptions if s is not entry))
 
         return unsubscribe
 
-    @property
-    def active(self) -> bool:
-        """True when anybody is subscribed (callers skip building notifications otherwise)."""
-        return bool(self._subscriptions)
-
     def __bool__(self) -> bool:
-        return bool(self._subscriptions)
+        return self.active
 
     def notify_events(self, events: Sequence[Event]) -> None:
         """Hand each event to every event observer watching its execution."""

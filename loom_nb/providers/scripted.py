@@ -61,10 +61,11 @@ class ScriptedModel:
         self.history.append(request)
         response = await self._next(request)
         if on_delta is not None and response.message.text:
+            delay = self.delta_delay
             for piece in _WORD.findall(response.message.text):
                 on_delta(piece)
-                if self.delta_delay:
-                    await asyncio.sleep(self.delta_delay)
+                if delay:
+                    await asyncio.sleep(delay)
         if response.usage == Usage():
             sent = sum(len(m.text) for m in request.messages)
             counted = bounded_response(response).message.tool_calls  # str() of too-deep arguments would recurse

@@ -173,3 +173,36 @@ async def test_a_failed_background_commit_stops_the_run_before_the_next_effect()
     assert [e.kind for e in journal.read("p") if e.step_id == "#1"][-1] == EventKind.STEP_COMPLETED
     (done,) = await rt.recover()
     assert done.status == "completed" and charged == [2]
+
+
+def test_every_staged_data_json_is_the_canonical_json_of_its_data() -> None:
+    """What the context hands the store pre-encoded (``Event.data_json``) is exactly what the store
+    would have encoded: a run with dict, list and string outputs, checked event by event."""
+    import loom_nb as loom
+    from loom_nb.journal import InMemoryJournal, canonical_json
+    from loom_nb.kernel import FlowRegistry
+
+    seen: list[tuple[str, str]] = []
+
+    class Checking(InMemoryJournal):
+        def append(self, events, contents=()):  # type: ignore[no-untyped-def]
+            seen.extend((e.data_json, canonical_json(e.data)) for e in events if e.data_json is not None)
+            super().append(events, contents)
+
+    @loom.tool(idempotent=True)
+    async def lookup(key: str) -> dict[str, object]:
+        """Look a key up."""
+        return {"key": key, "values": [3, 1, 2], "nested": {"b": 1, "a": None}}
+
+    model = loom.ScriptedModel(
+        [
+            loom.ModelResponse.tool_calls([("lookup", {"key": "x"})], text="Looking it up."),
+            loom.ModelResponse.text("Done."),
+        ]
+    )
+    rt = loom.Runtime(Checking(), flows=FlowRegistry())
+    run = loom.Agent(model=model, tools=[lookup], name="enc").start("go", runtime=rt, execution_id="enc-1")
+    rt.close()
+    assert run.status == "completed"
+    assert len(seen) >= 3  # both model outputs and the tool's dict output
+    assert all(given == expected for given, expected in seen)
