@@ -18,6 +18,7 @@ from typing import Any, Final
 
 from loom_nb.journal.step_ids import (
     ANY_NODE_PATTERN,
+    EFFECT_KIND,
     MODEL_NODE_PATTERN,
     TOOL_STEP_PATTERN,
     sql_approval_gate_id,
@@ -309,14 +310,22 @@ WITH fx AS (
     SELECT execution_id, step_id, seq, kind, "at",
            CASE kind
                WHEN 'step_started' THEN json_extract(data, ['$.effect', '$.input', '$.ref'])
-               WHEN 'step_completed' THEN json_extract(data, ['$.effect', '$.output'])
+               WHEN 'step_completed' THEN json_extract(data, ['$.effect', '$.output', '$.usage', '$.output.usage'])
                WHEN 'step_failed' THEN json_extract(
                    data, ['$.effect', '$.will_retry', '$.error.type', '$.error.message'])
-           END AS f,
-           CASE kind WHEN 'step_completed' THEN {_COMPLETED_USAGE} END AS u
+           END AS f
     FROM {src}
     WHERE kind IN ('step_started', 'step_completed', 'step_failed', 'step_in_doubt')
       AND step_id IS NOT NULL
+),
+ux AS (
+    -- a step_completed's usage fields, read by one parse of the usage object (_COMPLETED_USAGE's rule)
+    SELECT *,
+           CASE kind WHEN 'step_completed' THEN json_extract_string(
+               CASE WHEN f[3] IS NULL AND f[1] IS NULL THEN f[4] ELSE f[3] END,
+               ['$.input_tokens', '$.output_tokens', '$.cost'])
+           END AS u
+    FROM fx
 ),
 agg AS (
     SELECT execution_id, step_id,
@@ -332,23 +341,32 @@ agg AS (
            arg_min(strlen(CAST(coalesce(f[2], f[3]) AS VARCHAR)), seq) FILTER (WHERE kind = 'step_started')
                AS input_bytes,
            arg_max(strlen(CAST(f[2] AS VARCHAR)), seq) FILTER (WHERE kind = 'step_completed') AS output_bytes,
-           arg_max(TRY_CAST(u ->> '$.input_tokens' AS BIGINT), seq) FILTER (WHERE kind = 'step_completed')
-               AS input_tokens,
-           arg_max(TRY_CAST(u ->> '$.output_tokens' AS BIGINT), seq) FILTER (WHERE kind = 'step_completed')
-               AS output_tokens,
-           arg_max(TRY_CAST(u ->> '$.cost' AS DOUBLE), seq) FILTER (WHERE kind = 'step_completed') AS cost,
+           arg_max(TRY_CAST(u[1] AS BIGINT), seq) FILTER (WHERE kind = 'step_completed') AS input_tokens,
+           arg_max(TRY_CAST(u[2] AS BIGINT), seq) FILTER (WHERE kind = 'step_completed') AS output_tokens,
+           arg_max(TRY_CAST(u[3] AS DOUBLE), seq) FILTER (WHERE kind = 'step_completed') AS cost,
            arg_max(f[3] ->> '$', seq) FILTER (
                WHERE kind = 'step_failed' AND f[2] IS DISTINCT FROM 'true') AS error_type,
            arg_max(f[4] ->> '$', seq) FILTER (
                WHERE kind = 'step_failed' AND f[2] IS DISTINCT FROM 'true') AS error_message
-    FROM fx
+    FROM ux
     GROUP BY execution_id, step_id
+),
+ids AS (
+    -- the id patterns, matched once per distinct step id (a small table) instead of once per step:
+    -- the kind an id alone gives ('effect' when it matches no pattern), its turn and tool index
+    SELECT step_id,
+           {sql_step_kind("step_id", "NULL")} AS id_kind,
+           {sql_turn("step_id")} AS turn,
+           {sql_tool_index("step_id")} AS tool_index
+    FROM (SELECT DISTINCT step_id FROM {src}
+          WHERE kind IN ('step_started', 'step_completed', 'step_failed', 'step_in_doubt')
+            AND step_id IS NOT NULL)
 )
-SELECT execution_id, step_id, seq,
-       {sql_step_kind("step_id", "effect")} AS kind,
-       effect,
-       {sql_turn("step_id")} AS turn,
-       {sql_tool_index("step_id")} AS tool_index,
+SELECT agg.execution_id, agg.step_id, agg.seq,
+       -- step_kind's rule: the id's patterns first, then the effect's prefix
+       CASE WHEN ids.id_kind <> '{EFFECT_KIND}' THEN ids.id_kind
+            ELSE {sql_step_kind("''", "agg.effect")} END AS kind,
+       agg.effect, ids.turn, ids.tool_index,
        CASE WHEN completed THEN 'completed' WHEN failed THEN 'failed'
             WHEN in_doubt THEN 'in_doubt' ELSE 'running' END AS status,
        attempts, started_at, ended_at,
@@ -358,6 +376,7 @@ SELECT execution_id, step_id, seq,
        CASE WHEN NOT completed THEN error_type END AS error_type,
        CASE WHEN NOT completed THEN error_message END AS error_message
 FROM agg
+JOIN ids ON ids.step_id = agg.step_id
 UNION ALL BY NAME
 SELECT execution_id, gate_id AS step_id, seq, 'gate' AS kind, NULL AS effect, turn, tool_index,
        CASE WHEN status = 'open' THEN 'running' ELSE 'completed' END AS status,
