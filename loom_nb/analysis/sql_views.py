@@ -391,14 +391,17 @@ SELECT execution_id, step_id, seq,
        CASE kind WHEN 'decision_recorded' THEN 'decision' ELSE 'value' END AS kind,
        NULL AS effect, {sql_turn("step_id")} AS turn, NULL AS tool_index, 'completed' AS status, 1 AS attempts,
        "at" AS started_at, "at" AS ended_at, 0.0 AS duration_ms,
-       CASE kind WHEN 'decision_recorded' THEN strlen(CAST(data -> '$.options' AS VARCHAR))
-       END AS input_bytes,
-       strlen(CAST(CASE kind WHEN 'decision_recorded' THEN data -> '$.choice' ELSE data -> '$.value' END
-                   AS VARCHAR)) AS output_bytes,
+       CASE kind WHEN 'decision_recorded' THEN strlen(CAST(v[1] AS VARCHAR)) END AS input_bytes,
+       strlen(CAST(v[2] AS VARCHAR)) AS output_bytes,
        NULL AS input_tokens, NULL AS output_tokens, NULL AS cost, false AS in_doubt,
        NULL AS error_type, NULL AS error_message
-FROM {src}
-WHERE kind IN ('decision_recorded', 'value_recorded')""",
+FROM (
+    -- one parse per event: a decision's options and choice, a value's value
+    SELECT *, CASE kind WHEN 'decision_recorded' THEN json_extract(data, ['$.options', '$.choice'])
+                        ELSE [NULL, data -> '$.value'] END AS v
+    FROM {src}
+    WHERE kind IN ('decision_recorded', 'value_recorded')
+)""",
         "turns": f"""
 WITH per_turn AS (
     SELECT execution_id, turn,
