@@ -319,35 +319,38 @@ WITH fx AS (
       AND step_id IS NOT NULL
 ),
 ux AS (
-    -- a step_completed's usage fields, read by one parse of the usage object (_COMPLETED_USAGE's rule)
-    SELECT *,
+    -- one typed column per field, each computed only on the events of the kind it is read from:
+    -- a step_completed's usage fields by one parse of its usage object (_COMPLETED_USAGE's rule)
+    SELECT execution_id, step_id, seq, kind, "at",
+           kind = 'step_failed' AND f[2] IS DISTINCT FROM 'true' AS gave_up,
+           CASE kind WHEN 'step_started' THEN f[1] ->> '$' END AS effect,
+           CASE kind WHEN 'step_started' THEN strlen(CAST(coalesce(f[2], f[3]) AS VARCHAR)) END AS input_bytes,
+           CASE kind WHEN 'step_completed' THEN strlen(CAST(f[2] AS VARCHAR)) END AS output_bytes,
            CASE kind WHEN 'step_completed' THEN json_extract_string(
                CASE WHEN f[3] IS NULL AND f[1] IS NULL THEN f[4] ELSE f[3] END,
                ['$.input_tokens', '$.output_tokens', '$.cost'])
-           END AS u
+           END AS u,
+           CASE kind WHEN 'step_failed' THEN f[3] ->> '$' END AS error_type,
+           CASE kind WHEN 'step_failed' THEN f[4] ->> '$' END AS error_message
     FROM fx
 ),
 agg AS (
     SELECT execution_id, step_id,
            min(seq) AS seq,
-           arg_min(f[1] ->> '$', seq) FILTER (WHERE kind = 'step_started') AS effect,
+           arg_min(effect, seq) FILTER (WHERE kind = 'step_started') AS effect,
            count(*) FILTER (WHERE kind = 'step_started') AS attempts,
            min("at") FILTER (WHERE kind = 'step_started') AS started_at,
-           max("at") FILTER (WHERE kind = 'step_completed'
-                           OR (kind = 'step_failed' AND f[2] IS DISTINCT FROM 'true')) AS ended_at,
+           max("at") FILTER (WHERE kind = 'step_completed' OR gave_up) AS ended_at,
            bool_or(kind = 'step_completed') AS completed,
-           bool_or(kind = 'step_failed' AND f[2] IS DISTINCT FROM 'true') AS failed,
+           bool_or(gave_up) AS failed,
            bool_or(kind = 'step_in_doubt') AS in_doubt,
-           arg_min(strlen(CAST(coalesce(f[2], f[3]) AS VARCHAR)), seq) FILTER (WHERE kind = 'step_started')
-               AS input_bytes,
-           arg_max(strlen(CAST(f[2] AS VARCHAR)), seq) FILTER (WHERE kind = 'step_completed') AS output_bytes,
+           arg_min(input_bytes, seq) FILTER (WHERE kind = 'step_started') AS input_bytes,
+           arg_max(output_bytes, seq) FILTER (WHERE kind = 'step_completed') AS output_bytes,
            arg_max(TRY_CAST(u[1] AS BIGINT), seq) FILTER (WHERE kind = 'step_completed') AS input_tokens,
            arg_max(TRY_CAST(u[2] AS BIGINT), seq) FILTER (WHERE kind = 'step_completed') AS output_tokens,
            arg_max(TRY_CAST(u[3] AS DOUBLE), seq) FILTER (WHERE kind = 'step_completed') AS cost,
-           arg_max(f[3] ->> '$', seq) FILTER (
-               WHERE kind = 'step_failed' AND f[2] IS DISTINCT FROM 'true') AS error_type,
-           arg_max(f[4] ->> '$', seq) FILTER (
-               WHERE kind = 'step_failed' AND f[2] IS DISTINCT FROM 'true') AS error_message
+           arg_max(error_type, seq) FILTER (WHERE gave_up) AS error_type,
+           arg_max(error_message, seq) FILTER (WHERE gave_up) AS error_message
     FROM ux
     GROUP BY execution_id, step_id
 ),
