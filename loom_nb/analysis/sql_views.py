@@ -18,6 +18,7 @@ from typing import Any, Final
 
 from loom_nb.journal.step_ids import (
     ANY_NODE_PATTERN,
+    EFFECT_KIND,
     MODEL_NODE_PATTERN,
     TOOL_STEP_PATTERN,
     sql_approval_gate_id,
@@ -309,46 +310,66 @@ WITH fx AS (
     SELECT execution_id, step_id, seq, kind, "at",
            CASE kind
                WHEN 'step_started' THEN json_extract(data, ['$.effect', '$.input', '$.ref'])
-               WHEN 'step_completed' THEN json_extract(data, ['$.effect', '$.output'])
+               WHEN 'step_completed' THEN json_extract(data, ['$.effect', '$.output', '$.usage', '$.output.usage'])
                WHEN 'step_failed' THEN json_extract(
                    data, ['$.effect', '$.will_retry', '$.error.type', '$.error.message'])
-           END AS f,
-           CASE kind WHEN 'step_completed' THEN {_COMPLETED_USAGE} END AS u
+           END AS f
     FROM {src}
     WHERE kind IN ('step_started', 'step_completed', 'step_failed', 'step_in_doubt')
       AND step_id IS NOT NULL
 ),
+ux AS (
+    -- one typed column per field, each computed only on the events of the kind it is read from:
+    -- a step_completed's usage fields by one parse of its usage object (_COMPLETED_USAGE's rule)
+    SELECT execution_id, step_id, seq, kind, "at",
+           kind = 'step_failed' AND f[2] IS DISTINCT FROM 'true' AS gave_up,
+           CASE kind WHEN 'step_started' THEN f[1] ->> '$' END AS effect,
+           CASE kind WHEN 'step_started' THEN strlen(CAST(coalesce(f[2], f[3]) AS VARCHAR)) END AS input_bytes,
+           CASE kind WHEN 'step_completed' THEN strlen(CAST(f[2] AS VARCHAR)) END AS output_bytes,
+           CASE kind WHEN 'step_completed' THEN json_extract_string(
+               CASE WHEN f[3] IS NULL AND f[1] IS NULL THEN f[4] ELSE f[3] END,
+               ['$.input_tokens', '$.output_tokens', '$.cost'])
+           END AS u,
+           CASE kind WHEN 'step_failed' THEN f[3] ->> '$' END AS error_type,
+           CASE kind WHEN 'step_failed' THEN f[4] ->> '$' END AS error_message
+    FROM fx
+),
 agg AS (
     SELECT execution_id, step_id,
            min(seq) AS seq,
-           arg_min(f[1] ->> '$', seq) FILTER (WHERE kind = 'step_started') AS effect,
+           arg_min(effect, seq) FILTER (WHERE kind = 'step_started') AS effect,
            count(*) FILTER (WHERE kind = 'step_started') AS attempts,
            min("at") FILTER (WHERE kind = 'step_started') AS started_at,
-           max("at") FILTER (WHERE kind = 'step_completed'
-                           OR (kind = 'step_failed' AND f[2] IS DISTINCT FROM 'true')) AS ended_at,
+           max("at") FILTER (WHERE kind = 'step_completed' OR gave_up) AS ended_at,
            bool_or(kind = 'step_completed') AS completed,
-           bool_or(kind = 'step_failed' AND f[2] IS DISTINCT FROM 'true') AS failed,
+           bool_or(gave_up) AS failed,
            bool_or(kind = 'step_in_doubt') AS in_doubt,
-           arg_min(strlen(CAST(coalesce(f[2], f[3]) AS VARCHAR)), seq) FILTER (WHERE kind = 'step_started')
-               AS input_bytes,
-           arg_max(strlen(CAST(f[2] AS VARCHAR)), seq) FILTER (WHERE kind = 'step_completed') AS output_bytes,
-           arg_max(TRY_CAST(u ->> '$.input_tokens' AS BIGINT), seq) FILTER (WHERE kind = 'step_completed')
-               AS input_tokens,
-           arg_max(TRY_CAST(u ->> '$.output_tokens' AS BIGINT), seq) FILTER (WHERE kind = 'step_completed')
-               AS output_tokens,
-           arg_max(TRY_CAST(u ->> '$.cost' AS DOUBLE), seq) FILTER (WHERE kind = 'step_completed') AS cost,
-           arg_max(f[3] ->> '$', seq) FILTER (
-               WHERE kind = 'step_failed' AND f[2] IS DISTINCT FROM 'true') AS error_type,
-           arg_max(f[4] ->> '$', seq) FILTER (
-               WHERE kind = 'step_failed' AND f[2] IS DISTINCT FROM 'true') AS error_message
-    FROM fx
+           arg_min(input_bytes, seq) FILTER (WHERE kind = 'step_started') AS input_bytes,
+           arg_max(output_bytes, seq) FILTER (WHERE kind = 'step_completed') AS output_bytes,
+           arg_max(TRY_CAST(u[1] AS BIGINT), seq) FILTER (WHERE kind = 'step_completed') AS input_tokens,
+           arg_max(TRY_CAST(u[2] AS BIGINT), seq) FILTER (WHERE kind = 'step_completed') AS output_tokens,
+           arg_max(TRY_CAST(u[3] AS DOUBLE), seq) FILTER (WHERE kind = 'step_completed') AS cost,
+           arg_max(error_type, seq) FILTER (WHERE gave_up) AS error_type,
+           arg_max(error_message, seq) FILTER (WHERE gave_up) AS error_message
+    FROM ux
     GROUP BY execution_id, step_id
+),
+ids AS (
+    -- the id patterns, matched once per distinct step id (a small table) instead of once per step:
+    -- the kind an id alone gives ('effect' when it matches no pattern), its turn and tool index
+    SELECT step_id,
+           {sql_step_kind("step_id", "NULL")} AS id_kind,
+           {sql_turn("step_id")} AS turn,
+           {sql_tool_index("step_id")} AS tool_index
+    FROM (SELECT DISTINCT step_id FROM {src}
+          WHERE kind IN ('step_started', 'step_completed', 'step_failed', 'step_in_doubt')
+            AND step_id IS NOT NULL)
 )
-SELECT execution_id, step_id, seq,
-       {sql_step_kind("step_id", "effect")} AS kind,
-       effect,
-       {sql_turn("step_id")} AS turn,
-       {sql_tool_index("step_id")} AS tool_index,
+SELECT agg.execution_id, agg.step_id, agg.seq,
+       -- step_kind's rule: the id's patterns first, then the effect's prefix
+       CASE WHEN ids.id_kind <> '{EFFECT_KIND}' THEN ids.id_kind
+            ELSE {sql_step_kind("''", "agg.effect")} END AS kind,
+       agg.effect, ids.turn, ids.tool_index,
        CASE WHEN completed THEN 'completed' WHEN failed THEN 'failed'
             WHEN in_doubt THEN 'in_doubt' ELSE 'running' END AS status,
        attempts, started_at, ended_at,
@@ -358,6 +379,7 @@ SELECT execution_id, step_id, seq,
        CASE WHEN NOT completed THEN error_type END AS error_type,
        CASE WHEN NOT completed THEN error_message END AS error_message
 FROM agg
+JOIN ids ON ids.step_id = agg.step_id
 UNION ALL BY NAME
 SELECT execution_id, gate_id AS step_id, seq, 'gate' AS kind, NULL AS effect, turn, tool_index,
        CASE WHEN status = 'open' THEN 'running' ELSE 'completed' END AS status,
@@ -372,14 +394,17 @@ SELECT execution_id, step_id, seq,
        CASE kind WHEN 'decision_recorded' THEN 'decision' ELSE 'value' END AS kind,
        NULL AS effect, {sql_turn("step_id")} AS turn, NULL AS tool_index, 'completed' AS status, 1 AS attempts,
        "at" AS started_at, "at" AS ended_at, 0.0 AS duration_ms,
-       CASE kind WHEN 'decision_recorded' THEN strlen(CAST(data -> '$.options' AS VARCHAR))
-       END AS input_bytes,
-       strlen(CAST(CASE kind WHEN 'decision_recorded' THEN data -> '$.choice' ELSE data -> '$.value' END
-                   AS VARCHAR)) AS output_bytes,
+       CASE kind WHEN 'decision_recorded' THEN strlen(CAST(v[1] AS VARCHAR)) END AS input_bytes,
+       strlen(CAST(v[2] AS VARCHAR)) AS output_bytes,
        NULL AS input_tokens, NULL AS output_tokens, NULL AS cost, false AS in_doubt,
        NULL AS error_type, NULL AS error_message
-FROM {src}
-WHERE kind IN ('decision_recorded', 'value_recorded')""",
+FROM (
+    -- one parse per event: a decision's options and choice, a value's value
+    SELECT *, CASE kind WHEN 'decision_recorded' THEN json_extract(data, ['$.options', '$.choice'])
+                        ELSE [NULL, data -> '$.value'] END AS v
+    FROM {src}
+    WHERE kind IN ('decision_recorded', 'value_recorded')
+)""",
         "turns": f"""
 WITH per_turn AS (
     SELECT execution_id, turn,
