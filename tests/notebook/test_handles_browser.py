@@ -1,0 +1,175 @@
+"""Run handles across cells, interrupts and restarts in JupyterLab (headless Debian Chromium, playwright,
+real mouse clicks), in the light and the dark theme (the ``lab`` fixture): two handles on one execution
+stay in sync when a ``%loom pending`` card is approved; Interrupt during ``await run`` stops the wait with
+one line while the run goes on; after Kernel > Restart Kernel, ``%load_ext loom_nb`` reopens the journal
+this notebook used and a ``%loom pending`` card still completes the parked run."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.notebook.support import (
+    CHROMIUM,
+    Lab,
+    chromium_available,
+    run_cell_with_toolbar,
+    write_notebook,
+)
+from tests.notebook.test_view_browser import MAIL_CELL, new_page
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.browser,
+    pytest.mark.skipif(not chromium_available(), reason=f"{CHROMIUM} is missing (make browser installs it)"),
+]
+
+
+def setup_cell(journal: Path) -> str:
+    return f"import os\nos.environ['LOOM_JOURNAL'] = {str(journal)!r}\n%load_ext loom_nb"
+
+
+def open_notebook(page: Any, url: str, theme: str) -> None:
+    """Open a notebook in ``theme`` and wait for an idle kernel (no cell is run)."""
+    page.goto(url)
+    page.wait_for_selector(".jp-NotebookPanel .jp-Cell", timeout=60_000)
+    light = "true" if theme == "light" else "false"
+    page.wait_for_selector(f"body[data-jp-theme-light='{light}']", state="attached", timeout=30_000)
+    page.wait_for_selector("#jp-main-statusbar >> text=/Idle/", timeout=60_000)
+
+
+def cell(page: Any, index: int) -> Any:
+    return page.locator(".jp-NotebookPanel .jp-Cell").nth(index)
+
+
+def test_two_handles_on_one_execution_stay_in_sync(lab: Lab, browser: Any, tmp_path: Path) -> None:
+    from playwright.sync_api import expect
+
+    url, root, theme = lab
+    start = "agent.start('Mail the team', execution_id='mail-1')"
+    cells = [
+        setup_cell(tmp_path / "sync.duckdb"),
+        MAIL_CELL.replace("range(N)", "range(1)"),
+        f"run = {start}",
+        "%loom pending",
+        f"m = {start}",
+        "print('answer:', (await m).output, m is run)",
+    ]
+    write_notebook(root, "sync.ipynb", cells)
+    page = new_page(browser)
+    try:
+        open_notebook(page, f"{url}/lab/tree/sync.ipynb?reset", theme)
+        for i in range(3):
+            run_cell_with_toolbar(page, i)
+        expect(cell(page, 2).locator(".loom-approval")).to_be_visible(timeout=60_000)  # parked at the gate
+        run_cell_with_toolbar(page, 3)
+        pending = cell(page, 3).locator(".loom-run")
+        expect(pending.locator(".loom-approval")).to_be_visible(timeout=30_000)
+        run_cell_with_toolbar(page, 4)
+        expect(cell(page, 4).locator(".loom-run .loom-approval")).to_be_visible(timeout=30_000)
+        page.wait_for_selector("#jp-main-statusbar >> text=/Idle/", timeout=30_000)
+        pending.locator(".loom-approve").click()
+        for i in (2, 3, 4):  # every view of the execution follows the one click
+            expect(cell(page, i).locator(".loom-run-status")).to_contain_text("completed", timeout=30_000)
+        run_cell_with_toolbar(page, 5)
+        out = cell(page, 5).locator(".jp-OutputArea-output")
+        expect(out).to_contain_text("answer: Sent. True", timeout=30_000)
+    finally:
+        page.close()
+
+
+SLOW_CELL = '''
+import asyncio
+import loom_nb as loom
+
+@loom.tool
+async def send_mail(to: str) -> str:
+    """Send a mail (slowly)."""
+    await asyncio.sleep(3)
+    return "sent"
+
+def respond(request):
+    if not any(m.role == "tool" for m in request.messages):
+        return loom.ModelResponse.tool_calls([("send_mail", {"to": "ann"})], text="Sending.")
+    return loom.ModelResponse.text("Mailed ann.")
+
+agent = loom.Agent(model=loom.ScriptedModel(respond), tools=[send_mail], name="slow")
+run = agent.start("mail ann", execution_id="slow-1")
+'''
+
+
+def test_interrupt_during_await_run_stops_the_wait_not_the_run(lab: Lab, browser: Any, tmp_path: Path) -> None:
+    from playwright.sync_api import expect
+
+    url, root, theme = lab
+    write_notebook(root, "interrupt.ipynb", [setup_cell(tmp_path / "interrupt.duckdb"), SLOW_CELL, "await run"])
+    page = new_page(browser)
+    try:
+        open_notebook(page, f"{url}/lab/tree/interrupt.ipynb?reset", theme)
+        for i in range(3):
+            run_cell_with_toolbar(page, i)
+        view = cell(page, 1).locator(".loom-run")
+        expect(view.locator(".loom-run-status")).to_contain_text("running", timeout=60_000)
+        expect(cell(page, 2).locator(".jp-InputPrompt")).to_contain_text("[*]", timeout=30_000)  # awaiting
+        expect(cell(page, 1).locator(".jp-InputPrompt")).to_contain_text(re.compile(r"\[\d+\]"))  # cell 1 done
+        page.locator(".jp-NotebookPanel-toolbar [data-command='notebook:interrupt-kernel']").click()
+        out = cell(page, 2).locator(".jp-OutputArea-output")
+        expect(out).to_contain_text(
+            "WaitInterrupted: stopped waiting for run slow-1; the run goes on (running). "
+            "To stop it: run.cancel() or %loom cancel slow-1",
+            timeout=30_000,
+        )
+        assert "CancelledError" not in out.inner_text()
+        assert out.count() == 1
+        expect(view.locator(".loom-run-status")).to_contain_text("completed", timeout=30_000)  # it went on
+        expect(view).to_contain_text("Mailed ann.")
+    finally:
+        page.close()
+
+
+def test_after_a_restart_the_journal_reopens_and_a_card_completes_the_run(
+    lab: Lab, browser: Any, tmp_path: Path
+) -> None:
+    from playwright.sync_api import expect
+
+    url, root, theme = lab
+    journal = tmp_path / "restart.duckdb"
+    cells = [
+        setup_cell(journal),
+        MAIL_CELL.replace("range(N)", "range(1)"),
+        "run = agent.start('Mail the team', execution_id='kept-1')",
+        "%load_ext loom_nb",  # run after the restart only
+        "%loom pending",
+    ]
+    write_notebook(root, "restart.ipynb", cells)
+    page = new_page(browser)
+    try:
+        open_notebook(page, f"{url}/lab/tree/restart.ipynb?reset", theme)
+        for i in range(3):
+            run_cell_with_toolbar(page, i)
+        expect(cell(page, 2).locator(".loom-approval")).to_be_visible(timeout=60_000)  # parked at the gate
+        page.wait_for_selector("#jp-main-statusbar >> text=/Idle/", timeout=30_000)
+        page.click("#jp-MainMenu .lm-MenuBar-item:has-text('Kernel')")
+        page.click("#jp-mainmenu-kernel li[data-command='kernelmenu:restart']")
+        page.locator(".jp-Dialog .jp-mod-accept").click()  # "Restart"
+        expect(page.locator(".jp-Dialog")).to_have_count(0)
+        run_cell_with_toolbar(page, 3)
+        said = cell(page, 3).locator(".jp-OutputArea-output")
+        expect(said).to_contain_text("the one this notebook used before (.loom-journals.json)", timeout=60_000)
+        text = said.inner_text()
+        assert f"loom_nb: journal {journal} is open: 1 execution(s)," in text, text
+        assert "a new journal" not in text, text
+        assert "1 gate(s) open in 1 execution(s)" in text, text
+        run_cell_with_toolbar(page, 1)  # the agent's cell, run again in the new kernel
+        run_cell_with_toolbar(page, 4)
+        pending = cell(page, 4).locator(".loom-run")
+        expect(pending.locator(".loom-approval")).to_be_visible(timeout=30_000)
+        page.wait_for_selector("#jp-main-statusbar >> text=/Idle/", timeout=30_000)
+        pending.locator(".loom-approve").click()
+        expect(pending.locator(".loom-run-status")).to_contain_text("completed", timeout=30_000)
+        expect(pending).to_contain_text("Sent.")
+    finally:
+        page.close()
