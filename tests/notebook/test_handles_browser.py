@@ -2,7 +2,8 @@
 real mouse clicks), in the light and the dark theme (the ``lab`` fixture): two handles on one execution
 stay in sync when a ``%loom pending`` card is approved; Interrupt during ``await run`` stops the wait with
 one line while the run goes on; after Kernel > Restart Kernel, ``%load_ext loom_nb`` reopens the journal
-this notebook used and a ``%loom pending`` card still completes the parked run."""
+this notebook used and a ``%loom pending`` card still completes the parked run; a run the restart cut
+short mid-stream is finished by ``%loom recover``, whose progress line follows it."""
 
 from __future__ import annotations
 
@@ -43,6 +44,16 @@ def open_notebook(page: Any, url: str, theme: str) -> None:
 
 def cell(page: Any, index: int) -> Any:
     return page.locator(".jp-NotebookPanel .jp-Cell").nth(index)
+
+
+def restart_kernel(page: Any) -> None:
+    """Kernel > Restart Kernel, then a click on the dialog's Restart."""
+    from playwright.sync_api import expect
+
+    page.click("#jp-MainMenu .lm-MenuBar-item:has-text('Kernel')")
+    page.click("#jp-mainmenu-kernel li[data-command='kernelmenu:restart']")
+    page.locator(".jp-Dialog .jp-mod-accept").click()
+    expect(page.locator(".jp-Dialog")).to_have_count(0)
 
 
 def test_two_handles_on_one_execution_stay_in_sync(lab: Lab, browser: Any, tmp_path: Path) -> None:
@@ -152,10 +163,7 @@ def test_after_a_restart_the_journal_reopens_and_a_card_completes_the_run(
             run_cell_with_toolbar(page, i)
         expect(cell(page, 2).locator(".loom-approval")).to_be_visible(timeout=60_000)  # parked at the gate
         page.wait_for_selector("#jp-main-statusbar >> text=/Idle/", timeout=30_000)
-        page.click("#jp-MainMenu .lm-MenuBar-item:has-text('Kernel')")
-        page.click("#jp-mainmenu-kernel li[data-command='kernelmenu:restart']")
-        page.locator(".jp-Dialog .jp-mod-accept").click()  # "Restart"
-        expect(page.locator(".jp-Dialog")).to_have_count(0)
+        restart_kernel(page)
         run_cell_with_toolbar(page, 3)
         said = cell(page, 3).locator(".jp-OutputArea-output")
         expect(said).to_contain_text("the one this notebook used before (.loom-journals.json)", timeout=60_000)
@@ -171,5 +179,52 @@ def test_after_a_restart_the_journal_reopens_and_a_card_completes_the_run(
         pending.locator(".loom-approve").click()
         expect(pending.locator(".loom-run-status")).to_contain_text("completed", timeout=30_000)
         expect(pending).to_contain_text("Sent.")
+    finally:
+        page.close()
+
+
+TALK_CELL = """
+import loom_nb as loom
+
+WORDS = " ".join(f"word{i}" for i in range(40))
+agent = loom.Agent(model=loom.ScriptedModel([loom.ModelResponse.text(WORDS)], delta_delay=0.05), name="talker")
+"""
+
+
+def test_recover_after_a_restart_shows_its_progress(lab: Lab, browser: Any, tmp_path: Path) -> None:
+    from playwright.sync_api import expect
+
+    url, root, theme = lab
+    cells = [
+        setup_cell(tmp_path / "recover.duckdb"),
+        TALK_CELL,
+        "run = agent.start('Talk for a while', execution_id='talk-1')",
+        "%load_ext loom_nb",  # run after the restart only
+        "%loom recover",
+    ]
+    write_notebook(root, "recover.ipynb", cells)
+    page = new_page(browser)
+    try:
+        open_notebook(page, f"{url}/lab/tree/recover.ipynb?reset", theme)
+        for i in range(3):
+            run_cell_with_toolbar(page, i)
+        expect(cell(page, 2).locator(".loom-run")).to_contain_text("word5", timeout=60_000)  # it streams
+        page.wait_for_selector("#jp-main-statusbar >> text=/Idle/", timeout=30_000)
+        restart_kernel(page)  # mid-stream: the run is left running
+        run_cell_with_toolbar(page, 3)
+        said = cell(page, 3).locator(".jp-OutputArea-output")
+        expect(said).to_contain_text("1 execution(s) left running by a crash or restart (talk-1)", timeout=60_000)
+        run_cell_with_toolbar(page, 1)  # the agent's cell, run again in the new kernel
+        run_cell_with_toolbar(page, 4)
+        progress = cell(page, 4).locator(".loom-recovery")
+        expect(progress.locator(".loom-recovery-progress")).to_be_visible(timeout=30_000)
+        status = progress.locator(".loom-recovery-status")
+        expect(status).to_contain_text(  # while the model streams again
+            re.compile(r"recovering 1 execution\(s\)… 0/1 done\s+talk-1: at step #turn:0 \(model.talker\)"),
+            timeout=30_000,
+        )
+        expect(status).to_have_text("recovered: talk-1 completed", timeout=30_000)
+        expect(cell(page, 4).locator(".loom-run .loom-run-status")).to_contain_text("completed")
+        expect(cell(page, 4).locator(".loom-run")).to_contain_text("word39")
     finally:
         page.close()
