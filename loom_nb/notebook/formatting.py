@@ -107,26 +107,36 @@ def shared_box(kind: Any = None) -> Any:
     return (kind or widgets.VBox)(layout=shared_model("box_layout"))
 
 
-def close_tree(widget: Any) -> int:
-    """Close ``widget`` and every widget it holds: its children (and theirs), its ``layout`` and
-    ``style`` models, any widget trait. A widget that leaves a view for good must be closed, else
-    its models stay in the kernel and in the notebook's saved widget state. The shared layout and
-    style models (``shared_model``) stay open: other widgets hold them. Returns how many widgets
-    were closed."""
-    stack, seen = [widget], set()
+def widget_tree(root: Any, *, skip: Callable[[Any], bool] = lambda _w: False) -> list[Any]:
+    """Every widget ``root`` holds (its children and theirs, its ``layout`` and ``style`` models, any
+    widget trait), ``root`` first, each once; a widget for which ``skip`` is true is left out and
+    not walked into."""
+    out: list[Any] = []
+    stack, seen = [root], set()
     while stack:
         w = stack.pop()
-        if id(w) in seen or is_shared(w):
+        if id(w) in seen or skip(w):
             continue
         seen.add(id(w))
+        out.append(w)
         for name in w.keys:
             value = getattr(w, name, None)
             if isinstance(value, widgets.Widget):
                 stack.append(value)
             elif isinstance(value, list | tuple):
                 stack += [v for v in value if isinstance(v, widgets.Widget)]
+    return out
+
+
+def close_tree(widget: Any) -> int:
+    """Close ``widget`` and every widget it holds (``widget_tree``). A widget that leaves a view for
+    good must be closed, else its models stay in the kernel and in the notebook's saved widget
+    state. The shared layout and style models (``shared_model``) stay open: other widgets hold them.
+    Returns how many widgets were closed."""
+    tree = widget_tree(widget, skip=is_shared)
+    for w in tree:
         widgets.Widget.close(w)  # the widget itself (a card's close(why) means something else)
-    return len(seen)
+    return len(tree)
 
 
 def parse_json_or_text(text: str) -> Any:

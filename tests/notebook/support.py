@@ -20,6 +20,7 @@ import loom_nb as loom
 from loom_nb.journal import InMemoryJournal
 from loom_nb.kernel import FlowRegistry
 from loom_nb.messages import ModelRequest
+from loom_nb.notebook.formatting import widget_tree
 from loom_nb.testing import FakeClock, SequentialIds
 from tests.agent.support import tidy_tools
 
@@ -350,27 +351,9 @@ def open_and_run_all(page: Any, url: str, theme: str | None = None) -> None:
     page.click("#jp-mainmenu-run li[data-command='runmenu:run-all']")
 
 
-def widget_tree(root: Any) -> list[Any]:
-    """Every widget ``root`` holds (its children and theirs, layout and style models), ``root`` first."""
-    import ipywidgets as widgets
-
-    out, stack, seen = [], [root], set()
-    while stack:
-        w = stack.pop()
-        if id(w) in seen:
-            continue
-        seen.add(id(w))
-        out.append(w)
-        for name in w.keys:
-            value = getattr(w, name, None)
-            if isinstance(value, widgets.Widget):
-                stack.append(value)
-            elif isinstance(value, list | tuple):
-                stack += [v for v in value if isinstance(v, widgets.Widget)]
-    return out
-
-
 def folded_away(view: Any, card: Any) -> bool:
     """Whether ``card`` left ``view`` for good: out of its widget tree, and closed with every model
     it held (its layout and style models too), so a saved notebook keeps none of them."""
+    from loom_nb.notebook.formatting import widget_tree
+
     return card not in widget_tree(view) and all(w.comm is None for w in widget_tree(card))

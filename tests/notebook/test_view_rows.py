@@ -75,8 +75,7 @@ def test_the_turns_bar_label_is_as_wide_as_its_word() -> None:
 
 
 async def test_rows_and_headings_share_one_layout_and_style_model_which_closing_a_card_leaves_open() -> None:
-    from loom_nb.notebook.formatting import close_tree, shared_model
-    from tests.notebook.support import widget_tree
+    from loom_nb.notebook.formatting import close_tree, shared_model, widget_tree
 
     run, view = await paused_view(TidyAgent(), make_runtime())
     layout, style = shared_model("layout"), shared_model("html_style")
