@@ -20,7 +20,6 @@ import loom_nb as loom
 from loom_nb.journal import InMemoryJournal
 from loom_nb.kernel import FlowRegistry
 from loom_nb.messages import ModelRequest
-from loom_nb.notebook.formatting import widget_tree
 from loom_nb.testing import FakeClock, SequentialIds
 from tests.agent.support import tidy_tools
 
