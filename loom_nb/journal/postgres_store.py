@@ -25,7 +25,7 @@ from loom_nb.errors import JournalError, JournalReadError, UsageError
 from loom_nb.journal.canonical import canonical_json, storable_text
 from loom_nb.journal.events import ContentBlob, Event, ExecutionRecord
 from loom_nb.journal.migrations import CREATE_MIGRATIONS_TABLE, for_dialect
-from loom_nb.journal.store import check_on_loop, projection_changes, write_error
+from loom_nb.journal.store import check_on_loop, projection_changes, projection_rows, write_error
 
 #: psycopg and its pool, imported by the first ``PostgresJournal`` (``load_driver``): ``import loom_nb``
 #: stays free of them (about 60 ms), and a user without the ``postgres`` extra loses nothing.
@@ -233,17 +233,26 @@ class PostgresJournal:
         for execution_id in dict.fromkeys(e.execution_id for e in events):
             # Delivered at commit, only if it commits: a follower (``listen``) wakes on it.
             conn.execute("SELECT pg_notify(%s, %s)", [self.channel, storable_text(execution_id)])
-        for execution_id, status, flow, when in changes:
-            if flow is not None:
-                conn.execute(
-                    f"INSERT INTO executions VALUES (%s, %s, %s, {_TS}, {_TS})",
-                    [execution_id, flow, status, _us(when), _us(when)],
-                )
-            else:
-                conn.execute(
-                    f"UPDATE executions SET status = %s, updated_at = {_TS} WHERE execution_id = %s",
-                    [status, _us(when), execution_id],
-                )
+        # One statement each for the executions the commit starts and those it moves on.
+        rows = projection_rows(changes)
+        if rows.created:
+            conn.execute(
+                "INSERT INTO executions SELECT id, flow, status, "
+                + _TS.replace("%s", "created")
+                + ", "
+                + _TS.replace("%s", "updated")
+                + " FROM unnest(%s::text[], %s::text[], %s::text[], %s::bigint[], %s::bigint[]) "
+                "AS c(id, flow, status, created, updated)",
+                rows.created_columns(_us),
+            )
+        if rows.updated:
+            conn.execute(
+                "UPDATE executions SET status = moved.status, updated_at = "
+                + _TS.replace("%s", "moved.at")
+                + " FROM unnest(%s::text[], %s::text[], %s::bigint[]) AS moved(id, status, at) "
+                "WHERE executions.execution_id = moved.id",
+                rows.updated_columns(_us),
+            )
 
     # -- reads ------------------------------------------------------------------------------------
     def read(self, execution_id: str) -> list[Event]:

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import Protocol, runtime_checkable
+from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 from loom_nb.errors import JournalWriteError, UsageError
 from loom_nb.journal.canonical import storable_text
@@ -102,6 +102,51 @@ def projection_changes(events: Sequence[Event]) -> list[tuple[str, str, str | No
             status = QUEUED_STATUS
         changes.append((storable_text(event.execution_id), status, flow, event.at))
     return changes
+
+
+class ProjectionRows(NamedTuple):
+    """One commit's changes to the executions projection, one row per execution: what a store
+    writes with one ``INSERT`` and one ``UPDATE`` instead of a statement per change.
+
+    Attributes:
+        created: ``(execution_id, flow, status, created_at, updated_at)`` of each execution the
+            commit starts, with the last status the commit gives it.
+        updated: ``(execution_id, status, updated_at)`` of each execution that existed before,
+            with the last status the commit gives it.
+    """
+
+    created: list[tuple[str, str, str, float, float]]
+    updated: list[tuple[str, str, float]]
+
+    def created_columns(self, to_us: Callable[[float], int]) -> list[list[Any]]:
+        """``created`` as five column lists (id, flow, status, created, updated), times through ``to_us``."""
+        return [
+            [r[0] for r in self.created],
+            [r[1] for r in self.created],
+            [r[2] for r in self.created],
+            [to_us(r[3]) for r in self.created],
+            [to_us(r[4]) for r in self.created],
+        ]
+
+    def updated_columns(self, to_us: Callable[[float], int]) -> list[list[Any]]:
+        """``updated`` as three column lists (id, status, updated), times through ``to_us``."""
+        return [[r[0] for r in self.updated], [r[1] for r in self.updated], [to_us(r[2]) for r in self.updated]]
+
+
+def projection_rows(changes: Sequence[tuple[str, str, str | None, float]]) -> ProjectionRows:
+    """``projection_changes`` folded to one row per execution: the same final rows as applying each
+    change in order (an ``execution_started`` inserts, every later change sets status and time)."""
+    created: dict[str, list[Any]] = {}
+    updated: dict[str, tuple[str, str, float]] = {}
+    for execution_id, status, flow, when in changes:
+        row = created.get(execution_id)
+        if flow is not None:
+            created[execution_id] = [execution_id, flow, status, when, when]
+        elif row is not None:
+            row[2], row[4] = status, when
+        else:
+            updated[execution_id] = (execution_id, status, when)
+    return ProjectionRows([(r[0], r[1], r[2], r[3], r[4]) for r in created.values()], list(updated.values()))
 
 
 def write_error(location: str, events: Sequence[Event], cause: BaseException, *, why: str = "") -> JournalWriteError:
