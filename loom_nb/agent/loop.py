@@ -237,7 +237,9 @@ async def _model_step(
             ctx.stream(text, step_id=node)  # the step's output holds the text (event format 2 keeps no copy)
 
         chunker = chunk_deltas(to_journal, min_chars=config.chunk_min_chars)
-    output = await ctx.execute(model_id, request, step_id=node, record=record, on_delta=chunker)
+    # The chunker only makes the step's held text (its output holds it once it completes): it may
+    # be fed late, and not at all for an attempt that completes unobserved (``defer_deltas``).
+    output = await ctx.execute(model_id, request, step_id=node, record=record, on_delta=chunker, defer_deltas=True)
     if chunker is not None:
         chunker.flush()
     if contains_envelope(output):

@@ -49,6 +49,10 @@ if TYPE_CHECKING:
 IN_DOUBT_GATE = step_ids.IN_DOUBT_GATE
 _UNSET: Any = object()
 _STREAM_FLUSH_EVERY = 64
+#: Deltas a ``defer_deltas`` step keeps waiting before it feeds them on: a sink makes at most one
+#: chunk per delta, so the held text of a long stream still reaches the journal every
+#: ``_STREAM_FLUSH_EVERY`` chunks, at most this many deltas later.
+_DELTAS_WAITING = _STREAM_FLUSH_EVERY
 #: How many recent live step outputs a context keeps for format 2 input references.
 _RECENT_OUTPUTS = 8
 #: How many attempts in all an idempotent step without a retry policy (``EffectSpec.retry`` with an
@@ -119,6 +123,8 @@ class ExecutionContext:
         self.principal = Principal.of(str(p.get("name", "anonymous")), p.get("scopes", ()))
         self._pure = pure
         self._seq = history.last_seq
+        #: The time of the last event staged (a held stream chunk shown to observers carries it).
+        self._last_at = 0.0
         self._staged: list[Event] = []
         self._blobs: list[ContentBlob] = []
         #: The commit of this execution in flight, if any (``_submit``).
@@ -183,6 +189,7 @@ class ExecutionContext:
         self._seq += 1
         event = Event(self.execution_id, self._seq, kind, step_id, self._rt.clock.now(), data, data_json)
         self._staged.append(event)
+        self._last_at = event.at
         return event
 
     async def commit(self) -> None:
@@ -333,6 +340,7 @@ class ExecutionContext:
         returns: Any = None,
         on_delta: Callable[[str], None] | None = None,
         input_ref: Sequence[Any] | None = None,
+        defer_deltas: bool = False,
     ) -> Any:
         """Run an effect as one durable step, or serve its recorded outcome on replay.
 
@@ -346,6 +354,11 @@ class ExecutionContext:
             input_ref: ``(step_id, *path)``: where an earlier step's output holds the journaled input
                 (e.g. a tool call's arguments in the model step's output). In event format 2 the
                 journal keeps this reference instead of a copy when the output there equals it.
+            defer_deltas: ``on_delta`` only turns the deltas into this step's held stream text
+                (``stream(..., step_id=<this step>)``), so in event format 2 it may be fed late: the
+                deltas wait and reach it, in order, only when their text is needed (someone observes
+                the execution, the attempt fails, or ``_DELTAS_WAITING`` deltas wait). An attempt
+                that completes unobserved never feeds it: its output holds the text.
 
         Returns:
             The output, as plain JSON or as ``returns``.
@@ -389,7 +402,9 @@ class ExecutionContext:
             spec = self._rt.effects.spec(effect_id)
         ref = self._input_reference(input_ref, digest)
         cut = rec is not None
-        output = await self._run_live(sid, spec, input, journaled, digest, attempt, on_delta, ref, cut=cut)
+        output = await self._run_live(
+            sid, spec, input, journaled, digest, attempt, on_delta, ref, cut=cut, defer_deltas=defer_deltas
+        )
         return _convert(output, returns)
 
     def _exhausted(self, sid: str, rec: StepRecord) -> NoReturn:
@@ -470,6 +485,7 @@ class ExecutionContext:
         ref: list[Any] | None = None,
         *,
         cut: bool,
+        defer_deltas: bool = False,
     ) -> Any:
         eid = self.execution_id
         effect_id = spec.effect_id
@@ -486,6 +502,7 @@ class ExecutionContext:
         async def on_retry(error: BaseException, delay: float) -> int:
             nonlocal current
             failed = {"effect": effect_id, "attempt": current, "will_retry": True, "delay": delay}
+            feed_waiting()
             self._release_held(sid)  # the failed attempt's text: no output holds it
             self.stage(EventKind.STEP_FAILED, sid, {**failed, "error": error_to_data(error)})
             await self.commit()  # a crash during the backoff must not make a clean failure look in doubt
@@ -497,12 +514,34 @@ class ExecutionContext:
             return current
 
         observers = rt.observers
+        # ``defer_deltas``: the deltas wait here and reach ``on_delta`` only when their text is
+        # needed (see ``execute``); an attempt that completes unwatched never feeds it.
+        waiting: list[str] = []
+
+        def feed_waiting() -> None:
+            if waiting:
+                texts = waiting.copy()
+                waiting.clear()
+                for text in texts:
+                    sink(text)
 
         if on_delta is None:
 
             def emit_delta(text: str) -> None:
                 if observers.deltas:  # a plain attribute: this runs for every streamed piece
                     observers.notify_delta(eid, sid, text)
+
+        elif defer_deltas and self._format > FORMAT_1:
+            sink = on_delta
+
+            def emit_delta(text: str) -> None:
+                if observers.deltas:
+                    observers.notify_delta(eid, sid, text)
+                if observers.active or len(waiting) >= _DELTAS_WAITING:
+                    feed_waiting()  # in order, before this one
+                    sink(text)
+                else:
+                    waiting.append(text)
 
         else:
             sink = on_delta
@@ -534,6 +573,7 @@ class ExecutionContext:
                 else:
                     output, output_json = jsonable_with_text(value)
             except BaseException:
+                feed_waiting()
                 self._release_held(sid)  # a step that did not complete holds no text: keep what streamed
                 raise
         except JournalWriteError:
@@ -911,10 +951,13 @@ class ExecutionContext:
         data = {"channel": channel, "text": text}
         if step_id is not None and self._format > FORMAT_1 and self._holds(step_id):
             held = self._held.get(step_id)
-            at = self._rt.clock.now()  # read whether or not anybody watches: an injected clock sees every read
             observers = self._rt.observers
             if observers.active:  # (the event is built for them only)
-                observers.notify_events((Event(self.execution_id, self._seq, EventKind.STREAM_CHUNK, None, at, data),))
+                # Stamped with the last staged event's time, not a clock read: a held chunk reads no
+                # clock, watched or not (``defer_deltas`` makes no chunk of an unwatched attempt), so
+                # an injected clock sees the same reads whether anybody watches.
+                event = Event(self.execution_id, self._seq, EventKind.STREAM_CHUNK, None, self._last_at, data)
+                observers.notify_events((event,))
             if held is None:
                 return  # the step completed: its output holds the text
             held.append((channel, text))

@@ -77,6 +77,7 @@ class FlowContext(Protocol):
         returns: Any = None,
         on_delta: Callable[[str], None] | None = None,
         input_ref: Sequence[Any] | None = None,
+        defer_deltas: bool = False,
     ) -> Any:
         """Run an effect as one durable step, or serve its recorded outcome on replay.
 

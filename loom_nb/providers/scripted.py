@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
 import re
 from collections.abc import Awaitable, Callable, Sequence
@@ -14,6 +15,12 @@ from loom_nb.providers.base import DeltaSink
 
 Responder = Callable[[ModelRequest], ModelResponse | Awaitable[ModelResponse]]
 _WORD = re.compile(r"\S+\s*|\s+")
+
+
+@functools.lru_cache(maxsize=256)
+def _words(text: str) -> tuple[str, ...]:
+    """``text`` in the pieces it is streamed in (a script repeats its texts: split each once)."""
+    return tuple(_WORD.findall(text))
 
 
 class ScriptedModel:
@@ -62,11 +69,12 @@ class ScriptedModel:
         response = await self._next(request)
         if on_delta is not None and response.message.text:
             delay = self.delta_delay
-            for piece in _WORD.findall(response.message.text):
+            for piece in _words(response.message.text):
                 on_delta(piece)
                 if delay:
                     await asyncio.sleep(delay)
-        if response.usage == Usage():
+        usage = response.usage  # ``usage == Usage()`` field by field (a pydantic ``==`` costs more)
+        if not (usage.input_tokens or usage.output_tokens or usage.reasoning_tokens) and usage.cost is None:
             sent = sum(len(m.text) for m in request.messages)
             counted = bounded_response(response).message.tool_calls  # str() of too-deep arguments would recurse
             out = len(response.message.text) + sum(len(str(c.arguments)) for c in counted)
