@@ -290,6 +290,7 @@ class Engine:
         """Close the journal (idempotent)."""
         if not self._closed:
             self._closed = True
+            self.writer.close()  # what the writer thread holds is written first
             self.journal.close()
 
     def __enter__(self) -> Self:
