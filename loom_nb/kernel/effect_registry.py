@@ -168,7 +168,13 @@ Next = Callable[[EffectCall], Awaitable[EffectResult]]
 
 
 class Interceptor(Protocol):
-    """One link of the effect ring: it may refuse, change or observe a call, and calls ``next``."""
+    """One link of the effect ring: it may refuse, change or observe a call, and calls ``next``.
+
+    An interceptor may also define ``acts_on(spec) -> bool``: False when it would only pass every
+    call of the effect ``spec`` straight to ``next`` (no scopes to check, no retry policy, no
+    timeout...). The registry then leaves it out of that effect's chain (``EffectRegistry.chain``).
+    Its answer may depend only on the spec and on the interceptor's own fixed configuration.
+    """
 
     async def __call__(self, call: EffectCall, next: Next) -> EffectResult:
         """Handle ``call``, usually by awaiting ``next(call)``."""
@@ -205,8 +211,8 @@ class EffectInvoker(Protocol):
         """True when ``effect_id`` is registered."""
         ...
 
-    async def invoke(self, call: EffectCall) -> EffectResult:
-        """Invoke through the ring."""
+    def invoke(self, call: EffectCall) -> Awaitable[EffectResult]:
+        """Invoke through the ring (``await`` the result)."""
         ...
 
 
@@ -268,6 +274,8 @@ class EffectRegistry:
     def __init__(self, interceptors: Iterable[Interceptor] = ()) -> None:
         self._specs: dict[str, EffectSpec] = {}
         self.interceptors: list[Interceptor] = list(interceptors)
+        #: Each effect's bound chain, by effect id, with the spec it was bound for (see ``chain``).
+        self._chains: dict[str, tuple[EffectSpec, Next]] = {}
 
     def register(self, effect_id: str, fn: Callable[..., Any], **options: Unpack[EffectOptions]) -> EffectSpec:
         """Register (or replace) an effect; returns its spec (options as ``EffectSpec`` documents them)."""
@@ -299,15 +307,33 @@ class EffectRegistry:
         return sorted(self._specs)
 
     def use(self, interceptor: Interceptor) -> None:
-        """Add an interceptor innermost (closest to the effect)."""
+        """Add an interceptor innermost (closest to the effect). Change the ring only through this
+        method: it drops the chains bound for the old ring."""
         self.interceptors.append(interceptor)
+        self._chains.clear()
 
-    async def invoke(self, call: EffectCall) -> EffectResult:
-        """Run ``call`` through the ring."""
-        chain: Next = call_effect_fn
+    def chain(self, spec: EffectSpec) -> Next:
+        """The ring bound for ``spec``: each interceptor's link, outermost first, down to the effect,
+        leaving out an interceptor whose ``acts_on(spec)`` is False (it would only call ``next``).
+
+        Bound once per spec and kept while ``spec`` is the one registered (a spec is frozen, and
+        ``acts_on`` depends only on the spec and the interceptor's fixed configuration, so a kept
+        chain is the one a fresh binding would build); registering the effect again binds anew.
+        """
+        bound = self._chains.get(spec.effect_id)
+        if bound is not None and bound[0] is spec:
+            return bound[1]
+        link: Next = call_effect_fn
         for interceptor in reversed(self.interceptors):
-            chain = _bind(interceptor, chain)
-        return await chain(call)
+            acts_on = getattr(interceptor, "acts_on", None)
+            if acts_on is None or acts_on(spec):
+                link = _bind(interceptor, link)
+        self._chains[spec.effect_id] = (spec, link)
+        return link
+
+    def invoke(self, call: EffectCall) -> Awaitable[EffectResult]:
+        """Run ``call`` through the ring (``await`` the result): its spec's bound ``chain``."""
+        return self.chain(call.spec)(call)
 
 
 def _bind(interceptor: Interceptor, nxt: Next) -> Next:
