@@ -12,6 +12,7 @@ import inspect
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
+from types import CoroutineType
 from typing import Any, Protocol, TypedDict, Unpack
 
 from loom_nb.errors import EffectNotFoundError, UsageError, registered
@@ -255,9 +256,10 @@ def check_durability(effect_id: str, durability: Durability | str | None, idempo
 async def call_effect_fn(call: EffectCall) -> EffectResult:
     """The innermost link: call the registered function (sync or async) with the input."""
     spec = call.spec
-    kwargs = {spec.context_param: call.context} if spec.context_param else {}
-    result = spec.fn(call.input, **kwargs)
-    if inspect.isawaitable(result):
+    param = spec.context_param
+    result = spec.fn(call.input, **{param: call.context}) if param else spec.fn(call.input)
+    # An async function's coroutine is the usual case: its type is checked before the general test.
+    if type(result) is CoroutineType or inspect.isawaitable(result):
         result = await result
     if isinstance(result, EffectResult):
         return result
