@@ -13,9 +13,11 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from types import CoroutineType
-from typing import Any, Protocol, TypedDict, Unpack
+from typing import Any, Protocol, TypedDict, TypeVar, Unpack
 
 from loom_nb.errors import EffectNotFoundError, UsageError, registered
+
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -135,6 +137,19 @@ class EffectResult:
     output: Any
     usage: Mapping[str, Any] | None = None
     tainted: bool = False
+
+
+def frozen_instance(cls: type[_T], /, **values: Any) -> _T:
+    """An instance of the frozen dataclass ``cls`` with ``values``, which must name every field.
+
+    What its generated ``__init__`` builds, for less: that ``__init__`` stores each value with
+    ``object.__setattr__`` (the class refuses plain assignment), one call per field; this fills the
+    instance's ``__dict__`` in one update. For dataclasses without ``__post_init__``, slots or
+    defaults left to fill: the per-step ``EffectContext``, ``EffectCall`` and ``EffectResult``.
+    """
+    instance = object.__new__(cls)
+    instance.__dict__.update(values)
+    return instance
 
 
 RetryHook = Callable[[BaseException, float], Awaitable[int]]
@@ -263,7 +278,7 @@ async def call_effect_fn(call: EffectCall) -> EffectResult:
         result = await result
     if isinstance(result, EffectResult):
         return result
-    return EffectResult(output=result, tainted=not spec.trusted)
+    return frozen_instance(EffectResult, output=result, usage=None, tainted=not spec.trusted)
 
 
 class EffectRegistry:

@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+from dataclasses import FrozenInstanceError, fields, replace
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -16,6 +18,7 @@ from loom_nb.effects import ClaimCheck, EffectRing, Quota, RetryPolicy
 from loom_nb.kernel import EffectCall, EffectContext, EffectResult, Principal
 from loom_nb.kernel.effect_registry import EffectSpec, Next, call_effect_fn
 from loom_nb.messages import Message, ModelRequest
+from tests.effects.support import make, one_step
 
 
 class DictStore:
@@ -247,3 +250,25 @@ def test_the_builtin_links_say_when_they_act() -> None:
     full = ring.register("model.full", lambda x: x, kind="model", scopes={"read"}, retry=RetryPolicy(), timeout=5.0)
     assert acting(ring, full) == ["Authorization", "Metering", "Retry", "PromptGuard", "Timeout"]
     assert acting(EffectRing(default_retry=RetryPolicy()), plain) == ["Metering", "Retry"]
+
+
+def test_the_per_step_context_call_and_result_hold_every_field() -> None:
+    """``frozen_instance`` builds them without their ``__init__``: a field added later must be passed."""
+    seen: list[Any] = []
+
+    class Peek:
+        async def __call__(self, call: EffectCall, next: Next) -> EffectResult:
+            result = await next(call)
+            seen.extend([call, call.context, result])
+            return result
+
+    rt = make()
+    rt.effects.use(Peek())
+    rt.effects.register("double", lambda x: x * 2)
+    assert asyncio.run(rt.start(one_step("double", 4))).output == 8
+    assert [type(v) for v in seen] == [EffectCall, EffectContext, EffectResult]
+    for value in seen:
+        assert list(vars(value)) == [f.name for f in fields(value)]
+        assert value == replace(value)  # equal to one its generated __init__ builds
+        with pytest.raises(FrozenInstanceError):
+            value.output = None
