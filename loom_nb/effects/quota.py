@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from loom_nb.errors import QuotaExceededError
-from loom_nb.kernel.effect_registry import EffectCall, EffectResult, Next
+from loom_nb.kernel.effect_registry import EffectCall, EffectResult, Next, frozen_instance
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -189,5 +189,5 @@ class Metering:
                 self.effect_totals(ctx.execution_id, call.spec.effect_id).add_call()
                 self._executions[ctx.execution_id].add_call()
         if usage and not result.usage:
-            result = EffectResult(output=result.output, usage=usage, tainted=result.tainted)
+            result = frozen_instance(EffectResult, output=result.output, usage=usage, tainted=result.tainted)
         return result

@@ -314,6 +314,9 @@ class EffectRegistry:
 
     def spec(self, effect_id: str) -> EffectSpec:
         """The spec of ``effect_id``."""
+        spec = self._specs.get(effect_id)  # the usual case, without building the error's text first
+        if spec is not None:
+            return spec
         return registered(self._specs, effect_id, EffectNotFoundError, f"effect {effect_id!r}", "registers it")
 
     def __contains__(self, effect_id: object) -> bool:
