@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 from loom_nb.errors import NotAuthorizedError
-from loom_nb.kernel.effect_registry import EffectCall, EffectResult, Next
+from loom_nb.kernel.effect_registry import EffectCall, EffectResult, EffectSpec, Next
 
 
 class Authorization:
     """Refuses a call whose principal lacks a scope the effect requires; the effect never runs."""
+
+    def acts_on(self, spec: EffectSpec) -> bool:
+        """Only an effect that requires scopes has anything to check."""
+        return bool(spec.scopes)
 
     async def __call__(self, call: EffectCall, next: Next) -> EffectResult:
         """Check scopes, then call ``next``."""

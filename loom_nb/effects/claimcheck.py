@@ -12,7 +12,7 @@ from loom_nb.journal import step_ids
 from loom_nb.journal.canonical import canonical_json, digest_bytes
 from loom_nb.journal.events import ContentBlob
 from loom_nb.journal.store import JournalStore
-from loom_nb.kernel.effect_registry import EffectCall, EffectResult, Next
+from loom_nb.kernel.effect_registry import EffectCall, EffectResult, EffectSpec, Next
 
 ENVELOPE_KEY = "__loom_claim_check"
 PREVIEW_CHARS = 256
@@ -133,6 +133,10 @@ class ClaimCheckInterceptor:
     def __init__(self, config: ClaimCheck, store: ContentStore) -> None:
         self.config = config
         self.store = config.store or store
+
+    def acts_on(self, spec: EffectSpec) -> bool:
+        """A model or compaction call is checked for envelopes; a tool only when the config lists it."""
+        return spec.kind in _MODEL_KINDS or self.config.covers(spec.effect_id)
 
     async def __call__(self, call: EffectCall, next: Next) -> EffectResult:
         """Offload a listed tool's result; refuse an envelope as a model or compaction result."""

@@ -12,7 +12,7 @@ from operator import attrgetter
 from typing import Any
 
 from loom_nb.errors import PromptIntegrityError
-from loom_nb.kernel.effect_registry import EffectCall, EffectResult, Next
+from loom_nb.kernel.effect_registry import EffectCall, EffectResult, EffectSpec, Next
 from loom_nb.messages import Message, ModelRequest
 
 _TAINTED = attrgetter("tainted")
@@ -91,6 +91,10 @@ def guard_request(request: ModelRequest) -> ModelRequest:
 
 class PromptGuard:
     """The ring's guard: every model request passes ``guard_request`` before the provider sees it."""
+
+    def acts_on(self, spec: EffectSpec) -> bool:
+        """Only model and summarizer calls carry a request to guard."""
+        return spec.kind in MODEL_KINDS
 
     async def __call__(self, call: EffectCall, next: Next) -> EffectResult:
         """Guard model requests; pass other calls through."""

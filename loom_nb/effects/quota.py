@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from loom_nb.errors import QuotaExceededError
-from loom_nb.kernel.effect_registry import EffectCall, EffectResult, Next
+from loom_nb.kernel.effect_registry import EffectCall, EffectResult, Next, frozen_instance
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -52,6 +52,10 @@ class UsageTotals:
         self.output_tokens += int(usage.get("output_tokens") or 0)
         self.cost += float(usage.get("cost") or 0.0)
 
+    def add_call(self) -> None:
+        """Add one call that reported no usage: what ``add({"calls": 1})`` adds (no tokens, no cost)."""
+        self.calls += 1
+
     def as_dict(self) -> dict[str, Any]:
         """The totals as a dict."""
         return {
@@ -64,6 +68,8 @@ class UsageTotals:
 
 def usage_of(output: Any) -> dict[str, Any] | None:
     """Token usage carried by an effect's output (a ``ModelResponse`` or a dict with ``usage``)."""
+    if type(output) in _PLAIN:  # no attributes of its own and no mapping: it carries none
+        return None
     usage = getattr(output, "usage", None)
     if usage is None and isinstance(output, Mapping):
         usage = output.get("usage")
@@ -81,6 +87,10 @@ def usage_of(output: Any) -> dict[str, Any] | None:
     if usage.get("cost") is not None:
         out["cost"] = float(usage["cost"])
     return out
+
+
+#: Exact types of plain outputs (a tool's text, a number): never a ``usage`` attribute or key.
+_PLAIN = frozenset({str, int, float, bool, type(None)})
 
 
 def _check(scope: str, quota: Quota, used: UsageTotals) -> None:
@@ -153,7 +163,9 @@ class Metering:
         """Check the limits, call ``next``, then add the call's usage to the totals."""
         ctx = call.context
         effect_quota = call.spec.quota if isinstance(call.spec.quota, Quota) else None
-        principal = self._principals.setdefault(ctx.principal.name, UsageTotals())
+        principal = self._principals.get(ctx.principal.name)
+        if principal is None:
+            principal = self._principals[ctx.principal.name] = UsageTotals()
         if self.per_execution:
             _check(f"execution {ctx.execution_id!r}", self.per_execution, self.totals(ctx.execution_id))
         if self.per_principal:
@@ -165,10 +177,17 @@ class Metering:
         # Usage the effect reported itself (``EffectResult.usage``) is what step_completed records
         # and what ``Runtime.usage`` reloads after a restart: meter the same figures live.
         usage = dict(result.usage) if result.usage else usage_of(result.output)
-        principal.add(usage or {"calls": 1})
-        if ctx.execution_id in self._by_effect:  # else the journal has it when a limit first asks
-            self.effect_totals(ctx.execution_id, call.spec.effect_id).add(usage or {"calls": 1})
-            self._executions[ctx.execution_id].add(usage or {"calls": 1})
+        recorded = ctx.execution_id in self._by_effect  # else the journal has it when a limit first asks
+        if usage:
+            principal.add(usage)
+            if recorded:
+                self.effect_totals(ctx.execution_id, call.spec.effect_id).add(usage)
+                self._executions[ctx.execution_id].add(usage)
+        else:
+            principal.add_call()
+            if recorded:
+                self.effect_totals(ctx.execution_id, call.spec.effect_id).add_call()
+                self._executions[ctx.execution_id].add_call()
         if usage and not result.usage:
-            result = EffectResult(output=result.output, usage=usage, tainted=result.tainted)
+            result = frozen_instance(EffectResult, output=result.output, usage=usage, tainted=result.tainted)
         return result

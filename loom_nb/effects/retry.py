@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from loom_nb.errors import EffectTimeout, McpServerGone, OutcomeUnknownError, ProviderError, RetriesExhaustedError
-from loom_nb.kernel.effect_registry import EffectCall, EffectResult, Next
+from loom_nb.kernel.effect_registry import EffectCall, EffectResult, EffectSpec, Next
 
 
 def default_retryable(error: BaseException) -> bool:
@@ -62,11 +62,20 @@ class Retry:
     """
 
     def __init__(self, default: RetryPolicy | None = None) -> None:
-        self.default = default
+        self._default = default
+
+    @property
+    def default(self) -> RetryPolicy | None:
+        """The policy for effects registered without one (fixed: ``acts_on`` relies on it)."""
+        return self._default
+
+    def acts_on(self, spec: EffectSpec) -> bool:
+        """Only an effect with a policy (its own or the default) is ever retried."""
+        return isinstance(spec.retry, RetryPolicy) or self._default is not None
 
     async def __call__(self, call: EffectCall, next: Next) -> EffectResult:
         """Call ``next`` until it succeeds, the error is not retryable, or attempts run out."""
-        policy = call.spec.retry if isinstance(call.spec.retry, RetryPolicy) else self.default
+        policy = call.spec.retry if isinstance(call.spec.retry, RetryPolicy) else self._default
         if policy is None:
             return await next(call)
         while True:

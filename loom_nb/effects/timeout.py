@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 
 from loom_nb.errors import EffectTimeout
-from loom_nb.kernel.effect_registry import EffectCall, EffectResult, Next
+from loom_nb.kernel.effect_registry import EffectCall, EffectResult, EffectSpec, Next
 
 
 def timeout_error(call: EffectCall, seconds: float) -> EffectTimeout:
@@ -41,6 +41,10 @@ def timeout_error(call: EffectCall, seconds: float) -> EffectTimeout:
 class Timeout:
     """Abandons an attempt that runs past its effect's ``timeout`` (``EffectSpec.timeout``) with an
     ``EffectTimeout``; an effect without one runs as long as it takes."""
+
+    def acts_on(self, spec: EffectSpec) -> bool:
+        """Only an effect with a timeout is timed."""
+        return spec.timeout is not None
 
     async def __call__(self, call: EffectCall, next: Next) -> EffectResult:
         """Await ``next(call)`` for at most the effect's timeout."""

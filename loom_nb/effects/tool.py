@@ -108,6 +108,8 @@ class Tool:
         self._context_param: str | None = None
         #: ``fn`` as last checked by ``invoke``, and whether it is a coroutine function (asked once).
         self._checked: tuple[Callable[..., Any], bool] | None = None
+        #: ``spec`` as last built, with the name, description and argument model it was built from.
+        self._spec: tuple[str, str, type[BaseModel], ToolSpec] | None = None
         self.args_model = self._build_model(param_docs)
         self.__doc__ = fn.__doc__
         self.__name__ = self.name
@@ -137,12 +139,22 @@ class Tool:
 
     @property
     def spec(self) -> ToolSpec:
-        """The tool as the model sees it (name, description, JSON schema of the arguments)."""
+        """The tool as the model sees it (name, description, JSON schema of the arguments).
+
+        Built once and kept while ``name``, ``description`` and ``args_model`` stay the ones it was
+        built from (every run of an agent asks for it; the JSON schema costs ~150 µs). A ``ToolSpec``
+        is frozen: treat its ``parameters`` as read-only too.
+        """
+        kept = self._spec
+        if kept is not None and kept[0] == self.name and kept[1] == self.description and kept[2] is self.args_model:
+            return kept[3]
         schema = self.args_model.model_json_schema()
         schema.pop("title", None)
         for prop in schema.get("properties", {}).values():
             prop.pop("title", None)
-        return ToolSpec(name=self.name, description=self.description, parameters=schema)
+        spec = ToolSpec(name=self.name, description=self.description, parameters=schema)
+        self._spec = (self.name, self.description, self.args_model, spec)
+        return spec
 
     def requires_approval(self, call: ToolCall, turn: int) -> bool:
         """Whether this call must pass an approval gate."""
@@ -156,19 +168,22 @@ class Tool:
             ToolArgumentsError: with a message the model can act on.
         """
         try:
-            model = self.args_model.model_validate(arguments)
+            # What ``model_validate`` runs, without its Python wrapper (this runs twice per tool call).
+            model = self.args_model.__pydantic_validator__.validate_python(arguments)
         except ValidationError as exc:
             problems = "; ".join(
                 f"{'.'.join(str(p) for p in e['loc']) or 'arguments'}: {e['msg']}"
                 for e in exc.errors(include_url=False)
             )
             raise ToolArgumentsError(f"invalid arguments for tool {self.name!r}: {problems}") from None
-        return {k: getattr(model, k) for k in type(model).model_fields}
+        # A model that forbids extras keeps exactly its fields' values in ``__dict__``, in field order.
+        return dict(model.__dict__)
 
     async def invoke(self, arguments: dict[str, Any], effect_context: EffectContext) -> Any:
         """The effect body: validate, then call the function: an async one on the event loop, a
         synchronous one on a worker thread (``run_in_thread``) where the journal refuses use."""
-        kwargs = self.validate(dict(arguments))
+        # Validation reads its input and never changes it: a plain dict needs no copy.
+        kwargs = self.validate(arguments if type(arguments) is dict else dict(arguments))
         checked = self._checked
         if checked is None or checked[0] is not self.fn:
             checked = self._checked = (self.fn, inspect.iscoroutinefunction(self.fn))

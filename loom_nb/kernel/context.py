@@ -38,7 +38,14 @@ from loom_nb.journal.canonical import (
 from loom_nb.journal.event_format import FORMAT_1, ref_target, usage_of_output
 from loom_nb.journal.events import ContentBlob, Event, EventKind
 from loom_nb.kernel.decisions import Decision, Policy, policy_name, propensity_of
-from loom_nb.kernel.effect_registry import Durability, EffectCall, EffectContext, EffectSpec, Principal
+from loom_nb.kernel.effect_registry import (
+    Durability,
+    EffectCall,
+    EffectContext,
+    EffectSpec,
+    Principal,
+    frozen_instance,
+)
 from loom_nb.kernel.errors_codec import error_from_data, error_summary, error_to_data
 from loom_nb.kernel.gates import GateRequest, Suspend, resolve_schema, schema_name
 from loom_nb.kernel.history import GateRecord, History, StepRecord, in_doubt_attempt
@@ -551,7 +558,8 @@ class ExecutionContext:
                     observers.notify_delta(eid, sid, text)
                 sink(text)
 
-        context = EffectContext(
+        context = frozen_instance(
+            EffectContext,
             execution_id=eid,
             step_id=sid,
             effect_id=effect_id,
@@ -561,7 +569,9 @@ class ExecutionContext:
             emit_delta=emit_delta,
             deps=rt.deps.get(eid),
         )
-        call = EffectCall(spec=spec, input=input, context=context, on_retry=on_retry, sleep=rt.clock.sleep)
+        call = frozen_instance(
+            EffectCall, spec=spec, input=input, context=context, on_retry=on_retry, sleep=rt.clock.sleep
+        )
         if self._format > FORMAT_1:
             self._held[sid] = []
         try:

@@ -12,9 +12,12 @@ import inspect
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
-from typing import Any, Protocol, TypedDict, Unpack
+from types import CoroutineType
+from typing import Any, Protocol, TypedDict, TypeVar, Unpack
 
 from loom_nb.errors import EffectNotFoundError, UsageError, registered
+
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -136,6 +139,19 @@ class EffectResult:
     tainted: bool = False
 
 
+def frozen_instance(cls: type[_T], /, **values: Any) -> _T:
+    """An instance of the frozen dataclass ``cls`` with ``values``, which must name every field.
+
+    What its generated ``__init__`` builds, for less: that ``__init__`` stores each value with
+    ``object.__setattr__`` (the class refuses plain assignment), one call per field; this fills the
+    instance's ``__dict__`` in one update. For dataclasses without ``__post_init__``, slots or
+    defaults left to fill: the per-step ``EffectContext``, ``EffectCall`` and ``EffectResult``.
+    """
+    instance = object.__new__(cls)
+    instance.__dict__.update(values)
+    return instance
+
+
 RetryHook = Callable[[BaseException, float], Awaitable[int]]
 
 
@@ -168,7 +184,13 @@ Next = Callable[[EffectCall], Awaitable[EffectResult]]
 
 
 class Interceptor(Protocol):
-    """One link of the effect ring: it may refuse, change or observe a call, and calls ``next``."""
+    """One link of the effect ring: it may refuse, change or observe a call, and calls ``next``.
+
+    An interceptor may also define ``acts_on(spec) -> bool``: False when it would only pass every
+    call of the effect ``spec`` straight to ``next`` (no scopes to check, no retry policy, no
+    timeout...). The registry then leaves it out of that effect's chain (``EffectRegistry.chain``).
+    Its answer may depend only on the spec and on the interceptor's own fixed configuration.
+    """
 
     async def __call__(self, call: EffectCall, next: Next) -> EffectResult:
         """Handle ``call``, usually by awaiting ``next(call)``."""
@@ -205,8 +227,8 @@ class EffectInvoker(Protocol):
         """True when ``effect_id`` is registered."""
         ...
 
-    async def invoke(self, call: EffectCall) -> EffectResult:
-        """Invoke through the ring."""
+    def invoke(self, call: EffectCall) -> Awaitable[EffectResult]:
+        """Invoke through the ring (``await`` the result)."""
         ...
 
 
@@ -249,13 +271,14 @@ def check_durability(effect_id: str, durability: Durability | str | None, idempo
 async def call_effect_fn(call: EffectCall) -> EffectResult:
     """The innermost link: call the registered function (sync or async) with the input."""
     spec = call.spec
-    kwargs = {spec.context_param: call.context} if spec.context_param else {}
-    result = spec.fn(call.input, **kwargs)
-    if inspect.isawaitable(result):
+    param = spec.context_param
+    result = spec.fn(call.input, **{param: call.context}) if param else spec.fn(call.input)
+    # An async function's coroutine is the usual case: its type is checked before the general test.
+    if type(result) is CoroutineType or inspect.isawaitable(result):
         result = await result
     if isinstance(result, EffectResult):
         return result
-    return EffectResult(output=result, tainted=not spec.trusted)
+    return frozen_instance(EffectResult, output=result, usage=None, tainted=not spec.trusted)
 
 
 class EffectRegistry:
@@ -268,6 +291,8 @@ class EffectRegistry:
     def __init__(self, interceptors: Iterable[Interceptor] = ()) -> None:
         self._specs: dict[str, EffectSpec] = {}
         self.interceptors: list[Interceptor] = list(interceptors)
+        #: Each effect's bound chain, by effect id, with the spec it was bound for (see ``chain``).
+        self._chains: dict[str, tuple[EffectSpec, Next]] = {}
 
     def register(self, effect_id: str, fn: Callable[..., Any], **options: Unpack[EffectOptions]) -> EffectSpec:
         """Register (or replace) an effect; returns its spec (options as ``EffectSpec`` documents them)."""
@@ -289,6 +314,9 @@ class EffectRegistry:
 
     def spec(self, effect_id: str) -> EffectSpec:
         """The spec of ``effect_id``."""
+        spec = self._specs.get(effect_id)  # the usual case, without building the error's text first
+        if spec is not None:
+            return spec
         return registered(self._specs, effect_id, EffectNotFoundError, f"effect {effect_id!r}", "registers it")
 
     def __contains__(self, effect_id: object) -> bool:
@@ -299,19 +327,39 @@ class EffectRegistry:
         return sorted(self._specs)
 
     def use(self, interceptor: Interceptor) -> None:
-        """Add an interceptor innermost (closest to the effect)."""
+        """Add an interceptor innermost (closest to the effect). Change the ring only through this
+        method: it drops the chains bound for the old ring."""
         self.interceptors.append(interceptor)
+        self._chains.clear()
 
-    async def invoke(self, call: EffectCall) -> EffectResult:
-        """Run ``call`` through the ring."""
-        chain: Next = call_effect_fn
+    def chain(self, spec: EffectSpec) -> Next:
+        """The ring bound for ``spec``: each interceptor's link, outermost first, down to the effect,
+        leaving out an interceptor whose ``acts_on(spec)`` is False (it would only call ``next``).
+
+        Bound once per spec and kept while ``spec`` is the one registered (a spec is frozen, and
+        ``acts_on`` depends only on the spec and the interceptor's fixed configuration, so a kept
+        chain is the one a fresh binding would build); registering the effect again binds anew.
+        """
+        bound = self._chains.get(spec.effect_id)
+        if bound is not None and bound[0] is spec:
+            return bound[1]
+        link: Next = call_effect_fn
         for interceptor in reversed(self.interceptors):
-            chain = _bind(interceptor, chain)
-        return await chain(call)
+            acts_on = getattr(interceptor, "acts_on", None)
+            if acts_on is None or acts_on(spec):
+                link = _bind(interceptor, link)
+        self._chains[spec.effect_id] = (spec, link)
+        return link
+
+    def invoke(self, call: EffectCall) -> Awaitable[EffectResult]:
+        """Run ``call`` through the ring (``await`` the result): its spec's bound ``chain``."""
+        return self.chain(call.spec)(call)
 
 
 def _bind(interceptor: Interceptor, nxt: Next) -> Next:
-    async def link(call: EffectCall) -> EffectResult:
-        return await interceptor(call, nxt)
+    # A plain function handing back the interceptor's awaitable: the caller awaits it as it would
+    # a coroutine of this link's, without one more coroutine frame per link and call.
+    def link(call: EffectCall) -> Awaitable[EffectResult]:
+        return interceptor(call, nxt)
 
     return link

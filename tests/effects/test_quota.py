@@ -8,8 +8,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from loom_nb.effects import Quota, RetryPolicy
+from loom_nb.effects.quota import UsageTotals, usage_of
 from loom_nb.errors import NotAuthorizedError, QuotaExceededError
 from loom_nb.journal import EventKind, InMemoryJournal
 from loom_nb.kernel import EffectResult, FlowRegistry, Principal
@@ -312,3 +315,23 @@ async def test_replayed_steps_are_not_metered_again() -> None:
     result = await rt.resume(suspended.execution_id, "more", None)  # the body re-runs from the top
     assert (result.status, calls) == ("completed", [1, 2, 3])
     assert rt.usage(result.execution_id).calls == 3
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    calls=st.integers(0, 10**6),
+    inp=st.integers(0, 10**6),
+    out=st.integers(0, 10**6),
+    cost=st.floats(min_value=0, max_value=1e6, allow_nan=False),
+    output=st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=5),
+)
+def test_counting_a_call_without_usage_is_adding_one_call(
+    calls: int, inp: int, out: int, cost: float, output: Any
+) -> None:
+    fast = UsageTotals(calls=calls, input_tokens=inp, output_tokens=out, cost=cost)
+    slow = UsageTotals(calls=calls, input_tokens=inp, output_tokens=out, cost=cost)
+    fast.add_call()
+    slow.add({"calls": 1})
+    assert fast.as_dict() == slow.as_dict()
+    assert [type(v) for v in fast.as_dict().values()] == [type(v) for v in slow.as_dict().values()]
+    assert usage_of(output) is None  # a plain output carries no usage (the fast path's answer)

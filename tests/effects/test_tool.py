@@ -6,6 +6,9 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from pydantic import ValidationError
 
 from loom_nb.effects import EffectRing, tool
 from loom_nb.errors import ToolArgumentsError, UsageError
@@ -161,3 +164,50 @@ async def test_a_tool_requiring_a_scope_is_authorized_against_the_principal() ->
     write.register(rt.effects)
     result = await rt.start(one_step("tools.write", {"path": "/tmp/x"}), None)
     assert "effect 'tools.write' requires scope 'fs.write'" in str(result.exception())
+
+
+JSONISH = st.recursive(
+    st.none() | st.booleans() | st.integers(-5, 5) | st.floats(allow_nan=False) | st.text(max_size=4),
+    lambda inner: st.lists(inner, max_size=2) | st.dictionaries(st.text(max_size=3), inner, max_size=2),
+    max_leaves=4,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    arguments=st.dictionaries(st.sampled_from(["query", "limit", "lang", "other"]), JSONISH, max_size=4)
+    | st.fixed_dictionaries({"query": st.text(max_size=5)}, optional={"limit": st.integers(), "lang": JSONISH})
+)
+def test_validate_gives_what_model_validate_and_a_getattr_per_field_give(arguments: dict[str, Any]) -> None:
+    def slow() -> Any:
+        try:
+            model = search.args_model.model_validate(arguments)
+        except ValidationError as exc:
+            return ("error", [(e["loc"], e["msg"]) for e in exc.errors(include_url=False)])
+        return ("ok", {k: getattr(model, k) for k in type(model).model_fields})
+
+    try:
+        fast: Any = ("ok", search.validate(arguments))
+    except ToolArgumentsError as exc:
+        fast = ("error", str(exc))
+    expected = slow()
+    if expected[0] == "ok":
+        assert fast == expected
+        assert list(fast[1]) == list(expected[1])  # the same order
+    else:
+        assert fast[0] == "error"
+        problems = "; ".join(f"{'.'.join(str(p) for p in loc) or 'arguments'}: {msg}" for loc, msg in expected[1])
+        assert fast[1] == f"invalid arguments for tool 'search': {problems}"
+
+
+def test_the_tool_spec_is_kept_while_what_it_is_built_from_stays() -> None:
+    @tool
+    def probe(n: int) -> int:
+        """Probe."""
+        return n
+
+    first = probe.spec
+    assert probe.spec is first
+    probe.description = "Probe twice."
+    assert probe.spec.description == "Probe twice." and probe.spec is not first
+    assert probe.spec.parameters == first.parameters
