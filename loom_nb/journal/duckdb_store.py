@@ -386,6 +386,18 @@ class DuckDBJournal:
             ).fetchone()
         return None if row is None else self._record(row)
 
+    def get_executions(self, execution_ids: Sequence[str]) -> dict[str, ExecutionRecord]:
+        """The projection rows of the executions that exist among ``execution_ids``, by stored id
+        (``storable_text``), in one query (``BatchedLookup``: many runs starting together)."""
+        ids = [storable_text(i) for i in execution_ids]
+        with self.reading(f"read {len(ids)} executions"):
+            rows = self.connection.execute(
+                "SELECT execution_id, flow, status, epoch_us(created_at), epoch_us(updated_at) "
+                "FROM executions WHERE execution_id IN (SELECT unnest($1::VARCHAR[]))",
+                [ids],
+            ).fetchall()
+        return {row[0]: self._record(row) for row in rows}
+
     def list_executions(self, status: str | None = None) -> list[ExecutionRecord]:
         """Return executions, oldest first."""
         sql = "SELECT execution_id, flow, status, epoch_us(created_at), epoch_us(updated_at) FROM executions"

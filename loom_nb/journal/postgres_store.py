@@ -281,6 +281,13 @@ class PostgresJournal:
         rows = self._fetch(f"read execution {execution_id!r}", self._RECORD + " WHERE execution_id = %s", [eid])
         return None if not rows else _record(rows[0])
 
+    def get_executions(self, execution_ids: Sequence[str]) -> dict[str, ExecutionRecord]:
+        """The projection rows of the executions that exist among ``execution_ids``, by stored id
+        (``storable_text``), in one query (``BatchedLookup``: many runs starting together)."""
+        ids = [i for i in (storable_text(e) for e in execution_ids) if "\x00" not in i]
+        rows = self._fetch(f"read {len(ids)} executions", self._RECORD + " WHERE execution_id = ANY(%s)", [ids])
+        return {row[0]: _record(row) for row in rows}
+
     def list_executions(self, status: str | None = None) -> list[ExecutionRecord]:
         """Return executions, oldest first."""
         sql, params = self._RECORD, []

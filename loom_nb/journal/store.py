@@ -86,6 +86,16 @@ class LeasingStore(Protocol):
 
 
 @runtime_checkable
+class BatchedLookup(Protocol):
+    """A store that reads many executions' projection rows in one query (the engine looks up the
+    runs started together with one call instead of one query each)."""
+
+    def get_executions(self, execution_ids: Sequence[str]) -> dict[str, ExecutionRecord]:
+        """The rows of the executions that exist among ``execution_ids``, by stored id."""
+        ...
+
+
+@runtime_checkable
 class ThreadedAppend(Protocol):
     """A store whose appends may also run on the journal writer's own thread (``JournalWriter``)."""
 

@@ -26,10 +26,10 @@ from loom_nb.errors import (
     UsageError,
 )
 from loom_nb.journal import step_ids
-from loom_nb.journal.canonical import digest_value, to_jsonable
+from loom_nb.journal.canonical import digest_value, storable_text, to_jsonable
 from loom_nb.journal.event_format import CURRENT_FORMAT, with_format
-from loom_nb.journal.events import QUEUED_STATUS, TERMINAL_STATUSES, Event, EventKind
-from loom_nb.journal.store import JournalStore, LeasingStore
+from loom_nb.journal.events import QUEUED_STATUS, TERMINAL_STATUSES, Event, EventKind, ExecutionRecord
+from loom_nb.journal.store import BatchedLookup, JournalStore, LeasingStore
 from loom_nb.kernel.async_bridge import run_sync
 from loom_nb.kernel.check import CheckHook, CheckReport, check_executions
 from loom_nb.kernel.context import IN_DOUBT_GATE, ExecutionContext, child_outcome_payload
@@ -201,6 +201,13 @@ def require_execution_id(value: Any, argument: str) -> str:
     return value
 
 
+class _Unread:
+    """``_existing``'s default: the projection row was not read yet."""
+
+
+_UNREAD = _Unread()
+
+
 class EngineOptions(TypedDict, total=False):
     """The kernel's injected parts (``Engine``'s keyword arguments besides ``effects``), for layers
     that pass them through (``loom_nb.Runtime``)."""
@@ -239,6 +246,10 @@ class Engine:
         self.journal = journal
         #: Batches every execution's commits into one transaction (group commit).
         self.writer = JournalWriter(journal)
+        self._leasing: tuple[JournalStore, LeasingStore | None] | None = None  # (journal, it as leases)
+        #: Runs waiting for their projection row (``_lookup``), read together on the loop's next turn.
+        self._lookups: list[tuple[str, asyncio.Future[ExecutionRecord | None]]] = []
+        self._batched: tuple[JournalStore, bool] | None = None  # (journal, whether it reads many at once)
         self.clock: Clock = clock or SystemClock()
         self.ids: IdSource = ids or RandomIds()
         self.random: RandomSource = random or SystemRandom()
@@ -362,6 +373,36 @@ class Engine:
         return execution_id in self._active
 
     # -- driving ----------------------------------------------------------------------------------
+    async def _lookup(self, execution_id: str) -> ExecutionRecord | None:
+        """Execution ``execution_id``'s projection row, read together with those of every run that
+        asks in the same turn of the event loop (one query for 64 runs started by one ``gather``)
+        when the store reads many at once (``BatchedLookup``); else read at once."""
+        journal = self.journal
+        known = self._batched
+        if known is None or known[0] is not journal:  # (a protocol's isinstance is slow: once per journal)
+            known = self._batched = (journal, isinstance(journal, BatchedLookup))
+        if not known[1]:
+            return journal.get_execution(execution_id)
+        loop = asyncio.get_running_loop()
+        waiter: asyncio.Future[ExecutionRecord | None] = loop.create_future()
+        if not self._lookups:
+            loop.call_soon(self._read_lookups, journal)
+        self._lookups.append((execution_id, waiter))
+        return await waiter
+
+    def _read_lookups(self, journal: Any) -> None:
+        asked, self._lookups = self._lookups, []
+        try:
+            found = journal.get_executions([eid for eid, _ in asked])
+        except BaseException as exc:  # each asker gets the store's error, as its own read would raise it
+            for _, waiter in asked:
+                if not waiter.done():
+                    waiter.set_exception(exc)
+            return
+        for eid, waiter in asked:
+            if not waiter.done():
+                waiter.set_result(found.get(storable_text(eid)))
+
     def _lock(self, execution_id: str) -> asyncio.Lock:
         lock = self._locks.get(execution_id)
         if lock is None:
@@ -371,7 +412,11 @@ class Engine:
     # -- leases (a shared journal: ``LeasingStore``) -------------------------------------------------
     def _leases(self) -> LeasingStore | None:
         journal = self.journal
-        return journal if isinstance(journal, LeasingStore) else None
+        known = self._leasing
+        if known is None or known[0] is not journal:
+            # A runtime-checkable protocol's isinstance costs ~20 µs: asked once per journal.
+            known = self._leasing = (journal, journal if isinstance(journal, LeasingStore) else None)
+        return known[1]
 
     def _claim(self, execution_id: str) -> bool:
         """Take the execution's lease (True at once on a journal without leases). A lease held by a
@@ -619,7 +664,7 @@ class Engine:
         name = self.flows.name_of(flow)
         eid = self.ids.new_id() if execution_id is None else require_execution_id(execution_id, "execution_id")
         async with self._lock(eid):
-            existing = self._existing(eid, name)
+            existing = self._existing(eid, name, await self._lookup(eid))
             if existing is not None:
                 return existing
             if not self._claim(eid):
@@ -638,14 +683,16 @@ class Engine:
             )
             return await self._drive(history, fresh=True)
 
-    def _existing(self, eid: str, flow_name: str) -> ExecutionResult | None:
+    def _existing(
+        self, eid: str, flow_name: str, record: ExecutionRecord | _Unread | None = _UNREAD
+    ) -> ExecutionResult | None:
         """The current result of execution ``eid`` when it exists (an idempotent start or submit),
-        else None.
+        else None. ``record``: its projection row when already read (``_lookup``).
 
         Raises:
             UsageError: ``eid`` exists and runs another flow.
         """
-        existing = self.journal.get_execution(eid)
+        existing = self.journal.get_execution(eid) if isinstance(record, _Unread) else record
         if existing is None:
             return None
         if existing.flow != flow_name:

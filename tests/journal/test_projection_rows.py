@@ -91,3 +91,18 @@ def test_projection_rows_folds_each_execution_to_one_row() -> None:
     rows = projection_rows(projection_changes(events))
     assert rows.created == [("a", "f", "running", 1.0, 5.0)]
     assert rows.updated == [("b", "completed", 4.0)]
+
+
+def test_get_executions_reads_the_rows_get_execution_reads(journal: JournalStore) -> None:
+    """``BatchedLookup`` (DuckDB, PostgreSQL): one query gives every existing row, by stored id;
+    ids that do not exist, a lone surrogate and a NUL are simply absent."""
+    if not hasattr(journal, "get_executions"):
+        return  # the in-memory store reads each row from a dict: nothing to batch
+    journal.append([Event(f"look-{i}", 1, EventKind.EXECUTION_STARTED, None, 5.0 + i, {"flow": "f"}) for i in range(3)])
+    journal.append([Event("look-\ud83d", 1, EventKind.EXECUTION_STARTED, None, 9.0, {"flow": "g"})])
+    asked = ["look-0", "look-2", "missing", "look-\ud83d", "nul-\x00", "look-0"]
+    found = journal.get_executions(asked)  # type: ignore[attr-defined]
+    assert sorted(found) == sorted(["look-0", "look-2", "look-\ufffd"])
+    for eid in ("look-0", "look-2", "look-\ud83d"):
+        record = journal.get_execution(eid)
+        assert record is not None and found[record.execution_id] == record
