@@ -30,7 +30,8 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 def storable_text(text: str) -> str:
     """``text`` as the journal stores it: valid Unicode (a surrogate pair joined into its
     character, a lone surrogate replaced by U+FFFD). Unchanged when it already is; idempotent."""
-    if _SURROGATE.search(text) is None:
+    # ``isascii`` is O(1) (CPython keeps the flag) and exact: a surrogate is never ASCII.
+    if text.isascii() or _SURROGATE.search(text) is None:
         return text
     return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
 
@@ -78,7 +79,7 @@ def _dumps(value: Any) -> str:
 def canonical_json(value: Any) -> str:
     """Return the canonical JSON text of ``value`` (sorted keys, compact, no NaN, storable text)."""
     text = _dumps(value)
-    if _SURROGATE.search(text) is None:
+    if text.isascii() or _SURROGATE.search(text) is None:  # isascii: O(1), and no surrogate is ASCII
         return text
     # Rare: make every string and key storable, then sort the keys as stored.
     return _dumps(_storable(json.loads(text)))
