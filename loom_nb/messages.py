@@ -10,6 +10,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
+from pydantic_core import PydanticSerializationError
 
 from loom_nb.journal.canonical import canonical_json
 
@@ -306,9 +307,47 @@ class ModelResponse(BaseModel):
         return cls(message=Message.assistant(text, built), usage=usage or Usage(), finish_reason="tool_calls")
 
 
+def _sized_exactly(value: Any) -> bool:
+    """True when ``value`` holds only dicts with ``str`` keys, lists, tuples, strings, ints, bools and
+    None: plain data whose JSON text pydantic writes as long as canonical JSON writes it (no float,
+    whose digits the two write differently, and no other type)."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        kind = type(item)
+        if kind is dict:
+            for key in item:
+                if type(key) is not str:
+                    return False
+            stack.extend(item.values())
+        elif kind is list or kind is tuple:
+            stack.extend(item)
+        elif kind is not str and kind is not int and kind is not bool and item is not None:
+            return False
+    return True
+
+
 def message_bytes(message: Message) -> int:
     """UTF-8 size of a message's canonical JSON (the unit of the transcript byte count)."""
+    # Fast path, exact: a size does not depend on the order of the keys, and pydantic's JSON of a
+    # ``Message`` is compact and escapes strings as ``json.dumps(ensure_ascii=False)`` does (the same
+    # characters, as many bytes), so its length is the canonical text's wherever no value is a float
+    # (written with other digits) and none holds a surrogate (pydantic refuses those: slow path).
+    # Every field but the tool calls' arguments and the reasoning items is a validated str/bool/None.
+    # ``test_message_bytes_fast_path`` checks this against the canonical text.
+    if (
+        type(message) is Message
+        and all(_sized_exactly(call.arguments) for call in message.tool_calls)
+        and all(block.item is None or _sized_exactly(block.item) for block in message.reasoning)
+    ):
+        try:
+            return len(_MESSAGE_SERIALIZER.to_json(message))
+        except PydanticSerializationError:
+            pass
     return len(canonical_json(message.model_dump(mode="json")).encode("utf-8"))
+
+
+_MESSAGE_SERIALIZER = Message.__pydantic_serializer__
 
 
 class Transcript:
