@@ -16,7 +16,7 @@ import dataclasses
 import hashlib
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from pydantic import BaseModel
@@ -69,11 +69,46 @@ _ENCODER = json.JSONEncoder(
 )
 
 
+def _fast_encoder() -> Callable[[Any, int], Sequence[str]] | None:
+    """``_ENCODER``'s C encoder, built once, without its check for reference cycles (``markers``
+    None); None where the C accelerator is missing or takes other arguments."""
+    make = getattr(json.encoder, "c_make_encoder", None)
+    if make is None:
+        return None
+    try:
+        encoder = make(None, _default, json.encoder.encode_basestring, None, ":", ",", True, False, False)
+    except TypeError:
+        return None
+    return encoder  # type: ignore[no-any-return]
+
+
+#: ``_ENCODER.encode`` builds a C encoder per call and registers every container in a dict to detect
+#: reference cycles: a third of a small value's cost. This one skips both; a cycle then recurses
+#: until ``RecursionError``, and ``_dumps`` encodes that value again the checked way, so the text,
+#: or the error, is always ``_ENCODER``'s (a successful encoding met no cycle).
+_FAST_ENCODER = _fast_encoder()
+
+
 def _dumps(value: Any) -> str:
     try:
+        if _FAST_ENCODER is not None:
+            try:
+                return "".join(_FAST_ENCODER(value, 0))
+            except RecursionError:
+                pass  # a cycle, or nesting too deep: the checked encoder tells which
         return _ENCODER.encode(value)
     except ValueError as exc:  # NaN / infinity
         raise UsageError(f"cannot journal a non-finite float (NaN or infinity): {exc}") from exc
+
+
+#: ``json.loads`` without its wrapper (type checks, two whitespace regexes): a canonical text is one
+#: value with no whitespace around it, which the scanner reads whole, to the same value.
+_SCAN: Callable[[str, int], tuple[Any, int]] = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
+
+
+def _loads(text: str) -> Any:
+    """``json.loads(text)`` for a canonical JSON text."""
+    return _SCAN(text, 0)[0]
 
 
 def canonical_json(value: Any) -> str:
@@ -90,6 +125,15 @@ def canonical_json(value: Any) -> str:
 #: sort as numbers, their strings the other way round). It also matches such strings in lists, which
 #: only costs the exact path.
 _NUMERIC_KEY = re.compile(r'[{,]"[-0-9]')
+#: ``_NUMERIC_KEY`` as two searches that match together what it matches: each starts with a literal
+#: the regex engine skips to, several times cheaper than testing a character class at every position.
+_NUMERIC_KEY_SPLIT = (re.compile(r',"[-0-9]'), re.compile(r'\{"[-0-9]'))
+
+
+def _may_hold_numeric_key(text: str) -> bool:
+    """``_NUMERIC_KEY.search(text) is not None``."""
+    after_comma, after_brace = _NUMERIC_KEY_SPLIT
+    return after_comma.search(text) is not None or after_brace.search(text) is not None
 
 
 def jsonable_with_text(value: Any) -> tuple[Any, str]:
@@ -101,8 +145,8 @@ def jsonable_with_text(value: Any) -> tuple[Any, str]:
     text = canonical_json(value)
     if value is None or isinstance(value, (str, int, float, bool)):
         return value, text
-    plain = json.loads(text)
-    if _NUMERIC_KEY.search(text) is not None:
+    plain = _loads(text)
+    if _may_hold_numeric_key(text):
         text = canonical_json(plain)  # rare: the keys may sort otherwise as strings
     return plain, text
 
@@ -118,7 +162,7 @@ def to_jsonable(value: Any) -> Any:
     """Return ``value`` as plain JSON data (what reading it back from the journal gives)."""
     if value is None or isinstance(value, (str, int, float, bool)):
         return value
-    return json.loads(canonical_json(value))
+    return _loads(canonical_json(value))
 
 
 def digest_bytes(data: bytes) -> str:

@@ -34,9 +34,7 @@ VALUES = st.recursive(
     max_leaves=10,
 )
 ARGUMENTS = st.dictionaries(st.one_of(TEXT, ASCII), VALUES, max_size=3)
-CALLS = st.builds(
-    ToolCall, id=ASCII, name=TEXT, arguments=ARGUMENTS, raw_arguments=st.one_of(st.none(), TEXT)
-)
+CALLS = st.builds(ToolCall, id=ASCII, name=TEXT, arguments=ARGUMENTS, raw_arguments=st.one_of(st.none(), TEXT))
 BLOCKS = st.builds(
     ReasoningBlock,
     type=st.sampled_from(["thinking", "redacted_thinking", "reasoning_item"]),
