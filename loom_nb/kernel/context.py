@@ -111,6 +111,19 @@ def _child_outcome(child_id: str, outcome: Any) -> Any:
     )
 
 
+class _Outcome(asyncio.Future[None]):
+    """The outcome of one commit (``ExecutionContext._submit``): a future that no cancel of a task
+    awaiting it cancels. The write it stands for goes on whatever happens to the task; a task
+    cancelled while it awaits one is woken when the write settles, and the cancel passes then
+    (``Task.cancel`` marks the task to cancel itself at its next step when the future it waits on
+    refuses). What ``asyncio.shield`` plus waiting for the outcome after the cancel gave, without
+    a second future and an extra turn of the loop per commit."""
+
+    def cancel(self, msg: Any = None) -> bool:
+        """Refuse: only the writer settles a commit's outcome."""
+        return False
+
+
 class ExecutionContext:
     """The handle a flow body gets: ``execute``, ``gate(s)``, ``decide``, ``stream``, ``now``...
 
@@ -135,7 +148,7 @@ class ExecutionContext:
         self._staged: list[Event] = []
         self._blobs: list[ContentBlob] = []
         #: The commit of this execution in flight, if any (``_submit``).
-        self._inflight: asyncio.Future[None] | None = None
+        self._inflight: _Outcome | None = None
         #: An outcome is staged that must be committed before the next effect runs (``_urge``).
         self._urgent = False
         #: The error of a commit made in the background (``_kick``), raised by the next ``commit``.
@@ -210,7 +223,8 @@ class ExecutionContext:
         """
         if self._pure:
             return
-        await self._idle()
+        if self._inflight is not None:  # (the test first: most commits find none, and skip a coroutine)
+            await self._idle()
         if self._failed is not None:
             # A background commit failed: the run stops here, as it would have there (what it
             # staged is still staged; the engine's last commit tries it once more).
@@ -219,16 +233,12 @@ class ExecutionContext:
         if not self._staged and not self._blobs:
             return
         self._rt.check_lease(self.execution_id)  # a run whose lease was taken over stops before writing
-        done = self._submit()
-        try:
-            await asyncio.shield(done)
-        except asyncio.CancelledError:
-            if not done.done():
-                # The write goes on whatever happens to this task: wait for its outcome, so
-                # nothing staged later is submitted before it, then let the cancel through.
-                with contextlib.suppress(Exception):
-                    await done
-            raise
+        # The write goes on whatever happens to this task: a cancel of the task while it waits
+        # here cannot cancel ``_Outcome``, so the task waits for the write's outcome (nothing staged
+        # later is submitted before it) and the cancel passes then, as ``CancelledError`` raised
+        # here in place of the outcome (``Task.cancel``: a future that refuses to be cancelled makes
+        # the task cancel itself at its next step).
+        await self._submit()
 
     async def _idle(self) -> None:
         """Wait until no commit of this execution is in flight (one at a time, in ``seq`` order)."""
@@ -236,14 +246,14 @@ class ExecutionContext:
             with contextlib.suppress(Exception):
                 await asyncio.shield(self._inflight)
 
-    def _submit(self, *, background: bool = False) -> asyncio.Future[None]:
+    def _submit(self, *, background: bool = False) -> _Outcome:
         """Hand everything staged to the writer (nothing may be in flight); the returned future
         settles once it is committed. ``settled`` runs inside the writer's flush, before any task
         wakes: on success it notifies the observers; on failure it puts the events back in front
         of what was staged since (and keeps a background commit's error for the next ``commit``)."""
         events, blobs, urgent = self._staged, self._blobs, self._urgent
         self._staged, self._blobs, self._urgent = [], [], False
-        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        done = _Outcome(loop=asyncio.get_running_loop())
         self._inflight = done
 
         def settled(error: BaseException | None) -> None:
@@ -407,7 +417,7 @@ class ExecutionContext:
             raise self._diverged(f"step {sid!r} (effect {effect_id!r})")
         else:
             spec = self._rt.effects.spec(effect_id)
-        ref = self._input_reference(input_ref, digest)
+        ref = self._input_reference(input_ref, text)
         cut = rec is not None
         output = await self._run_live(
             sid, spec, input, journaled, digest, attempt, on_delta, ref, cut=cut, defer_deltas=defer_deltas
@@ -640,10 +650,10 @@ class ExecutionContext:
             data["usage"] = usage
         return data
 
-    def _input_reference(self, input_ref: Sequence[Any] | None, digest: str) -> list[Any] | None:
+    def _input_reference(self, input_ref: Sequence[Any] | None, text: str) -> list[Any] | None:
         """Format 2: ``input_ref`` as the journaled ``ref`` when the output it names (a step
-        completed live lately, or recorded) holds exactly the input whose digest is ``digest`` (the
-        one ``execute`` already took); else None (a copy is kept)."""
+        completed live lately, or recorded) holds exactly the input whose canonical JSON is ``text``
+        (the one ``execute`` already encoded and took its digest of); else None (a copy is kept)."""
         if input_ref is None or self._format == FORMAT_1 or not input_ref or not isinstance(input_ref[0], str):
             return None
         source, *path = input_ref
@@ -658,7 +668,8 @@ class ExecutionContext:
             target = ref_target(output, path)
         except LookupError:
             return None
-        return [source, *path] if digest_value(target) == digest else None
+        # The texts compared, not their digests: the digests are equal exactly when the texts are.
+        return [source, *path] if canonical_json(target) == text else None
 
     def _remember(self, sid: str, output: Any) -> None:
         """Keep a live step's output for format 2 input references (the latest few only)."""
@@ -688,7 +699,8 @@ class ExecutionContext:
             else:
                 # No effect runs while a commit of its execution is in flight (it may hold the
                 # outcome of the step before, which must be durable before anything else runs).
-                await self._idle()
+                if self._inflight is not None:
+                    await self._idle()
                 if self._failed is not None:
                     await self.commit()  # raises the background commit's error: the effect does not run
         except Exception:

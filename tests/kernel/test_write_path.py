@@ -206,3 +206,55 @@ def test_every_staged_data_json_is_the_canonical_json_of_its_data() -> None:
     assert run.status == "completed"
     assert len(seen) >= 3  # both model outputs and the tool's dict output
     assert all(given == expected for given, expected in seen)
+
+
+@pytest.mark.parametrize("cancels", [1, 2])
+async def test_a_cancel_during_a_commit_waits_for_the_write_then_passes(cancels: int) -> None:
+    """A task cancelled (once or twice) while its commit is in flight: the write goes on, the task
+    waits for it, and only then does the cancel pass, as ``CancelledError`` from ``commit``."""
+    journal = InMemoryJournal()
+    rt = make_runtime(journal)
+    seen: list[Any] = []
+
+    async def body(ctx: ExecutionContext, inp: Any) -> Any:
+        ctx.warn("w", "staged before the cancel")
+        task = asyncio.current_task()
+        assert task is not None
+        for _ in range(cancels):  # arrive while the write waits for the writer's flush
+            asyncio.get_running_loop().call_soon(task.cancel)
+        try:
+            await ctx.commit()
+        except asyncio.CancelledError:
+            seen.append([e.kind for e in journal.read("c")])
+            raise
+        seen.append("not cancelled")
+
+    rt.flows.register(body, "c")
+    with pytest.raises(asyncio.CancelledError):
+        await asyncio.ensure_future(rt.start("c", None, execution_id="c"))
+    assert seen == [[EventKind.EXECUTION_STARTED, EventKind.WARNING]]
+
+
+async def test_a_cancel_during_a_failing_commit_passes_and_keeps_the_events_staged() -> None:
+    """The write a cancelled task waits for fails: the cancel passes (not the journal's error), and
+    what it held stays staged, so the engine's last commit writes it with no gap in ``seq``."""
+    journal = FailingJournal(InMemoryJournal(), 1, persistent=False)
+    rt = make_runtime(journal)  # type: ignore[arg-type]
+    seen: list[Any] = []
+
+    async def body(ctx: ExecutionContext, inp: Any) -> Any:
+        ctx.warn("w", "staged before the cancel")
+        task = asyncio.current_task()
+        assert task is not None
+        asyncio.get_running_loop().call_soon(task.cancel)
+        try:
+            await ctx.commit()
+        except BaseException as exc:
+            seen.append((type(exc), journal.failures))
+            raise
+
+    rt.flows.register(body, "c")
+    with pytest.raises(asyncio.CancelledError):
+        await asyncio.ensure_future(rt.start("c", None, execution_id="c"))
+    assert seen == [(asyncio.CancelledError, 1)]
+    assert [(e.seq, e.kind) for e in journal.read("c")] == [(1, EventKind.EXECUTION_STARTED), (2, EventKind.WARNING)]
