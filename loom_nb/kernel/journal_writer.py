@@ -32,8 +32,12 @@ from loom_nb.kernel.async_bridge import SerialThread
 _Outcomes = tuple[list[BaseException | None], int]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class _Pending:
+    """One submitter's part of the next flush (never changed once made: not frozen only because a
+    frozen dataclass's ``__init__`` stores each field with a call of ``object.__setattr__``, and
+    one is made per commit)."""
+
     events: Sequence[Event]
     blobs: Sequence[ContentBlob]
     settled: Callable[[BaseException | None], None]
