@@ -258,3 +258,17 @@ async def test_a_cancel_during_a_failing_commit_passes_and_keeps_the_events_stag
         await asyncio.ensure_future(rt.start("c", None, execution_id="c"))
     assert seen == [(asyncio.CancelledError, 1)]
     assert [(e.seq, e.kind) for e in journal.read("c")] == [(1, EventKind.EXECUTION_STARTED), (2, EventKind.WARNING)]
+
+
+def test_the_context_builds_events_as_event_does() -> None:
+    """``_new_event`` (the staged events' fast constructor) sets every field of ``Event``, in the
+    order of its fields, and builds an instance equal to the one ``Event`` builds."""
+    from dataclasses import astuple, fields
+
+    from loom_nb.kernel import context
+
+    assert len(fields(Event)) == 7 and not hasattr(Event, "__post_init__")
+    values = ("x", 3, EventKind.STEP_STARTED, "#1", 12.5, {"effect": "e"}, '{"effect":"e"}')
+    built, fast = Event(*values), context._new_event(*values)
+    assert type(fast) is Event and fast == built and astuple(fast) == astuple(built) == values
+    assert fast.data_json == built.data_json
