@@ -79,10 +79,10 @@ class JournalWriter:
         Must be called from a running event loop. The caller must not submit the same execution
         again before ``settled`` ran (``ExecutionContext`` keeps one commit in flight).
         """
-        loop = asyncio.get_running_loop()
         self._pending.append(_Pending(events, blobs, settled))
         if not self._scheduled:
             self._scheduled = True
+            loop = asyncio.get_running_loop()
             # Two turns of the loop: every task already woken this turn reaches its commit point
             # and joins the batch before it is written.
             loop.call_soon(loop.call_soon, self._flush)
