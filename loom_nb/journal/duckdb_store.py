@@ -13,7 +13,7 @@ import re
 import shutil
 import sys
 import weakref
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -185,8 +185,6 @@ class DuckDBJournal:
         self._closed = True  # until connected
         #: Held by every commit and by ``snapshot``, so a copy never sees half a checkpoint.
         self._write_lock = RLock()
-        #: The journal writer thread's connection (``writer_thread_appender``), made on first use.
-        self._writer_cursor: Any = None
         self._held = None if read_only else _hold(self.location, self)
         try:
             self._connect()
@@ -255,7 +253,7 @@ class DuckDBJournal:
                 con.execute("INSERT INTO schema_migrations VALUES (?, make_timestamp(?))", [name, 0])
                 con.execute("COMMIT")
             except BaseException as exc:
-                self._rollback(exc, con)
+                self._rollback(exc)
                 raise
 
     def applied_migrations(self) -> list[str]:
@@ -276,25 +274,6 @@ class DuckDBJournal:
                 synchronous tool's worker thread (``check_on_loop``).
         """
         check_on_loop(self.location)
-        self._append(events, contents, self.connection)
-
-    def writer_thread_appender(self) -> Callable[[Sequence[Event], Sequence[ContentBlob]], None]:
-        """``append`` for the runtime's journal writer thread (``JournalWriter``), on a cursor of its
-        own (a second DuckDB connection to the same database), so the commit runs beside the event
-        loop while the loop's connection stays free for reads. Commits stay one at a time (the write
-        lock). Call it on the event loop's thread; the cursor closes with the journal."""
-        if self.read_only:
-            raise JournalError(f"the journal {self.location} is open read-only; open it read-write to write")
-        if self._writer_cursor is None:
-            self._writer_cursor = self.connection.cursor()
-        cursor = self._writer_cursor
-
-        def append(events: Sequence[Event], contents: Sequence[ContentBlob]) -> None:
-            self._append(events, contents, cursor)
-
-        return append
-
-    def _append(self, events: Sequence[Event], contents: Sequence[ContentBlob], con: Any) -> None:
         if self.read_only:
             raise JournalError(f"the journal {self.location} is open read-only; open it read-write to write")
         # One list per column, unnested by one statement: binding six lists costs the same for 2
@@ -309,15 +288,16 @@ class DuckDBJournal:
         ]
         try:
             with self._write_lock:
-                self._write(events, contents, params, con)
+                self._write(events, contents, params)
         except duckdb.ConstraintException as exc:
             why = "A duplicate seq or execution: is another runtime writing this execution?"
             raise write_error(self.location, events, exc, why=why) from exc
         except duckdb.Error as exc:
             raise write_error(self.location, events, exc) from exc
 
-    def _write(self, events: Sequence[Event], contents: Sequence[ContentBlob], params: list[Any], con: Any) -> None:
+    def _write(self, events: Sequence[Event], contents: Sequence[ContentBlob], params: list[Any]) -> None:
         changes = projection_changes(events)
+        con = self.connection
         if not contents and not changes:
             if events:
                 con.execute(_INSERT_EVENTS, params)
@@ -341,14 +321,14 @@ class DuckDBJournal:
                 con.execute(_UPDATE_EXECUTIONS, rows.updated_columns(_us))
             con.execute("COMMIT")
         except BaseException as exc:
-            self._rollback(exc, con)
+            self._rollback(exc)
             raise
 
-    def _rollback(self, cause: BaseException, con: Any) -> None:
+    def _rollback(self, cause: BaseException) -> None:
         """Roll back the transaction ``cause`` broke, if one is still open; a failing rollback is
         a note on ``cause``, never a replacement for it."""
         try:
-            con.execute("ROLLBACK")
+            self.connection.execute("ROLLBACK")
         except duckdb.Error as exc:  # no transaction is active (a failed COMMIT ends it), or the file is gone
             cause.add_note(f"(the rollback after it did not run either: {exc})")
 
@@ -495,9 +475,6 @@ class DuckDBJournal:
                     with suppress(duckdb.Error):
                         self.connection.execute("CHECKPOINT")
                 self._closed = True
-                if self._writer_cursor is not None:
-                    self._writer_cursor.close()
-                    self._writer_cursor = None
                 self.connection.close()
                 if not self.read_only and self.location != ":memory:":
                     _remove_holder(self.location)

@@ -95,15 +95,6 @@ class BatchedLookup(Protocol):
         ...
 
 
-@runtime_checkable
-class ThreadedAppend(Protocol):
-    """A store whose appends may also run on the journal writer's own thread (``JournalWriter``)."""
-
-    def writer_thread_appender(self) -> Callable[[Sequence[Event], Sequence[ContentBlob]], None]:
-        """An ``append`` the writer thread may call (one call at a time), made on the loop's thread."""
-        ...
-
-
 def projection_changes(events: Sequence[Event]) -> list[tuple[str, str, str | None, float]]:
     """Return ``(execution_id, status, flow_or_None, at)`` for each status-changing event, in order
     (ids and flow names as stored: ``storable_text``).

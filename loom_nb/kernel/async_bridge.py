@@ -20,8 +20,6 @@ thread to run a coroutine:
 * ``run_in_thread``: a synchronous tool's body runs on a daemon thread of its own while the event
   loop goes on (other runs, the notebook's buttons); a timed-out call is abandoned there, never
   joined, so it cannot hold up the loop's shutdown.
-* ``SerialThread``: one thread that runs synchronous calls one at a time, in the order they were
-  handed to it, each outcome awaited on the event loop (the journal writer's shared commits).
 """
 
 from __future__ import annotations
@@ -147,30 +145,3 @@ async def run_in_thread(fn: Callable[[], T], *, name: str) -> T:
 
     threading.Thread(target=work, name=name, daemon=True).start()
     return await future
-
-
-class SerialThread:
-    """One thread, started at the first call, that runs synchronous calls one at a time in the order
-    they were submitted; each call's outcome is an ``asyncio`` future of the submitting loop.
-
-    Args:
-        name: The thread's name prefix (shown in stack dumps).
-    """
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-        self._pool: concurrent.futures.ThreadPoolExecutor | None = None
-
-    def submit(self, fn: Callable[[], T]) -> asyncio.Future[T]:
-        """Queue ``fn()`` behind every call submitted before it; must be called on a running loop."""
-        loop = asyncio.get_running_loop()
-        if self._pool is None:
-            self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix=self.name)
-        return loop.run_in_executor(self._pool, fn)
-
-    def close(self) -> None:
-        """Wait for every queued call, then stop the thread (idempotent; a later ``submit`` starts
-        a new one)."""
-        if self._pool is not None:
-            self._pool.shutdown(wait=True)
-            self._pool = None

@@ -301,7 +301,6 @@ class Engine:
         """Close the journal (idempotent)."""
         if not self._closed:
             self._closed = True
-            self.writer.close()  # what the writer thread holds is written first
             self.journal.close()
 
     def __enter__(self) -> Self:
