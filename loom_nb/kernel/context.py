@@ -544,7 +544,8 @@ class ExecutionContext:
         async def on_retry(error: BaseException, delay: float) -> int:
             nonlocal current
             failed = {"effect": effect_id, "attempt": current, "will_retry": True, "delay": delay}
-            feed_waiting()
+            if feed_waiting is not None:
+                feed_waiting()
             self._release_held(sid)  # the failed attempt's text: no output holds it
             self.stage(EventKind.STEP_FAILED, sid, {**failed, "error": error_to_data(error)})
             await self.commit()  # a crash during the backoff must not make a clean failure look in doubt
@@ -556,16 +557,7 @@ class ExecutionContext:
             return current
 
         observers = rt.observers
-        # ``defer_deltas``: the deltas wait here and reach ``on_delta`` only when their text is
-        # needed (see ``execute``); an attempt that completes unwatched never feeds it.
-        waiting: list[str] = []
-
-        def feed_waiting() -> None:
-            if waiting:
-                texts = waiting.copy()
-                waiting.clear()
-                for text in texts:
-                    sink(text)
+        feed_waiting: Callable[[], None] | None = None  # set for a ``defer_deltas`` step only
 
         if on_delta is None:
 
@@ -574,7 +566,16 @@ class ExecutionContext:
                     observers.notify_delta(eid, sid, text)
 
         elif defer_deltas and self._format > FORMAT_1:
+            # The deltas wait here and reach ``on_delta`` only when their text is needed (see
+            # ``execute``); an attempt that completes unwatched never feeds it.
             sink = on_delta
+            waiting: list[str] = []
+
+            def feed_waiting() -> None:
+                texts = waiting.copy()
+                waiting.clear()
+                for text in texts:
+                    sink(text)
 
             def emit_delta(text: str) -> None:
                 if observers.deltas:
@@ -618,7 +619,8 @@ class ExecutionContext:
                 else:
                     output, output_json = jsonable_with_text(value)
             except BaseException:
-                feed_waiting()
+                if feed_waiting is not None:
+                    feed_waiting()
                 self._release_held(sid)  # a step that did not complete holds no text: keep what streamed
                 raise
         except JournalWriteError:
