@@ -201,13 +201,6 @@ def require_execution_id(value: Any, argument: str) -> str:
     return value
 
 
-class _Unread:
-    """``_existing``'s default: the projection row was not read yet."""
-
-
-_UNREAD = _Unread()
-
-
 class EngineOptions(TypedDict, total=False):
     """The kernel's injected parts (``Engine``'s keyword arguments besides ``effects``), for layers
     that pass them through (``loom_nb.Runtime``)."""
@@ -246,10 +239,11 @@ class Engine:
         self.journal = journal
         #: Batches every execution's commits into one transaction (group commit).
         self.writer = JournalWriter(journal)
-        self._leasing: tuple[JournalStore, LeasingStore | None] | None = None  # (journal, it as leases)
+        #: Which optional store protocols the journal implements (``_offers``), and for which journal.
+        self._capabilities_of: JournalStore | None = None
+        self._capabilities: dict[type, bool] = {}
         #: Runs waiting for their projection row (``_lookup``), read together on the loop's next turn.
         self._lookups: list[tuple[str, asyncio.Future[ExecutionRecord | None]]] = []
-        self._batched: tuple[JournalStore, bool] | None = None  # (journal, whether it reads many at once)
         self.clock: Clock = clock or SystemClock()
         self.ids: IdSource = ids or RandomIds()
         self.random: RandomSource = random or SystemRandom()
@@ -377,10 +371,7 @@ class Engine:
         asks in the same turn of the event loop (one query for 64 runs started by one ``gather``)
         when the store reads many at once (``BatchedLookup``); else read at once."""
         journal = self.journal
-        known = self._batched
-        if known is None or known[0] is not journal:  # (a protocol's isinstance is slow: once per journal)
-            known = self._batched = (journal, isinstance(journal, BatchedLookup))
-        if not known[1]:
+        if not self._offers(BatchedLookup):
             return journal.get_execution(execution_id)
         loop = asyncio.get_running_loop()
         waiter: asyncio.Future[ExecutionRecord | None] = loop.create_future()
@@ -411,11 +402,19 @@ class Engine:
     # -- leases (a shared journal: ``LeasingStore``) -------------------------------------------------
     def _leases(self) -> LeasingStore | None:
         journal = self.journal
-        known = self._leasing
-        if known is None or known[0] is not journal:
-            # A runtime-checkable protocol's isinstance costs ~20 µs: asked once per journal.
-            known = self._leasing = (journal, journal if isinstance(journal, LeasingStore) else None)
-        return known[1]
+        return journal if self._offers(LeasingStore) else None  # type: ignore[return-value]
+
+    def _offers(self, capability: type) -> bool:
+        """Whether the journal implements the optional store protocol ``capability``, asked once per
+        journal and protocol (a runtime-checkable protocol's ``isinstance`` costs ~20 µs, and this
+        is asked per run and per start)."""
+        journal = self.journal
+        if self._capabilities_of is not journal:
+            self._capabilities_of, self._capabilities = journal, {}
+        offered = self._capabilities.get(capability)
+        if offered is None:
+            offered = self._capabilities[capability] = isinstance(journal, capability)
+        return offered
 
     def _claim(self, execution_id: str) -> bool:
         """Take the execution's lease (True at once on a journal without leases). A lease held by a
@@ -682,16 +681,13 @@ class Engine:
             )
             return await self._drive(history, fresh=True)
 
-    def _existing(
-        self, eid: str, flow_name: str, record: ExecutionRecord | _Unread | None = _UNREAD
-    ) -> ExecutionResult | None:
-        """The current result of execution ``eid`` when it exists (an idempotent start or submit),
-        else None. ``record``: its projection row when already read (``_lookup``).
+    def _existing(self, eid: str, flow_name: str, existing: ExecutionRecord | None) -> ExecutionResult | None:
+        """The current result of execution ``eid``, whose projection row is ``existing``, when it
+        exists (an idempotent start or submit), else None.
 
         Raises:
             UsageError: ``eid`` exists and runs another flow.
         """
-        existing = self.journal.get_execution(eid) if isinstance(record, _Unread) else record
         if existing is None:
             return None
         if existing.flow != flow_name:
@@ -719,7 +715,7 @@ class Engine:
         """
         name = self.flows.name_of(flow)
         eid = self.ids.new_id() if execution_id is None else require_execution_id(execution_id, "execution_id")
-        existing = self._existing(eid, name)
+        existing = self._existing(eid, name, self.journal.get_execution(eid))
         if existing is not None:
             return existing
         who = principal or self.principal
