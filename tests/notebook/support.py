@@ -16,6 +16,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, NamedTuple
 
+import pytest
+
 import loom_nb as loom
 from loom_nb.journal import InMemoryJournal
 from loom_nb.kernel import FlowRegistry
@@ -320,6 +322,15 @@ def jupyter_lab(root: Path, scratch: Path, theme: str = "light") -> Iterator[str
 def chromium_available() -> bool:
     """True when Debian's chromium is installed where the browser test expects it."""
     return Path(CHROMIUM).exists() or shutil.which("chromium") == CHROMIUM
+
+
+#: The marks of every browser test module (``pytestmark = BROWSER_MARKS``): slow, browser, and
+#: skipped where chromium is missing.
+BROWSER_MARKS = [
+    pytest.mark.slow,
+    pytest.mark.browser,
+    pytest.mark.skipif(not chromium_available(), reason=f"{CHROMIUM} is missing (make browser installs it)"),
+]
 
 
 def write_notebook(folder: Path, name: str, cells: list[str]) -> None:

@@ -11,22 +11,15 @@ import re
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from tests.notebook.support import (
-    CHROMIUM,
+    BROWSER_MARKS,
     Lab,
-    chromium_available,
     run_cell_with_toolbar,
     write_notebook,
 )
 from tests.notebook.test_view_browser import MAIL_CELL, new_page
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.browser,
-    pytest.mark.skipif(not chromium_available(), reason=f"{CHROMIUM} is missing (make browser installs it)"),
-]
+pytestmark = BROWSER_MARKS
 
 
 def setup_cell(journal: Path) -> str:

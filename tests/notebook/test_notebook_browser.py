@@ -11,13 +11,9 @@ from typing import Any
 import pytest
 
 from loom_nb.analysis.palette import THEMES, parse_color
-from tests.notebook.support import AGENT_CELL, CHROMIUM, Lab, chromium_available, open_and_run_all, write_notebook
+from tests.notebook.support import AGENT_CELL, BROWSER_MARKS, Lab, open_and_run_all, write_notebook
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.browser,
-    pytest.mark.skipif(not chromium_available(), reason=f"{CHROMIUM} is missing (make browser installs it)"),
-]
+pytestmark = BROWSER_MARKS
 
 
 def tidy_notebook(folder: Path, name: str, journal: Path) -> None:

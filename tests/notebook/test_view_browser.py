@@ -9,23 +9,16 @@ import time
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from loom_nb.analysis.palette import LIGHT, THEMES, contrast_ratio, parse_color
 from tests.notebook.support import (
-    CHROMIUM,
+    BROWSER_MARKS,
     Lab,
-    chromium_available,
     open_and_run_all,
     run_cell_with_toolbar,
     write_notebook,
 )
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.browser,
-    pytest.mark.skipif(not chromium_available(), reason=f"{CHROMIUM} is missing (make browser installs it)"),
-]
+pytestmark = BROWSER_MARKS
 
 MAIL_CELL = '''
 import loom_nb as loom
