@@ -8,35 +8,65 @@ guarded one.
 
 from __future__ import annotations
 
+import weakref
+from functools import partial
 from operator import attrgetter
-from typing import Any
+from typing import Any, NamedTuple
 
 from loom_nb.errors import PromptIntegrityError
 from loom_nb.kernel.effect_registry import EffectCall, EffectResult, EffectSpec, Next
 from loom_nb.messages import Message, ModelRequest
 
 _TAINTED = attrgetter("tainted")
-#: The last messages checked per conversation (keyed by the id of its first message): a loop's next
-#: request holds the previous one's messages plus a few, so only those few are checked again.
-_CHECKED: dict[int, tuple[tuple[Message, ...], bool]] = {}
+#: The cap on conversations ``_CHECKED`` remembers; the oldest is forgotten first.
 _CHECKED_MAX = 256
+
+
+class _Checked(NamedTuple):
+    """What ``_any_tainted`` knows of one conversation: its first message (weakly), the messages
+    after it that were checked, and whether any checked message was tainted."""
+
+    first: weakref.ref[Message]
+    rest: tuple[Message, ...]
+    tainted: bool
+
+
+#: The last messages checked per conversation, keyed by the id of its first message: a loop's next
+#: request holds the previous one's messages plus a few, so only those few are checked again. An
+#: entry holds its first message weakly and is dropped when that message goes, so a finished
+#: conversation's transcript is not kept alive here (nor walked by every full garbage collection).
+_CHECKED: dict[int, _Checked] = {}
+
+
+def _forget(key: int, ref: weakref.ref[Message]) -> None:
+    """Drop the entry of a conversation whose first message is gone (a weak-reference callback)."""
+    entry = _CHECKED.get(key)
+    if entry is not None and entry.first is ref:
+        del _CHECKED[key]
 
 
 def _any_tainted(messages: tuple[Message, ...]) -> bool:
     """Whether any message is tainted, in time proportional to the messages not seen in the
-    conversation's previous request (a prefix compared in C: identity first, then by value, so a
-    reused id or an equal copy is never taken for what it is not)."""
+    conversation's previous request (a prefix compared in C: identity first, then by value, so an
+    equal copy is never taken for what it is not)."""
     if not messages:
         return False
-    key = id(messages[0])
+    first = messages[0]
+    key = id(first)
+    rest = messages[1:]
     seen = _CHECKED.get(key)
     start, tainted = 0, False
-    if seen is not None and len(seen[0]) <= len(messages) and messages[: len(seen[0])] == seen[0]:
-        start, tainted = len(seen[0]), seen[1]
+    if seen is not None and seen.first() is first:
+        checked = len(seen.rest)
+        if checked <= len(rest) and rest[:checked] == seen.rest:
+            start, tainted = checked + 1, seen.tainted
+        ref = seen.first
+    else:
+        if len(_CHECKED) >= _CHECKED_MAX:
+            del _CHECKED[next(iter(_CHECKED))]
+        ref = weakref.ref(first, partial(_forget, key))
     tainted = tainted or any(map(_TAINTED, messages[start:]))
-    if key not in _CHECKED and len(_CHECKED) >= _CHECKED_MAX:
-        del _CHECKED[next(iter(_CHECKED))]
-    _CHECKED[key] = (messages, tainted)
+    _CHECKED[key] = _Checked(ref, rest, tainted)
     return tainted
 
 

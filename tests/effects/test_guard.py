@@ -4,12 +4,16 @@ are recorded tainted."""
 
 from __future__ import annotations
 
+import gc
+import weakref
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from loom_nb.effects import fence
-from loom_nb.effects.guard import FENCE_CLOSE, FENCE_OPEN, GUARD_NOTE
+from loom_nb.effects.guard import _CHECKED, FENCE_CLOSE, FENCE_OPEN, GUARD_NOTE, _any_tainted
 from loom_nb.errors import PromptIntegrityError
 from loom_nb.journal import EventKind, canonical_json
 from loom_nb.kernel import EffectResult
@@ -164,3 +168,39 @@ async def test_an_effect_result_marked_tainted_is_recorded_tainted(rt: Runtime) 
     result = await rt.start(one_step("relay", "x"), None)
     (completed,) = of_kind(rt, result.execution_id, EventKind.STEP_COMPLETED)
     assert completed.data["tainted"] is True
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(0, 2), st.lists(st.booleans(), max_size=4), st.booleans()), min_size=1, max_size=12)
+)
+def test_the_taint_check_remembered_per_conversation_agrees_with_checking_every_message(
+    plan: list[tuple[int, list[bool], bool]],
+) -> None:
+    """``_any_tainted`` checks only the messages a conversation's request adds to its previous one;
+    over requests that grow, fork from an earlier prefix or are equal copies, it answers what
+    checking every message answers."""
+    conversations: list[tuple[Message, ...]] = [(Message.user("a"),), (Message(role="user", text="b"),), ()]
+    for which, added, copy in plan:
+        base = conversations[which] or (Message.system("s"),)
+        grown = base + tuple(Message(role="user", text=f"m{i}", tainted=t) for i, t in enumerate(added))
+        if copy:  # an equal copy of every message: never taken for the remembered one
+            grown = tuple(m.model_copy() for m in grown)
+        conversations[which] = grown
+        assert _any_tainted(grown) is any(m.tainted for m in grown)
+
+
+def test_a_finished_conversation_is_not_kept_alive_by_the_taint_check() -> None:
+    """The check remembers a conversation by its first message, weakly: once the run drops its
+    transcript, the messages go (a cache of transcripts would keep every finished run's alive)."""
+    first = Message.system("s")
+    transcript = (first, Message.user("hello"), Message(role="user", text="more", tainted=True))
+    assert _any_tainted(transcript) is True
+    assert _any_tainted((*transcript, Message.user("again"))) is True
+    held = [weakref.ref(m) for m in transcript]
+    key = id(first)
+    assert key in _CHECKED
+    del first, transcript
+    gc.collect()
+    assert [r() for r in held] == [None, None, None]
+    assert key not in _CHECKED
