@@ -384,6 +384,54 @@ def _waits_for_approval(ctx: FlowContext, config: AgentConfig, call: ToolCall, t
     return rule
 
 
+async def _run_one(
+    ctx: FlowContext,
+    config: AgentConfig,
+    calls: Sequence[ToolCall],
+    turn: int,
+    node: str,
+    edited: dict[int, dict[str, Any]],
+    outcomes: list[tuple[str, Any] | None],
+    j: int,
+) -> None:
+    """Run the approved call ``j`` of ``_run_tools`` and put its outcome in ``outcomes[j]`` (a
+    module function, not a closure: a closure's captured locals are cells made at every turn)."""
+    call = calls[j]
+    tool = config.tool(call.name)
+    assert tool is not None
+    arguments = edited.get(j, call.arguments)
+    # Journaled inline in the next turn's input (like the error texts): changing it breaks the
+    # replay of recorded runs.
+    note = EDITED_NOTE.format(arguments=canonical_json(arguments)) if j in edited else ""
+    try:
+        if tool.child_flow is not None:  # a sub-agent (``Agent.as_tool``): a child execution
+            child_input = tool.child_input(arguments, ctx.runtime)
+            done = await ctx.child(tool.child_flow, child_input, step_id=step_ids.tool_step_id(turn, j))
+            output = done.get("output") if isinstance(done, dict) else done
+        else:
+            output = await ctx.execute(
+                tool.effect_id,
+                arguments,
+                step_id=step_ids.tool_step_id(turn, j),
+                input_ref=(node, "message", "tool_calls", j, "arguments"),
+            )
+    except FATAL_TOOL_ERRORS:
+        raise
+    except Exception as exc:
+        if tool.child_flow is not None and isinstance(exc, FlowNotFoundError):
+            raise  # the sub-agent's flow is not registered: a setup error, not the tool's answer
+        # An untrusted tool's exception text is as untrusted as its results: fenced for the model.
+        text = f"{note}Error: the tool {call.name!r} failed: {_failure(exc)}"
+        outcomes[j] = ("message", Message.tool(call, text, is_error=True, tainted=not tool.trusted))
+        return
+    if note or tool.child_flow is not None:
+        # A sub-agent's answer is no step output a reference could name: it goes inline.
+        text = note + tool_result_text(output)
+        outcomes[j] = ("message", Message.tool(call, text, tainted=not tool.trusted))
+        return
+    outcomes[j] = ("tool", output)
+
+
 async def _run_tools(
     ctx: FlowContext, config: AgentConfig, calls: Sequence[ToolCall], turn: int, node: str
 ) -> list[tuple[str, Any]]:
@@ -444,48 +492,15 @@ async def _run_tools(
             elif decision.arguments is not None:
                 edited[j] = dict(decision.arguments)
 
-    async def run_one(j: int) -> None:
-        call = calls[j]
-        tool = config.tool(call.name)
-        assert tool is not None
-        arguments = edited.get(j, call.arguments)
-        # Journaled inline in the next turn's input (like the error texts): changing it breaks the
-        # replay of recorded runs.
-        note = EDITED_NOTE.format(arguments=canonical_json(arguments)) if j in edited else ""
-        try:
-            if tool.child_flow is not None:  # a sub-agent (``Agent.as_tool``): a child execution
-                child_input = tool.child_input(arguments, ctx.runtime)
-                done = await ctx.child(tool.child_flow, child_input, step_id=step_ids.tool_step_id(turn, j))
-                output = done.get("output") if isinstance(done, dict) else done
-            else:
-                output = await ctx.execute(
-                    tool.effect_id,
-                    arguments,
-                    step_id=step_ids.tool_step_id(turn, j),
-                    input_ref=(node, "message", "tool_calls", j, "arguments"),
-                )
-        except FATAL_TOOL_ERRORS:
-            raise
-        except Exception as exc:
-            if tool.child_flow is not None and isinstance(exc, FlowNotFoundError):
-                raise  # the sub-agent's flow is not registered: a setup error, not the tool's answer
-            # An untrusted tool's exception text is as untrusted as its results: fenced for the model.
-            text = f"{note}Error: the tool {call.name!r} failed: {_failure(exc)}"
-            outcomes[j] = ("message", Message.tool(call, text, is_error=True, tainted=not tool.trusted))
-            return
-        if note or tool.child_flow is not None:
-            # A sub-agent's answer is no step output a reference could name: it goes inline.
-            text = note + tool_result_text(output)
-            outcomes[j] = ("message", Message.tool(call, text, tainted=not tool.trusted))
-            return
-        outcomes[j] = ("tool", output)
-
     if config.parallel_tools and len(runnable) > 1:
-        results = await asyncio.gather(*(run_one(j) for j in runnable), return_exceptions=True)
+        results = await asyncio.gather(
+            *(_run_one(ctx, config, calls, turn, node, edited, outcomes, j) for j in runnable),
+            return_exceptions=True,
+        )
         for r in results:
             if isinstance(r, BaseException):
                 raise r
     else:
         for j in runnable:
-            await run_one(j)
+            await _run_one(ctx, config, calls, turn, node, edited, outcomes, j)
     return [o for o in outcomes if o is not None]

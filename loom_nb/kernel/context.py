@@ -69,6 +69,77 @@ DEFAULT_ATTEMPT_LIMIT = 3
 _OUTCOMES = frozenset({EventKind.STEP_COMPLETED, EventKind.STEP_FAILED})
 
 
+class _LiveAttempt:
+    """The state of one step run live that its retry hook and its delta sink share: the attempt
+    being made and the deltas waiting for their text to be needed.
+
+    One object with slots and bound methods instead of closures over ``_run_live``'s locals: a
+    closure's every captured local is a cell the garbage collector tracks, made at each step."""
+
+    __slots__ = ("ctx", "current", "effect_id", "first", "observers", "sid", "sink", "started", "waiting")
+
+    def __init__(
+        self, ctx: ExecutionContext, sid: str, effect_id: str, started: dict[str, Any], first: bool, attempt: int
+    ) -> None:
+        self.ctx, self.sid, self.effect_id, self.started, self.first = ctx, sid, effect_id, started, first
+        self.current = attempt
+        self.observers = ctx._rt.observers
+        self.sink: Callable[[str], None] | None = None
+        #: The deltas held back from ``sink`` (a ``defer_deltas`` step only; else None).
+        self.waiting: list[str] | None = None
+
+    async def on_retry(self, error: BaseException, delay: float) -> int:
+        """Record the failed attempt, sleep ``delay`` and start the next one; its number."""
+        ctx, sid = self.ctx, self.sid
+        failed = {"effect": self.effect_id, "attempt": self.current, "will_retry": True, "delay": delay}
+        self.feed_waiting()
+        ctx._release_held(sid)  # the failed attempt's text: no output holds it
+        ctx.stage(EventKind.STEP_FAILED, sid, {**failed, "error": error_to_data(error)})
+        await ctx.commit()  # a crash during the backoff must not make a clean failure look in doubt
+        await ctx._rt.clock.sleep(delay)
+        self.current += 1
+        await ctx._start(sid, ctx._with_attempt(self.started, self.current), commit=self.first or ctx._careful)
+        if ctx._format > FORMAT_1:
+            ctx._held[sid] = []  # the next attempt's text is held again
+        return self.current
+
+    def feed_waiting(self) -> None:
+        """Pass the waiting deltas on to the sink, in order (a step without any: nothing)."""
+        waiting = self.waiting
+        if waiting:
+            texts = waiting.copy()
+            waiting.clear()
+            sink = self.sink
+            assert sink is not None
+            for text in texts:
+                sink(text)
+
+    def emit_to_observers(self, text: str) -> None:
+        """A delta of a step without ``on_delta``: to the execution's observers only."""
+        if self.observers.deltas:  # a plain attribute: this runs for every streamed piece
+            self.observers.notify_delta(self.ctx.execution_id, self.sid, text)
+
+    def emit_to_sink(self, text: str) -> None:
+        """A delta to the observers and at once to ``on_delta``."""
+        if self.observers.deltas:
+            self.observers.notify_delta(self.ctx.execution_id, self.sid, text)
+        self.sink(text)  # type: ignore[misc]
+
+    def emit_when_needed(self, text: str) -> None:
+        """A delta to the observers, and to ``on_delta`` only once someone observes the execution
+        or ``_DELTAS_WAITING`` deltas wait (then the waiting ones first, in order)."""
+        observers = self.observers
+        if observers.deltas:
+            observers.notify_delta(self.ctx.execution_id, self.sid, text)
+        waiting = self.waiting
+        assert waiting is not None
+        if observers.active or len(waiting) >= _DELTAS_WAITING:
+            self.feed_waiting()  # in order, before this one
+            self.sink(text)  # type: ignore[misc]
+        else:
+            waiting.append(text)
+
+
 class InDoubtResolution(BaseModel):
     """How a person resolves an in-doubt step (the resume payload of an ``InDoubt`` gate).
 
@@ -144,9 +215,28 @@ class _Outcome(asyncio.Future[None]):
     refuses). What ``asyncio.shield`` plus waiting for the outcome after the cancel gave, without
     a second future and an extra turn of the loop per commit."""
 
+    __slots__ = ("background", "blobs", "ctx", "events", "urgent")
+
+    def __init__(
+        self,
+        ctx: ExecutionContext,
+        events: list[Event],
+        blobs: list[ContentBlob],
+        *,
+        urgent: bool,
+        background: bool,
+        loop: asyncio.AbstractEventLoop,
+    ) -> None:
+        super().__init__(loop=loop)
+        self.ctx, self.events, self.blobs, self.urgent, self.background = ctx, events, blobs, urgent, background
+
     def cancel(self, msg: Any = None) -> bool:
         """Refuse: only the writer settles a commit's outcome."""
         return False
+
+    def settled(self, error: BaseException | None) -> None:
+        """The writer's report (``JournalWriter.submit``): hand it to the context that submitted."""
+        self.ctx._settled(self, error)
 
 
 class ExecutionContext:
@@ -273,36 +363,37 @@ class ExecutionContext:
 
     def _submit(self, *, background: bool = False) -> _Outcome:
         """Hand everything staged to the writer (nothing may be in flight); the returned future
-        settles once it is committed. ``settled`` runs inside the writer's flush, before any task
+        settles once it is committed. ``_settled`` runs inside the writer's flush, before any task
         wakes: on success it notifies the observers; on failure it puts the events back in front
         of what was staged since (and keeps a background commit's error for the next ``commit``)."""
         events, blobs, urgent = self._staged, self._blobs, self._urgent
         self._staged, self._blobs, self._urgent = [], [], False
-        done = _Outcome(loop=asyncio.get_running_loop())
+        done = _Outcome(self, events, blobs, urgent=urgent, background=background, loop=asyncio.get_running_loop())
         self._inflight = done
-
-        def settled(error: BaseException | None) -> None:
-            self._inflight = None
-            if error is None:
-                if self._careful and any(e.kind in _OUTCOMES for e in events):
-                    self._careful = False
-                observers = self._rt.observers
-                if observers.active:  # stream chunks were shown when staged
-                    observers.notify_events([e for e in events if e.kind != EventKind.STREAM_CHUNK])
-                done.set_result(None)
-                if self._urgent:  # an outcome staged while this commit was in flight
-                    asyncio.get_running_loop().call_soon(self._kick)
-            else:
-                self._staged, self._blobs = [*events, *self._staged], [*blobs, *self._blobs]
-                self._urgent = self._urgent or urgent
-                done.set_exception(error)
-                if background and isinstance(error, Exception):
-                    self._failed = error
-                    done.exception()  # retrieved: the next commit raises it
-                # Never written again from here on its own: the run stops at its next commit.
-
-        self._rt.writer.submit(events, blobs, settled)
+        self._rt.writer.submit(events, blobs, done.settled)
         return done
+
+    def _settled(self, done: _Outcome, error: BaseException | None) -> None:
+        """The commit ``done`` stands for settled (see ``_submit``)."""
+        self._inflight = None
+        events = done.events
+        if error is None:
+            if self._careful and any(e.kind in _OUTCOMES for e in events):
+                self._careful = False
+            observers = self._rt.observers
+            if observers.active:  # stream chunks were shown when staged
+                observers.notify_events([e for e in events if e.kind != EventKind.STREAM_CHUNK])
+            done.set_result(None)
+            if self._urgent:  # an outcome staged while this commit was in flight
+                asyncio.get_running_loop().call_soon(self._kick)
+        else:
+            self._staged, self._blobs = [*events, *self._staged], [*done.blobs, *self._blobs]
+            self._urgent = self._urgent or done.urgent
+            done.set_exception(error)
+            if done.background and isinstance(error, Exception):
+                self._failed = error
+                done.exception()  # retrieved: the next commit raises it
+            # Never written again from here on its own: the run stops at its next commit.
 
     def _urge(self) -> None:
         """An outcome that must not wait is staged: it is committed before the next effect runs
@@ -538,62 +629,18 @@ class ExecutionContext:
         # runs for a BEFORE effect, for an attempt after a cut one, and while ``_careful``.
         first = rule is Durability.BEFORE or cut or self._careful
         await self._start(sid, self._with_attempt(started, attempt), commit=first)
-        current = attempt
         rt = self._rt
-
-        async def on_retry(error: BaseException, delay: float) -> int:
-            nonlocal current
-            failed = {"effect": effect_id, "attempt": current, "will_retry": True, "delay": delay}
-            if feed_waiting is not None:
-                feed_waiting()
-            self._release_held(sid)  # the failed attempt's text: no output holds it
-            self.stage(EventKind.STEP_FAILED, sid, {**failed, "error": error_to_data(error)})
-            await self.commit()  # a crash during the backoff must not make a clean failure look in doubt
-            await rt.clock.sleep(delay)
-            current += 1
-            await self._start(sid, self._with_attempt(started, current), commit=first or self._careful)
-            if self._format > FORMAT_1:
-                self._held[sid] = []  # the next attempt's text is held again
-            return current
-
-        observers = rt.observers
-        feed_waiting: Callable[[], None] | None = None  # set for a ``defer_deltas`` step only
-
+        live = _LiveAttempt(self, sid, effect_id, started, first, attempt)
         if on_delta is None:
-
-            def emit_delta(text: str) -> None:
-                if observers.deltas:  # a plain attribute: this runs for every streamed piece
-                    observers.notify_delta(eid, sid, text)
-
+            emit_delta = live.emit_to_observers
         elif defer_deltas and self._format > FORMAT_1:
-            # The deltas wait here and reach ``on_delta`` only when their text is needed (see
-            # ``execute``); an attempt that completes unwatched never feeds it.
-            sink = on_delta
-            waiting: list[str] = []
-
-            def feed_waiting() -> None:
-                texts = waiting.copy()
-                waiting.clear()
-                for text in texts:
-                    sink(text)
-
-            def emit_delta(text: str) -> None:
-                if observers.deltas:
-                    observers.notify_delta(eid, sid, text)
-                if observers.active or len(waiting) >= _DELTAS_WAITING:
-                    feed_waiting()  # in order, before this one
-                    sink(text)
-                else:
-                    waiting.append(text)
-
+            # The deltas wait on ``live`` and reach ``on_delta`` only when their text is needed
+            # (see ``execute``); an attempt that completes unwatched never feeds it.
+            live.sink, live.waiting = on_delta, []
+            emit_delta = live.emit_when_needed
         else:
-            sink = on_delta
-
-            def emit_delta(text: str) -> None:
-                if observers.deltas:
-                    observers.notify_delta(eid, sid, text)
-                sink(text)
-
+            live.sink = on_delta
+            emit_delta = live.emit_to_sink
         context = frozen_instance(
             EffectContext,
             execution_id=eid,
@@ -606,7 +653,7 @@ class ExecutionContext:
             deps=rt.deps.get(eid),
         )
         call = frozen_instance(
-            EffectCall, spec=spec, input=input, context=context, on_retry=on_retry, sleep=rt.clock.sleep
+            EffectCall, spec=spec, input=input, context=context, on_retry=live.on_retry, sleep=rt.clock.sleep
         )
         if self._format > FORMAT_1:
             self._held[sid] = []
@@ -619,8 +666,7 @@ class ExecutionContext:
                 else:
                     output, output_json = jsonable_with_text(value)
             except BaseException:
-                if feed_waiting is not None:
-                    feed_waiting()
+                live.feed_waiting()
                 self._release_held(sid)  # a step that did not complete holds no text: keep what streamed
                 raise
         except JournalWriteError:
@@ -628,17 +674,19 @@ class ExecutionContext:
         except Exception as exc:
             if isinstance(exc, OutcomeUnknownError) and not spec.idempotent:
                 # The effect cannot tell whether the call took effect: a person decides, as after a crash.
-                self._park_in_doubt(sid, effect_id, current, journaled)
+                self._park_in_doubt(sid, effect_id, live.current, journaled)
             self.stage(
                 EventKind.STEP_FAILED,
                 sid,
-                {"effect": effect_id, "attempt": current, "will_retry": False, "error": error_to_data(exc)},
+                {"effect": effect_id, "attempt": live.current, "will_retry": False, "error": error_to_data(exc)},
             )
             if rule is not Durability.DEFERRED:
                 self._urge()
             raise
         self._held.pop(sid, None)  # format 2: the output holds the text streamed for this step
-        data = self._completed(effect_id, output, current, to_jsonable(dict(result.usage)) if result.usage else None)
+        data = self._completed(
+            effect_id, output, live.current, to_jsonable(dict(result.usage)) if result.usage else None
+        )
         if result.tainted:
             data["tainted"] = True
         # The store writes the output's text as encoded above instead of encoding it once more (a
