@@ -357,9 +357,11 @@ class ExecutionContext:
 
     async def _idle(self) -> None:
         """Wait until no commit of this execution is in flight (one at a time, in ``seq`` order)."""
-        while self._inflight is not None:
+        # An ``_Outcome`` refuses a cancel: a task cancelled here wakes when the write settles and
+        # the cancel passes then (no ``asyncio.shield``: a second future and two callbacks per wait).
+        while (inflight := self._inflight) is not None:
             with contextlib.suppress(Exception):
-                await asyncio.shield(self._inflight)
+                await inflight
 
     def _submit(self, *, background: bool = False) -> _Outcome:
         """Hand everything staged to the writer (nothing may be in flight); the returned future

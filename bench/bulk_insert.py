@@ -1,0 +1,62 @@
+"""Where a commit's events should move as one Arrow table instead of six bound lists
+(``loom_nb.journal.duckdb_store.ARROW_ROWS``): one committed insert of ``n`` turn-sized events into a
+DuckDB file journal's ``events`` table, both ways, alternating, median of ``--repeats``.
+
+DuckDB converts a bound list value by value; an Arrow table it reads as it is, but building one and
+handing it over has a fixed cost. The ratio column is Arrow / lists (below 1: Arrow is cheaper).
+
+Run: ``.venv/bin/python bench/bulk_insert.py [--repeats 60] [--rows 4,32,64,96,128,256]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+import agent as peers
+
+from loom_nb.journal import DuckDBJournal, Event, EventKind, duckdb_store
+
+
+def events(start: int, n: int) -> list[Event]:
+    """``n`` events of 64 executions, each a completed step holding a turn's payload."""
+    data = {"output": {"text": peers.TEXT, "args": peers.ARG}}
+    return [Event(f"run-{i % 64}", start + i, EventKind.STEP_COMPLETED, f"s{start + i}", 1.0, data) for i in range(n)]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--repeats", type=int, default=60)
+    parser.add_argument("--rows", default="4,32,64,96,128,256")
+    args = parser.parse_args()
+    sizes = [int(n) for n in args.rows.split(",")]
+    threshold = duckdb_store.ARROW_ROWS
+    times: dict[tuple[int, str], list[float]] = {}
+    with tempfile.TemporaryDirectory(prefix="loom-bulk-") as name:
+        journal = DuckDBJournal(Path(name) / "bulk.duckdb")
+        seq = 1
+        for _ in range(args.repeats):
+            for n in sizes:
+                for way, rows in (("lists", 10**9), ("arrow", 1)):
+                    batch = events(seq, n)
+                    seq += n
+                    duckdb_store.ARROW_ROWS = rows  # force one way
+                    began = time.perf_counter()
+                    journal.append(batch)
+                    times.setdefault((n, way), []).append(time.perf_counter() - began)
+        duckdb_store.ARROW_ROWS = threshold
+        journal.close()
+    print(f"# one committed insert of n events, median of {args.repeats} (ARROW_ROWS = {threshold})\n")
+    print("| rows | bound lists | Arrow table | Arrow / lists |\n|---|---|---|---|")
+    for n in sizes:
+        lists, arrow = statistics.median(times[(n, "lists")]), statistics.median(times[(n, "arrow")])
+        print(f"| {n} | {lists * 1000:.3f} ms | {arrow * 1000:.3f} ms | {arrow / lists:.2f} |")
+
+
+if __name__ == "__main__":
+    main()

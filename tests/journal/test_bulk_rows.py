@@ -1,0 +1,102 @@
+"""A commit of ``ARROW_ROWS`` events or more moves them to DuckDB as one Arrow table instead of six
+bound lists: the rows it writes are the rows the lists write (any text, lone surrogates included,
+``None`` step ids, microsecond times), and it fails the same way (a duplicate ``seq`` is a
+``JournalWriteError`` naming the execution, with nothing of the commit written)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from loom_nb.errors import JournalWriteError
+from loom_nb.journal import DuckDBJournal, Event, EventKind, InMemoryJournal
+from loom_nb.journal.duckdb_store import ARROW_ROWS
+from tests.journal.support import fill, full_tmpfs, shape
+from tests.journal.test_storable_text import TEXT, VALUES
+
+ROWS = 'SELECT execution_id, seq, kind, step_id, "at", data FROM events ORDER BY execution_id, seq'
+
+
+def batch(ids: list[str], per: int, values: list[Any], steps: list[str | None], at: float) -> list[Event]:
+    """``per`` events for each id in ``ids`` (each execution's in ``seq`` order), interleaved the
+    way a group commit gathers them."""
+    events = [
+        Event(eid, 1, EventKind.EXECUTION_STARTED, None, at, {"flow": "f", "input": values[0], "principal": None})
+        for eid in ids
+    ]
+    for seq in range(2, per + 1):
+        for k, eid in enumerate(ids):
+            step = steps[(seq + k) % len(steps)]
+            data = {"kind": "x", "value": values[(seq + k) % len(values)]}
+            events.append(Event(eid, seq, EventKind.VALUE_RECORDED, step, at + seq / 7, data))
+    return events
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    ids=st.lists(TEXT, min_size=1, max_size=4, unique=True),
+    values=st.lists(VALUES, min_size=1, max_size=5),
+    steps=st.lists(st.one_of(st.none(), TEXT), min_size=1, max_size=4),
+    at=st.floats(min_value=0, max_value=4e9, allow_nan=False),
+)
+@pytest.mark.slow
+def test_one_arrow_table_writes_the_rows_bound_lists_write(
+    ids: list[str], values: list[Any], steps: list[str | None], at: float
+) -> None:
+    from loom_nb.journal.canonical import storable_text
+
+    if len({storable_text(i) for i in ids}) < len(ids):
+        return  # two ids stored as one text: one execution, not several
+    events = batch(ids, -(-ARROW_ROWS // len(ids)), values, steps, at)
+    assert len(events) >= ARROW_ROWS
+    bulk, small, memory = DuckDBJournal(":memory:"), DuckDBJournal(":memory:"), InMemoryJournal()
+    bulk.append(events)  # one commit: the Arrow table
+    for start in range(0, len(events), ARROW_ROWS - 1):  # commits below the threshold: bound lists
+        small.append(events[start : start + ARROW_ROWS - 1])
+    memory.append(events)
+    assert bulk.connection.execute(ROWS).fetchall() == small.connection.execute(ROWS).fetchall()
+    for eid in ids:
+        assert bulk.read(eid) == small.read(eid)
+        assert shape(bulk.read(eid)) == shape(memory.read(eid))  # DuckDB keeps ``at`` to the microsecond
+    for journal in (bulk, small, memory):
+        journal.close()
+
+
+def test_a_duplicate_seq_in_an_arrow_commit_names_the_execution_and_writes_nothing(tmp_path: Path) -> None:
+    journal = DuckDBJournal(tmp_path / "j.duckdb")
+    journal.append(batch(["a", "b"], ARROW_ROWS, ["v"], [None, "s"], 1.0))
+    before = journal.connection.execute(ROWS).fetchall()
+    again = [*batch(["c"], ARROW_ROWS, ["v"], ["s"], 2.0), Event("a", 3, EventKind.VALUE_RECORDED, "s", 2.0, {})]
+    with pytest.raises(JournalWriteError) as info:
+        journal.append(again)
+    assert info.value.execution_id in {"a", "c"} and "duplicate seq" in str(info.value)
+    assert journal.connection.execute(ROWS).fetchall() == before
+    journal.append(again[:-1])  # the connection works on: no transaction was left open
+    assert len(journal.read("c")) == ARROW_ROWS
+    journal.close()
+
+
+def test_an_arrow_commit_on_a_full_disk_fails_with_its_cause_and_writes_nothing(tmp_path: Path) -> None:
+    """On a real full disk (a 2 MiB tmpfs, needs root)."""
+    with full_tmpfs(tmp_path / "disk") as disk:
+        journal = DuckDBJournal(disk / "journal.duckdb")
+        journal.append(batch(["a"], 2, ["v"], ["s"], 1.0))
+        before = journal.read("a")
+        filler = fill(disk)
+        more = [
+            Event("a", seq, EventKind.VALUE_RECORDED, "s", 2.0, {"kind": "x", "value": "x" * 20_000})
+            for seq in range(3, 3 + ARROW_ROWS)
+        ]
+        with pytest.raises(JournalWriteError) as info:
+            journal.append(more)
+        assert "No space left on device" in str(info.value.__cause__)
+        assert info.value.execution_id == "a" and "free disk space" in str(info.value)
+        assert journal.read("a") == before
+        filler.unlink()
+        journal.append(more)  # the connection works on once the disk has room
+        assert [e.seq for e in journal.read("a")] == list(range(1, 3 + ARROW_ROWS))
+        journal.close()
