@@ -64,7 +64,7 @@ def _insert_events(con: Any, columns: list[list[Any]]) -> None:
     if len(columns[0]) < ARROW_ROWS:
         con.execute(_INSERT_EVENTS, columns)
         return
-    import pyarrow as pa  # noqa: PLC0415 (on the first large commit only: its import costs ~0.2 s)
+    import pyarrow as pa  # here: only a large commit needs it, and its import costs ~0.2 s
 
     table = pa.Table.from_arrays(
         [pa.array(column, type=kind) for column, kind in zip(columns, _arrow_types(pa), strict=True)],
