@@ -52,14 +52,15 @@ USAGE = Usage(input_tokens=1000, output_tokens=100)
 def respond_for(turns: int) -> Any:
     """The peers' scripted model: a tool call per turn for ``turns - 1`` turns, then an answer. The
     turn is read from the request's length (user message, then an assistant and a tool message per
-    turn) and the usage is given, so the fake model's own cost does not grow with the transcript."""
+    turn) and the usage is given, so the fake model's own cost does not grow with the transcript.
+    Each response is built once, with its usage (until 2026-12-04 it was built, then copied with
+    the usage: a ``model_copy`` per turn, the fake's own cost, not the loop's)."""
 
     def respond(request: ModelRequest) -> ModelResponse:
         turn = (len(request.messages) - 1) // 2
         if turn >= turns - 1:
             return ModelResponse.text("All batches are done.", usage=USAGE)
-        response = ModelResponse.tool_calls([("work", {"turn": turn, "batch": peers.ARG})], text=peers.TEXT)
-        return response.model_copy(update={"usage": USAGE})
+        return ModelResponse.tool_calls([("work", {"turn": turn, "batch": peers.ARG})], text=peers.TEXT, usage=USAGE)
 
     return respond
 
