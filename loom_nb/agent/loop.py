@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import warnings
 from collections.abc import Sequence
+from functools import partial
 from typing import Any
 
 from loom_nb.agent.carry import carried, session_of
@@ -232,11 +233,9 @@ async def _model_step(
 ) -> ModelResponse:
     chunker = None
     if config.stream:
-
-        def to_journal(text: str) -> None:
-            ctx.stream(text, step_id=node)  # the step's output holds the text (event format 2 keeps no copy)
-
-        chunker = chunk_deltas(to_journal, min_chars=config.chunk_min_chars)
+        # To the journal as the step's stream (its output holds the text: event format 2 keeps no
+        # copy). A partial, not a closure: that would make ``ctx`` and ``node`` cells at every step.
+        chunker = chunk_deltas(partial(ctx.stream, step_id=node), min_chars=config.chunk_min_chars)
     # The chunker only makes the step's held text (its output holds it once it completes): it may
     # be fed late, and not at all for an attempt that completes unobserved (``defer_deltas``).
     output = await ctx.execute(model_id, request, step_id=node, record=record, on_delta=chunker, defer_deltas=True)

@@ -192,13 +192,7 @@ class Tool:
                 kwargs[self._context_param] = effect_context
             return await self.fn(**kwargs)
         if self._context_param:
-            loop = asyncio.get_running_loop()
-            emit = effect_context.emit_delta  # observers live on the loop: deltas are handed back to it
-
-            def threadsafe(text: str) -> None:
-                loop.call_soon_threadsafe(emit, text)
-
-            kwargs[self._context_param] = replace(effect_context, emit_delta=threadsafe)
+            kwargs[self._context_param] = _threadsafe_context(effect_context)
         result = await run_in_thread(functools.partial(self._off_the_loop, kwargs), name=f"loom-tool-{self.name}")
         if inspect.isawaitable(result):
             result = await result
@@ -292,3 +286,16 @@ def tool(fn: Callable[..., Any] | None = None, /, **options: Any) -> Tool | Call
         return Tool(f, **options)
 
     return wrap
+
+
+def _threadsafe_context(effect_context: EffectContext) -> EffectContext:
+    """``effect_context`` for a synchronous tool on a worker thread: its deltas are handed back to
+    the event loop, where the observers live. (A function of its own: in ``Tool.invoke`` the
+    closure would make its captured locals cells at every call, async tools' too.)"""
+    loop = asyncio.get_running_loop()
+    emit = effect_context.emit_delta
+
+    def threadsafe(text: str) -> None:
+        loop.call_soon_threadsafe(emit, text)
+
+    return replace(effect_context, emit_delta=threadsafe)

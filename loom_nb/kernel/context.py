@@ -1106,4 +1106,7 @@ class ExecutionContext:
 
 def _object_json(data: dict[str, Any], key: str, text: str) -> str:
     """``canonical_json(data)`` where ``text`` is already ``canonical_json(data[key])``."""
-    return canonical_object({k: text if k == key else canonical_json(v) for k, v in data.items()})
+    members = {}
+    for k, v in data.items():  # a loop, not a comprehension: that would capture ``key`` and ``text`` in cells
+        members[k] = text if k == key else canonical_json(v)
+    return canonical_object(members)
