@@ -5,16 +5,22 @@ DuckDB file journal's ``events`` table, both ways, alternating, median of ``--re
 DuckDB converts a bound list value by value; an Arrow table it reads as it is, but building one and
 handing it over has a fixed cost. The ratio column is Arrow / lists (below 1: Arrow is cheaper).
 
+A second table shows where one small commit's time goes: a ``SELECT 1`` on the journal's
+connection, the journal's two-row insert committed and the same insert rolled back (no WAL flush,
+no fsync), and a bare 1 KB ``write`` + ``fsync`` on the same disk.
+
 Run: ``.venv/bin/python bench/bulk_insert.py [--repeats 60] [--rows 4,32,64,96,128,256]``
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import tempfile
 import time
+from functools import partial
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -50,12 +56,50 @@ def main() -> None:
                     journal.append(batch)
                     times.setdefault((n, way), []).append(time.perf_counter() - began)
         duckdb_store.ARROW_ROWS = threshold
+        small = statement_costs(journal, Path(name), seq, args.repeats * 4)
         journal.close()
     print(f"# one committed insert of n events, median of {args.repeats} (ARROW_ROWS = {threshold})\n")
     print("| rows | bound lists | Arrow table | Arrow / lists |\n|---|---|---|---|")
     for n in sizes:
         lists, arrow = statistics.median(times[(n, "lists")]), statistics.median(times[(n, "arrow")])
         print(f"| {n} | {lists * 1000:.3f} ms | {arrow * 1000:.3f} ms | {arrow / lists:.2f} |")
+    print(f"\n# one small commit, median of {args.repeats * 4}\n")
+    print("| what | time |\n|---|---|")
+    for what, spent in small.items():
+        print(f"| {what} | {spent * 1000:.3f} ms |")
+
+
+def statement_costs(journal: DuckDBJournal, folder: Path, seq: int, repeats: int) -> dict[str, float]:
+    """Median seconds of each part of one small commit (see the module's docstring)."""
+    con = journal.connection
+    fd = os.open(folder / "fsync-probe", os.O_WRONLY | os.O_CREAT)
+    times: dict[str, list[float]] = {}
+
+    def rolled_back(batch: list[Event]) -> None:
+        con.execute("BEGIN")
+        journal.append(batch)
+        con.execute("ROLLBACK")
+
+    def synced() -> None:
+        os.write(fd, b"x" * 1024)
+        os.fsync(fd)
+
+    try:
+        for _ in range(repeats):
+            committed, discarded = events(seq, 2), events(seq + 2, 2)
+            seq += 4
+            for what, run in (
+                ("SELECT 1", lambda: con.execute("SELECT 1").fetchall()),
+                ("two-row insert, committed", partial(journal.append, committed)),
+                ("two-row insert, rolled back", partial(rolled_back, discarded)),
+                ("1 KB write + fsync", synced),
+            ):
+                began = time.perf_counter()
+                run()
+                times.setdefault(what, []).append(time.perf_counter() - began)
+    finally:
+        os.close(fd)
+    return {what: statistics.median(spent) for what, spent in times.items()}
 
 
 if __name__ == "__main__":

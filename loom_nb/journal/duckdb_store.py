@@ -46,9 +46,9 @@ _INSERT_EXECUTIONS = (
 )
 #: From this many events a commit moves them as one Arrow table, whose columns DuckDB reads as they
 #: are; below it, six bound lists cost less than the table's fixed cost (DuckDB converts a bound
-#: list value by value). Measured on one committed insert: 4 rows 1.8 ms (lists) against 2.1 ms
-#: (Arrow), 64 rows 3.1 against 3.4 ms, 256 rows (64 runs' turns in one group commit) 4.8 against
-#: 3.8 ms; the two cross between 64 and 96 rows (docs/performance.md).
+#: list value by value). One committed insert (``bench/bulk_insert.py``, quiet): 4 rows 2.38 ms as
+#: lists against 2.66 ms as Arrow, 64 rows 3.08 against 3.19, 96 rows 3.88 against 3.77, 256 rows
+#: (64 runs' turns in one group commit) 5.73 against 5.13.
 ARROW_ROWS = 96
 _UPDATE_EXECUTIONS = (
     "UPDATE executions SET status = moved.status, updated_at = make_timestamp(moved.at) FROM "
