@@ -7,6 +7,7 @@ writing process per file; a second process gets ``JournalLockedError``, never Du
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -61,16 +62,27 @@ _PID = re.compile(r"\(PID (\d+)\)")
 def _insert_events(con: Any, columns: list[list[Any]]) -> None:
     """Insert the events given as six columns (``append``'s): as bound lists, or from
     ``ARROW_ROWS`` rows on as one Arrow table (the same rows either way)."""
-    if len(columns[0]) < ARROW_ROWS:
+    pa = _pyarrow() if len(columns[0]) >= ARROW_ROWS else None
+    if pa is None:
         con.execute(_INSERT_EVENTS, columns)
         return
-    import pyarrow as pa  # here: only a large commit needs it, and its import costs ~0.2 s
-
     table = pa.Table.from_arrays(
         [pa.array(column, type=kind) for column, kind in zip(columns, _arrow_types(pa), strict=True)],
         names=["execution_id", "seq", "kind", "step_id", "at", "data"],
     )
     con.from_arrow(table).insert_into("events")
+
+
+@functools.cache
+def _pyarrow() -> Any:
+    """The ``pyarrow`` module, imported on the first large commit (its import costs about 0.2 s);
+    None where it cannot be imported (a dependency of loom_nb, so a broken environment): large
+    commits then bind lists like small ones, slower but the same rows."""
+    try:
+        import pyarrow
+    except ImportError:
+        return None
+    return pyarrow
 
 
 def _arrow_types(pa: Any) -> tuple[Any, ...]:

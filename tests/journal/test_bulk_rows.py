@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from loom_nb.errors import JournalWriteError
-from loom_nb.journal import DuckDBJournal, Event, EventKind, InMemoryJournal
+from loom_nb.journal import DuckDBJournal, Event, EventKind, InMemoryJournal, duckdb_store
 from loom_nb.journal.duckdb_store import ARROW_ROWS
 from tests.journal.support import fill, full_tmpfs, shape
 from tests.journal.test_storable_text import TEXT, VALUES
@@ -99,4 +99,20 @@ def test_an_arrow_commit_on_a_full_disk_fails_with_its_cause_and_writes_nothing(
         filler.unlink()
         journal.append(more)  # the connection works on once the disk has room
         assert [e.seq for e in journal.read("a")] == list(range(1, 3 + ARROW_ROWS))
+        journal.close()
+
+
+def test_without_pyarrow_a_large_commit_binds_lists_and_writes_the_same_rows(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """pyarrow is a dependency; where it cannot be imported (a broken environment) a large commit
+    still goes through, as bound lists."""
+    events = batch(["a", "b"], ARROW_ROWS, ["v", {"k": [1, None]}], [None, "s"], 1.0)
+    with_arrow = DuckDBJournal(":memory:")
+    with_arrow.append(events)
+    monkeypatch.setattr(duckdb_store, "_pyarrow", lambda: None)
+    without = DuckDBJournal(":memory:")
+    without.append(events)
+    assert without.connection.execute(ROWS).fetchall() == with_arrow.connection.execute(ROWS).fetchall()
+    for journal in (with_arrow, without):
         journal.close()
