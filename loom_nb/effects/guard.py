@@ -20,6 +20,9 @@ from loom_nb.messages import Message, ModelRequest
 _TAINTED = attrgetter("tainted")
 #: The cap on conversations ``_CHECKED`` remembers; the oldest is forgotten first.
 _CHECKED_MAX = 256
+#: Messages past a conversation's recorded prefix that are checked again at each request before
+#: the entry is brought up to date (an agent turn adds two).
+_REFRESH_AFTER = 16
 
 
 class _Checked(NamedTuple):
@@ -48,25 +51,29 @@ def _forget(key: int, ref: weakref.ref[Message]) -> None:
 def _any_tainted(messages: tuple[Message, ...]) -> bool:
     """Whether any message is tainted, in time proportional to the messages not seen in the
     conversation's previous request (a prefix compared in C: identity first, then by value, so an
-    equal copy is never taken for what it is not)."""
+    equal copy is never taken for what it is not).
+
+    The entry is brought up to date only once ``_REFRESH_AFTER`` unrecorded messages follow its
+    prefix (copying the messages is O(n)): until then each request checks those few again."""
     if not messages:
         return False
     first = messages[0]
     key = id(first)
-    rest = messages[1:]
     seen = _CHECKED.get(key)
-    start, tainted = 0, False
     if seen is not None and seen.first() is first:
-        checked = len(seen.rest)
-        if checked <= len(rest) and rest[:checked] == seen.rest:
-            start, tainted = checked + 1, seen.tainted
-        ref = seen.first
+        checked = len(seen.rest) + 1  # the first message and the rest recorded with it
+        if checked <= len(messages) and messages[1:checked] == seen.rest:
+            tainted = seen.tainted or any(map(_TAINTED, messages[checked:]))
+            if len(messages) - checked > _REFRESH_AFTER:
+                _CHECKED[key] = _Checked(seen.first, messages[1:], tainted)
+            return tainted
+        ref = seen.first  # the same conversation, changed before its end: checked whole again
     else:
         if len(_CHECKED) >= _CHECKED_MAX:
             del _CHECKED[next(iter(_CHECKED))]
         ref = weakref.ref(first, partial(_forget, key))
-    tainted = tainted or any(map(_TAINTED, messages[start:]))
-    _CHECKED[key] = _Checked(ref, rest, tainted)
+    tainted = any(map(_TAINTED, messages))
+    _CHECKED[key] = _Checked(ref, messages[1:], tainted)
     return tainted
 
 
