@@ -128,16 +128,16 @@ class _LiveAttempt:
     def emit_when_needed(self, text: str) -> None:
         """A delta to the observers, and to ``on_delta`` only once someone observes the execution
         or ``_DELTAS_WAITING`` deltas wait (then the waiting ones first, in order)."""
-        observers = self.observers
-        if observers.deltas:
-            observers.notify_delta(self.ctx.execution_id, self.sid, text)
         waiting = self.waiting
         assert waiting is not None
-        if observers.active or len(waiting) >= _DELTAS_WAITING:
-            self.feed_waiting()  # in order, before this one
-            self.sink(text)  # type: ignore[misc]
-        else:
-            waiting.append(text)
+        observers = self.observers
+        if not observers.active and len(waiting) < _DELTAS_WAITING:
+            waiting.append(text)  # nobody watches (so nobody watches deltas): it waits
+            return
+        if observers.deltas:
+            observers.notify_delta(self.ctx.execution_id, self.sid, text)
+        self.feed_waiting()  # in order, before this one
+        self.sink(text)  # type: ignore[misc]
 
 
 class InDoubtResolution(BaseModel):
