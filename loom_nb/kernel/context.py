@@ -11,6 +11,7 @@ import contextlib
 import inspect
 from collections.abc import Callable, Sequence
 from dataclasses import fields, replace
+from functools import partial
 from typing import TYPE_CHECKING, Any, Literal, NoReturn
 
 from pydantic import BaseModel, TypeAdapter
@@ -52,6 +53,7 @@ from loom_nb.kernel.history import GateRecord, History, StepRecord, in_doubt_att
 
 if TYPE_CHECKING:
     from loom_nb.kernel.engine import Engine, ReplayReport
+    from loom_nb.kernel.observers import Observers
 
 IN_DOUBT_GATE = step_ids.IN_DOUBT_GATE
 _UNSET: Any = object()
@@ -70,38 +72,35 @@ _OUTCOMES = frozenset({EventKind.STEP_COMPLETED, EventKind.STEP_FAILED})
 
 
 class _LiveAttempt:
-    """The state of one step run live that its retry hook and its delta sink share: the attempt
-    being made and the deltas waiting for their text to be needed.
+    """The state of one step run live that its delta sink and its retry hook
+    (``ExecutionContext._on_retry``) share: the attempt being made and the deltas waiting for their
+    text to be needed.
 
     One object with slots and bound methods instead of closures over ``_run_live``'s locals: a
     closure's every captured local is a cell the garbage collector tracks, made at each step."""
 
-    __slots__ = ("ctx", "current", "effect_id", "first", "observers", "sid", "sink", "started", "waiting")
+    __slots__ = ("current", "effect_id", "execution_id", "first", "observers", "sid", "sink", "started", "waiting")
 
     def __init__(
-        self, ctx: ExecutionContext, sid: str, effect_id: str, started: dict[str, Any], first: bool, attempt: int
+        self,
+        execution_id: str,
+        sid: str,
+        effect_id: str,
+        started: dict[str, Any],
+        first: bool,
+        attempt: int,
+        observers: Observers,
     ) -> None:
-        self.ctx, self.sid, self.effect_id, self.started, self.first = ctx, sid, effect_id, started, first
+        self.execution_id = execution_id
+        self.sid = sid
+        self.effect_id = effect_id
+        self.started = started
+        self.first = first
         self.current = attempt
-        self.observers = ctx._rt.observers
+        self.observers = observers
         self.sink: Callable[[str], None] | None = None
         #: The deltas held back from ``sink`` (a ``defer_deltas`` step only; else None).
         self.waiting: list[str] | None = None
-
-    async def on_retry(self, error: BaseException, delay: float) -> int:
-        """Record the failed attempt, sleep ``delay`` and start the next one; its number."""
-        ctx, sid = self.ctx, self.sid
-        failed = {"effect": self.effect_id, "attempt": self.current, "will_retry": True, "delay": delay}
-        self.feed_waiting()
-        ctx._release_held(sid)  # the failed attempt's text: no output holds it
-        ctx.stage(EventKind.STEP_FAILED, sid, {**failed, "error": error_to_data(error)})
-        await ctx.commit()  # a crash during the backoff must not make a clean failure look in doubt
-        await ctx._rt.clock.sleep(delay)
-        self.current += 1
-        await ctx._start(sid, ctx._with_attempt(self.started, self.current), commit=self.first or ctx._careful)
-        if ctx._format > FORMAT_1:
-            ctx._held[sid] = []  # the next attempt's text is held again
-        return self.current
 
     def feed_waiting(self) -> None:
         """Pass the waiting deltas on to the sink, in order (a step without any: nothing)."""
@@ -117,12 +116,12 @@ class _LiveAttempt:
     def emit_to_observers(self, text: str) -> None:
         """A delta of a step without ``on_delta``: to the execution's observers only."""
         if self.observers.deltas:  # a plain attribute: this runs for every streamed piece
-            self.observers.notify_delta(self.ctx.execution_id, self.sid, text)
+            self.observers.notify_delta(self.execution_id, self.sid, text)
 
     def emit_to_sink(self, text: str) -> None:
         """A delta to the observers and at once to ``on_delta``."""
         if self.observers.deltas:
-            self.observers.notify_delta(self.ctx.execution_id, self.sid, text)
+            self.observers.notify_delta(self.execution_id, self.sid, text)
         self.sink(text)  # type: ignore[misc]
 
     def emit_when_needed(self, text: str) -> None:
@@ -135,7 +134,7 @@ class _LiveAttempt:
             waiting.append(text)  # nobody watches (so nobody watches deltas): it waits
             return
         if observers.deltas:
-            observers.notify_delta(self.ctx.execution_id, self.sid, text)
+            observers.notify_delta(self.execution_id, self.sid, text)
         self.feed_waiting()  # in order, before this one
         self.sink(text)  # type: ignore[misc]
 
@@ -215,28 +214,9 @@ class _Outcome(asyncio.Future[None]):
     refuses). What ``asyncio.shield`` plus waiting for the outcome after the cancel gave, without
     a second future and an extra turn of the loop per commit."""
 
-    __slots__ = ("background", "blobs", "ctx", "events", "urgent")
-
-    def __init__(
-        self,
-        ctx: ExecutionContext,
-        events: list[Event],
-        blobs: list[ContentBlob],
-        *,
-        urgent: bool,
-        background: bool,
-        loop: asyncio.AbstractEventLoop,
-    ) -> None:
-        super().__init__(loop=loop)
-        self.ctx, self.events, self.blobs, self.urgent, self.background = ctx, events, blobs, urgent, background
-
     def cancel(self, msg: Any = None) -> bool:
         """Refuse: only the writer settles a commit's outcome."""
         return False
-
-    def settled(self, error: BaseException | None) -> None:
-        """The writer's report (``JournalWriter.submit``): hand it to the context that submitted."""
-        self.ctx._settled(self, error)
 
 
 class ExecutionContext:
@@ -370,15 +350,23 @@ class ExecutionContext:
         of what was staged since (and keeps a background commit's error for the next ``commit``)."""
         events, blobs, urgent = self._staged, self._blobs, self._urgent
         self._staged, self._blobs, self._urgent = [], [], False
-        done = _Outcome(self, events, blobs, urgent=urgent, background=background, loop=asyncio.get_running_loop())
+        done = _Outcome(loop=asyncio.get_running_loop())
         self._inflight = done
-        self._rt.writer.submit(events, blobs, done.settled)
+        # A partial, not a closure over these locals (a closure's captured locals are cells).
+        self._rt.writer.submit(events, blobs, partial(self._settled, done, events, blobs, urgent, background))
         return done
 
-    def _settled(self, done: _Outcome, error: BaseException | None) -> None:
+    def _settled(
+        self,
+        done: _Outcome,
+        events: list[Event],
+        blobs: list[ContentBlob],
+        urgent: bool,
+        background: bool,
+        error: BaseException | None,
+    ) -> None:
         """The commit ``done`` stands for settled (see ``_submit``)."""
         self._inflight = None
-        events = done.events
         if error is None:
             if self._careful and any(e.kind in _OUTCOMES for e in events):
                 self._careful = False
@@ -389,10 +377,10 @@ class ExecutionContext:
             if self._urgent:  # an outcome staged while this commit was in flight
                 asyncio.get_running_loop().call_soon(self._kick)
         else:
-            self._staged, self._blobs = [*events, *self._staged], [*done.blobs, *self._blobs]
-            self._urgent = self._urgent or done.urgent
+            self._staged, self._blobs = [*events, *self._staged], [*blobs, *self._blobs]
+            self._urgent = self._urgent or urgent
             done.set_exception(error)
-            if done.background and isinstance(error, Exception):
+            if background and isinstance(error, Exception):
                 self._failed = error
                 done.exception()  # retrieved: the next commit raises it
             # Never written again from here on its own: the run stops at its next commit.
@@ -632,7 +620,7 @@ class ExecutionContext:
         first = rule is Durability.BEFORE or cut or self._careful
         await self._start(sid, self._with_attempt(started, attempt), commit=first)
         rt = self._rt
-        live = _LiveAttempt(self, sid, effect_id, started, first, attempt)
+        live = _LiveAttempt(eid, sid, effect_id, started, first, attempt, rt.observers)
         if on_delta is None:
             emit_delta = live.emit_to_observers
         elif defer_deltas and self._format > FORMAT_1:
@@ -655,7 +643,12 @@ class ExecutionContext:
             deps=rt.deps.get(eid),
         )
         call = frozen_instance(
-            EffectCall, spec=spec, input=input, context=context, on_retry=live.on_retry, sleep=rt.clock.sleep
+            EffectCall,
+            spec=spec,
+            input=input,
+            context=context,
+            on_retry=partial(self._on_retry, live),
+            sleep=rt.clock.sleep,
         )
         if self._format > FORMAT_1:
             self._held[sid] = []
@@ -701,6 +694,22 @@ class ExecutionContext:
         if rule is not Durability.DEFERRED:
             self._urge()
         return output
+
+    async def _on_retry(self, live: _LiveAttempt, error: BaseException, delay: float) -> int:
+        """A live step's retry hook (``EffectCall.on_retry``): record the failed attempt, sleep
+        ``delay`` and start the next one; its number."""
+        sid = live.sid
+        failed = {"effect": live.effect_id, "attempt": live.current, "will_retry": True, "delay": delay}
+        live.feed_waiting()
+        self._release_held(sid)  # the failed attempt's text: no output holds it
+        self.stage(EventKind.STEP_FAILED, sid, {**failed, "error": error_to_data(error)})
+        await self.commit()  # a crash during the backoff must not make a clean failure look in doubt
+        await self._rt.clock.sleep(delay)
+        live.current += 1
+        await self._start(sid, self._with_attempt(live.started, live.current), commit=live.first or self._careful)
+        if self._format > FORMAT_1:
+            self._held[sid] = []  # the next attempt's text is held again
+        return live.current
 
     # -- the event format's step shapes (``journal.event_format``) ---------------------------------
     def _started(self, effect_id: str, journaled: Any, digest: str, key: str, ref: list[Any] | None) -> dict[str, Any]:
