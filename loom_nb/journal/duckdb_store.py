@@ -62,32 +62,38 @@ _PID = re.compile(r"\(PID (\d+)\)")
 def _insert_events(con: Any, columns: list[list[Any]]) -> None:
     """Insert the events given as six columns (``append``'s): as bound lists, or from
     ``ARROW_ROWS`` rows on as one Arrow table (the same rows either way)."""
-    pa = _pyarrow() if len(columns[0]) >= ARROW_ROWS else None
-    if pa is None:
+    arrow = _arrow() if len(columns[0]) >= ARROW_ROWS else None
+    if arrow is None:
         con.execute(_INSERT_EVENTS, columns)
         return
+    pa, schema = arrow
     table = pa.Table.from_arrays(
-        [pa.array(column, type=kind) for column, kind in zip(columns, _arrow_types(pa), strict=True)],
-        names=["execution_id", "seq", "kind", "step_id", "at", "data"],
+        [pa.array(column, type=field.type) for column, field in zip(columns, schema, strict=True)], schema=schema
     )
     con.from_arrow(table).insert_into("events")
 
 
 @functools.cache
-def _pyarrow() -> Any:
-    """The ``pyarrow`` module, imported on the first large commit (its import costs about 0.2 s);
-    None where it cannot be imported (a dependency of loom_nb, so a broken environment): large
+def _arrow() -> tuple[Any, Any] | None:
+    """``pyarrow`` and the Arrow schema of the six columns ``append`` binds (``at`` in microseconds
+    since the epoch), made once, on the first large commit (pyarrow's import costs about 0.2 s);
+    None where pyarrow cannot be imported (a dependency of loom_nb, so a broken environment): large
     commits then bind lists like small ones, slower but the same rows."""
     try:
-        import pyarrow
+        import pyarrow as pa
     except ImportError:
         return None
-    return pyarrow
-
-
-def _arrow_types(pa: Any) -> tuple[Any, ...]:
-    """The Arrow type of each column ``append`` binds (``at`` in microseconds since the epoch)."""
-    return (pa.string(), pa.int64(), pa.string(), pa.string(), pa.timestamp("us"), pa.string())
+    text = pa.string()
+    return pa, pa.schema(
+        [
+            ("execution_id", text),
+            ("seq", pa.int64()),
+            ("kind", text),
+            ("step_id", text),
+            ("at", pa.timestamp("us")),
+            ("data", text),
+        ]
+    )
 
 
 def _us(seconds: float) -> int:

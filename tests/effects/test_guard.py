@@ -9,7 +9,7 @@ import weakref
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from loom_nb.effects import fence
@@ -174,6 +174,10 @@ async def test_an_effect_result_marked_tainted_is_recorded_tainted(rt: Runtime) 
 @given(
     st.lists(st.tuples(st.integers(0, 2), st.lists(st.booleans(), max_size=4), st.booleans()), min_size=1, max_size=12)
 )
+# A conversation that grows past ``_REFRESH_AFTER`` unrecorded messages, a taint arriving while the
+# entry is not brought up to date, then after it is.
+@example([(0, [False] * 4, False)] * 3 + [(0, [True], False)] + [(0, [False] * 4, False)] * 4)
+@example([(0, [False] * 4, False)] * 5 + [(1, [True], False)] + [(0, [False, True], False)])
 def test_the_taint_check_remembered_per_conversation_agrees_with_checking_every_message(
     plan: list[tuple[int, list[bool], bool]],
 ) -> None:

@@ -9,11 +9,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from loom_nb.errors import JournalWriteError
 from loom_nb.journal import DuckDBJournal, Event, EventKind, InMemoryJournal, duckdb_store
+from loom_nb.journal.canonical import storable_text
 from loom_nb.journal.duckdb_store import ARROW_ROWS
 from tests.journal.support import fill, full_tmpfs, shape
 from tests.journal.test_storable_text import TEXT, VALUES
@@ -47,10 +48,8 @@ def batch(ids: list[str], per: int, values: list[Any], steps: list[str | None], 
 def test_one_arrow_table_writes_the_rows_bound_lists_write(
     ids: list[str], values: list[Any], steps: list[str | None], at: float
 ) -> None:
-    from loom_nb.journal.canonical import storable_text
-
-    if len({storable_text(i) for i in ids}) < len(ids):
-        return  # two ids stored as one text: one execution, not several
+    assume(len({storable_text(i) for i in ids}) == len(ids))  # two ids stored as one text are one execution
+    assert duckdb_store._arrow() is not None  # the large commit below goes as Arrow, not as lists
     events = batch(ids, -(-ARROW_ROWS // len(ids)), values, steps, at)
     assert len(events) >= ARROW_ROWS
     bulk, small, memory = DuckDBJournal(":memory:"), DuckDBJournal(":memory:"), InMemoryJournal()
@@ -110,9 +109,11 @@ def test_without_pyarrow_a_large_commit_binds_lists_and_writes_the_same_rows(
     events = batch(["a", "b"], ARROW_ROWS, ["v", {"k": [1, None]}], [None, "s"], 1.0)
     with_arrow = DuckDBJournal(":memory:")
     with_arrow.append(events)
-    monkeypatch.setattr(duckdb_store, "_pyarrow", lambda: None)
+    asked: list[bool] = []
+    monkeypatch.setattr(duckdb_store, "_arrow", lambda: asked.append(True))  # pyarrow missing: None
     without = DuckDBJournal(":memory:")
     without.append(events)
+    assert asked == [True]  # the large commit asked for Arrow and bound lists instead
     assert without.connection.execute(ROWS).fetchall() == with_arrow.connection.execute(ROWS).fetchall()
     for journal in (with_arrow, without):
         journal.close()
