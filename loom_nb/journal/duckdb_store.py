@@ -7,6 +7,7 @@ writing process per file; a second process gets ``JournalLockedError``, never Du
 
 from __future__ import annotations
 
+import array
 import functools
 import json
 import os
@@ -63,37 +64,74 @@ def _insert_events(con: Any, columns: list[list[Any]]) -> None:
     """Insert the events given as six columns (``append``'s): as bound lists, or from
     ``ARROW_ROWS`` rows on as one Arrow table (the same rows either way)."""
     arrow = _arrow() if len(columns[0]) >= ARROW_ROWS else None
-    if arrow is None:
+    table = None if arrow is None else arrow.table(columns)
+    if table is None:
         con.execute(_INSERT_EVENTS, columns)
         return
-    pa, schema = arrow
-    table = pa.Table.from_arrays(
-        [pa.array(column, type=field.type) for column, field in zip(columns, schema, strict=True)], schema=schema
-    )
     con.from_arrow(table).insert_into("events")
 
 
+#: Which of ``append``'s six columns hold text (the others: ``seq`` and ``at``, 64-bit integers).
+_TEXT_COLUMNS = (True, False, True, True, False, True)
+
+
+class _ArrowEvents:
+    """Makes the Arrow table of ``append``'s six columns (``at`` in microseconds since the epoch)
+    without ``pyarrow.array``, which imports pandas into the process the first time it is called
+    (to ask whether its input is a pandas object): the text columns go through pyarrow's string
+    builder, the integer ones are handed over as one buffer each. The kernel never imports pandas
+    (``journal/test_bulk_rows.py`` runs 64 runs' group commits in a fresh process to check)."""
+
+    __slots__ = ("_pa", "_schema", "_text")
+
+    def __init__(self, pa: Any, text_builder: Any) -> None:
+        self._pa, self._text = pa, text_builder
+        text = pa.string()
+        self._schema = pa.schema(
+            [
+                ("execution_id", text),
+                ("seq", pa.int64()),
+                ("kind", text),
+                ("step_id", text),
+                ("at", pa.timestamp("us")),
+                ("data", text),
+            ]
+        )
+
+    def table(self, columns: list[list[Any]]) -> Any:
+        """The table of ``columns``; None when a number does not fit 64 bits (the commit then binds
+        lists, so DuckDB reports it as it does for a small commit)."""
+        pa, schema = self._pa, self._schema
+        arrays = []
+        try:
+            for column, field, is_text in zip(columns, schema, _TEXT_COLUMNS, strict=True):
+                if is_text:
+                    builder = self._text()
+                    builder.append_values(column)  # None is a null
+                    arrays.append(builder.finish())
+                else:
+                    data = pa.py_buffer(array.array("q", column))
+                    arrays.append(pa.Array.from_buffers(field.type, len(column), [None, data]))
+        except OverflowError:
+            return None
+        return pa.Table.from_arrays(arrays, schema=schema)
+
+
 @functools.cache
-def _arrow() -> tuple[Any, Any] | None:
-    """``pyarrow`` and the Arrow schema of the six columns ``append`` binds (``at`` in microseconds
-    since the epoch), made once, on the first large commit (pyarrow's import costs about 0.2 s);
-    None where pyarrow cannot be imported (a dependency of loom_nb, so a broken environment): large
-    commits then bind lists like small ones, slower but the same rows."""
+def _arrow() -> _ArrowEvents | None:
+    """The maker of large commits' Arrow tables, made once, on the first large commit (pyarrow's
+    import costs about 0.2 s); None where pyarrow or its string builder cannot be imported (a
+    dependency of loom_nb, so a broken environment) or the machine is big-endian (the integer
+    buffers are the machine's): large commits then bind lists like small ones, slower but the same
+    rows."""
     try:
         import pyarrow as pa
+        from pyarrow.lib import StringBuilder
     except ImportError:
         return None
-    text = pa.string()
-    return pa, pa.schema(
-        [
-            ("execution_id", text),
-            ("seq", pa.int64()),
-            ("kind", text),
-            ("step_id", text),
-            ("at", pa.timestamp("us")),
-            ("data", text),
-        ]
-    )
+    if sys.byteorder != "little":
+        return None
+    return _ArrowEvents(pa, StringBuilder)
 
 
 def _us(seconds: float) -> int:

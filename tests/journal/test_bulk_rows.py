@@ -1,10 +1,14 @@
 """A commit of ``ARROW_ROWS`` events or more moves them to DuckDB as one Arrow table instead of six
 bound lists: the rows it writes are the rows the lists write (any text, lone surrogates included,
 ``None`` step ids, microsecond times), and it fails the same way (a duplicate ``seq`` is a
-``JournalWriteError`` naming the execution, with nothing of the commit written)."""
+``JournalWriteError`` naming the execution, with nothing of the commit written; so is a failing
+projection statement after the events, and a number beyond 64 bits). Making the table never
+imports pandas."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -117,3 +121,70 @@ def test_without_pyarrow_a_large_commit_binds_lists_and_writes_the_same_rows(
     assert without.connection.execute(ROWS).fetchall() == with_arrow.connection.execute(ROWS).fetchall()
     for journal in (with_arrow, without):
         journal.close()
+
+
+def test_events_of_an_arrow_commit_are_rolled_back_when_the_projection_fails(tmp_path: Path) -> None:
+    """The table is inserted inside the commit's transaction: when the executions projection's
+    insert fails after it (an execution started twice), none of the commit's events stay."""
+    journal = DuckDBJournal(tmp_path / "j.duckdb")
+    start = {"flow": "f", "input": None, "principal": None}
+    journal.append([Event("a", 1, EventKind.EXECUTION_STARTED, None, 1.0, start)])
+    before = journal.connection.execute(ROWS).fetchall()
+    twice = [
+        *batch(["b", "c"], ARROW_ROWS, ["v"], ["s"], 2.0),
+        Event("a", 2, EventKind.EXECUTION_STARTED, None, 2.0, start),  # the execution exists: no second row
+    ]
+    with pytest.raises(JournalWriteError):
+        journal.append(twice)
+    assert journal.connection.execute(ROWS).fetchall() == before
+    assert [r.execution_id for r in journal.list_executions()] == ["a"]
+    journal.close()
+
+
+def test_a_time_beyond_64_bits_in_an_arrow_commit_fails_as_in_a_small_one(tmp_path: Path) -> None:
+    """A number no 64-bit column holds: the large commit binds lists instead, so DuckDB's error is
+    the same as for a small commit (a ``JournalWriteError``, nothing written)."""
+    journal = DuckDBJournal(tmp_path / "j.duckdb")
+    far = [Event("a", seq, EventKind.VALUE_RECORDED, "s", 1e14 if seq == 5 else 1.0, {}) for seq in range(1, 200)]
+    errors = []
+    for events in (far, far[:6]):  # one Arrow-sized commit, one small one
+        with pytest.raises(JournalWriteError) as info:
+            journal.append(events)
+        errors.append(type(info.value.__cause__))
+    assert errors[0] is errors[1]
+    assert journal.connection.execute(ROWS).fetchall() == []
+    journal.close()
+
+
+@pytest.mark.slow
+def test_group_commits_never_import_pandas(tmp_path: Path) -> None:
+    """The kernel never imports pandas: 64 concurrent runs on a DuckDB file (group commits of up to
+    256 events, as Arrow tables) in a fresh process leave it out of ``sys.modules``
+    (``pyarrow.array`` would import it)."""
+    code = (
+        "import asyncio, sys\n"
+        "import loom_nb as loom\n"
+        "from loom_nb.journal import DuckDBJournal\n"
+        "from loom_nb.kernel import FlowRegistry\n"
+        "@loom.tool(idempotent=True)\n"
+        "async def work(turn: int) -> str:\n"
+        "    'Work.'\n"
+        "    return f'done {turn}'\n"
+        "def respond(request):\n"
+        "    turn = (len(request.messages) - 1) // 2\n"
+        "    if turn >= 4:\n"
+        "        return loom.ModelResponse.text('done')\n"
+        "    return loom.ModelResponse.tool_calls([('work', {'turn': turn})])\n"
+        "agent = loom.Agent(model=loom.ScriptedModel(respond), tools=[work], name='bulk')\n"
+        f"rt = loom.Runtime(DuckDBJournal({str(tmp_path / 'j.duckdb')!r}), flows=FlowRegistry())\n"
+        "agent.register(rt)\n"
+        "async def main():\n"
+        "    starts = (rt.start(agent.flow_name, 'go', execution_id=f'r{i}') for i in range(64))\n"
+        "    runs = await asyncio.gather(*starts)\n"
+        "    assert {r.status for r in runs} == {'completed'}, runs\n"
+        "asyncio.run(main())\n"
+        "rt.close()\n"
+        "print('pyarrow' in sys.modules, 'pandas' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120)
+    assert out.stdout.split() == ["True", "False"], out.stdout  # Arrow tables were made; pandas stayed out
