@@ -99,8 +99,9 @@ class _ArrowEvents:
         )
 
     def table(self, columns: list[list[Any]]) -> Any:
-        """The table of ``columns``; None when a number does not fit 64 bits (the commit then binds
-        lists, so DuckDB reports it as it does for a small commit)."""
+        """The table of ``columns``; None when a number does not fit 64 bits or a text column
+        would pass Arrow's 2 GiB (the commit then binds lists, so DuckDB reports it, or writes it,
+        as it does for a small commit)."""
         pa, schema = self._pa, self._schema
         arrays = []
         try:
@@ -112,7 +113,7 @@ class _ArrowEvents:
                 else:
                     data = pa.py_buffer(array.array("q", column))
                     arrays.append(pa.Array.from_buffers(field.type, len(column), [None, data]))
-        except OverflowError:
+        except (OverflowError, pa.ArrowException):  # a number beyond 64 bits; 2 GiB of text in a column
             return None
         return pa.Table.from_arrays(arrays, schema=schema)
 
