@@ -176,10 +176,12 @@ def test_after_a_restart_the_journal_reopens_and_a_card_completes_the_run(
         page.close()
 
 
+# 200 words at 0.05 s: a 10 s stream, so the restart below cuts it mid-stream even on a slow, busy
+# machine (with 40 words, 2 s, a busy host's restart once came after the run had completed).
 TALK_CELL = """
 import loom_nb as loom
 
-WORDS = " ".join(f"word{i}" for i in range(40))
+WORDS = " ".join(f"word{i}" for i in range(200))
 agent = loom.Agent(model=loom.ScriptedModel([loom.ModelResponse.text(WORDS)], delta_delay=0.05), name="talker")
 """
 
@@ -216,8 +218,8 @@ def test_recover_after_a_restart_shows_its_progress(lab: Lab, browser: Any, tmp_
             re.compile(r"recovering 1 execution\(s\)… 0/1 done\s+talk-1: at step #turn:0 \(model.talker\)"),
             timeout=30_000,
         )
-        expect(status).to_have_text("recovered: talk-1 completed", timeout=30_000)
+        expect(status).to_have_text("recovered: talk-1 completed", timeout=60_000)
         expect(cell(page, 4).locator(".loom-run .loom-run-status")).to_contain_text("completed")
-        expect(cell(page, 4).locator(".loom-run")).to_contain_text("word39")
+        expect(cell(page, 4).locator(".loom-run")).to_contain_text("word199")
     finally:
         page.close()
