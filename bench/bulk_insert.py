@@ -7,9 +7,11 @@ handing it over has a fixed cost. The ratio column is Arrow / lists (below 1: Ar
 
 A third column times DuckDB's appender (``con.appender("events")``, ``append_rows``, ``flush``; not
 the journal's way), fed the same rows with ``at`` as a ``datetime`` (a TIMESTAMP it appends takes
-no integer), as ``appender / lists``. Counted in instructions (callgrind, 2026-12-04), a 256-row
-commit costs 27.1 M through the appender, 22.1 M as Arrow, 33.2 M as lists; a 4-row one 4.73 M,
-3.96 M and 4.85 M: in CPU the appender only beats the lists.
+no integer), as ``appender / lists``. Counted in instructions (callgrind, 2026-12-04, the whole
+``append``): the journal's own ways, 256 rows 22.7 M as Arrow and 30.2 M as lists, 4 rows 4.15 M
+and 4.73 M; the appender, in a probe feeding every way the same rows, 256 rows 27.1 M against
+22.1 M (Arrow) and 33.2 M (lists), 4 rows 4.73 M against 3.96 M and 4.85 M: in CPU it only beats
+the lists.
 
 A second table shows where one small commit's time goes: a ``SELECT 1`` on the journal's
 connection, the journal's two-row insert committed and the same insert rolled back (no WAL flush,
@@ -62,15 +64,15 @@ def main() -> None:
     sizes = [int(n) for n in args.rows.split(",")]
     threshold = duckdb_store.ARROW_ROWS
     times: dict[tuple[int, str], list[float]] = {}
-    lists = duckdb_store._insert_events
+    journal_insert = duckdb_store._insert_events  # lists or Arrow, by ARROW_ROWS
     with tempfile.TemporaryDirectory(prefix="loom-bulk-") as name:
         journal = DuckDBJournal(Path(name) / "bulk.duckdb")
         seq = 1
         for _ in range(args.repeats):
             for n in sizes:
                 for way, rows, insert in (
-                    ("lists", 10**9, lists),
-                    ("arrow", 1, lists),
+                    ("lists", 10**9, journal_insert),
+                    ("arrow", 1, journal_insert),
                     ("appender", 10**9, by_appender),
                 ):
                     batch = events(seq, n)
@@ -80,7 +82,7 @@ def main() -> None:
                     began = time.perf_counter()
                     journal.append(batch)
                     times.setdefault((n, way), []).append(time.perf_counter() - began)
-        duckdb_store.ARROW_ROWS, duckdb_store._insert_events = threshold, lists
+        duckdb_store.ARROW_ROWS, duckdb_store._insert_events = threshold, journal_insert
         small = statement_costs(journal, Path(name), seq, args.repeats * 4)
         journal.close()
     print(f"# one committed insert of n events, median of {args.repeats} (ARROW_ROWS = {threshold})\n")

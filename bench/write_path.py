@@ -148,9 +148,9 @@ async def _concurrent(rt: loom.Runtime, agent: loom.Agent, runs: int) -> None:
 
 class HeadersOnly(InMemoryJournal):
     """An in-memory journal that keeps each step event's header without its payload (status
-    events whole, for the executions projection): nothing encoded, parsed or written, so about what
-    a journal costing nothing would leave the loop. The ceiling's journal; a live run never reads
-    its steps' payloads back."""
+    events whole, for the executions projection): no payload encoded or parsed (an empty object
+    each), nothing written, so about what a journal costing nothing would leave the loop. The
+    ceiling's journal; a live run never reads its steps' payloads back."""
 
     def append(self, events: Sequence[Event], contents: Sequence[Any] = ()) -> None:
         """Keep the headers (and the status events whole)."""

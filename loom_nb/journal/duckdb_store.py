@@ -71,10 +71,6 @@ def _insert_events(con: Any, columns: list[list[Any]]) -> None:
     con.from_arrow(table).insert_into("events")
 
 
-#: Which of ``append``'s six columns hold text (the others: ``seq`` and ``at``, 64-bit integers).
-_TEXT_COLUMNS = (True, False, True, True, False, True)
-
-
 class _ArrowEvents:
     """Makes the Arrow table of ``append``'s six columns (``at`` in microseconds since the epoch)
     without ``pyarrow.array``, which imports pandas into the process the first time it is called
@@ -82,7 +78,7 @@ class _ArrowEvents:
     builder, the integer ones are handed over as one buffer each. The kernel never imports pandas
     (``journal/test_bulk_rows.py`` runs 64 runs' group commits in a fresh process to check)."""
 
-    __slots__ = ("_pa", "_schema", "_text")
+    __slots__ = ("_columns", "_pa", "_schema", "_text")
 
     def __init__(self, pa: Any, text_builder: Any) -> None:
         self._pa, self._text = pa, text_builder
@@ -97,25 +93,27 @@ class _ArrowEvents:
                 ("data", text),
             ]
         )
+        #: Each column's type and whether it holds text (else 64-bit integers: ``seq``, ``at``).
+        self._columns = tuple((field.type, field.type == text) for field in self._schema)
 
     def table(self, columns: list[list[Any]]) -> Any:
         """The table of ``columns``; None when a number does not fit 64 bits or a text column
         would pass Arrow's 2 GiB (the commit then binds lists, so DuckDB reports it, or writes it,
         as it does for a small commit)."""
-        pa, schema = self._pa, self._schema
+        pa = self._pa
         arrays = []
         try:
-            for column, field, is_text in zip(columns, schema, _TEXT_COLUMNS, strict=True):
+            for column, (kind, is_text) in zip(columns, self._columns, strict=True):
                 if is_text:
                     builder = self._text()
                     builder.append_values(column)  # None is a null
                     arrays.append(builder.finish())
                 else:
                     data = pa.py_buffer(array.array("q", column))
-                    arrays.append(pa.Array.from_buffers(field.type, len(column), [None, data]))
+                    arrays.append(pa.Array.from_buffers(kind, len(column), [None, data]))
         except (OverflowError, pa.ArrowException):  # a number beyond 64 bits; 2 GiB of text in a column
             return None
-        return pa.Table.from_arrays(arrays, schema=schema)
+        return pa.Table.from_arrays(arrays, schema=self._schema)
 
 
 @functools.cache

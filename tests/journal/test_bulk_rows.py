@@ -126,6 +126,7 @@ def test_without_pyarrow_a_large_commit_binds_lists_and_writes_the_same_rows(
 def test_events_of_an_arrow_commit_are_rolled_back_when_the_projection_fails(tmp_path: Path) -> None:
     """The table is inserted inside the commit's transaction: when the executions projection's
     insert fails after it (an execution started twice), none of the commit's events stay."""
+    assert duckdb_store._arrow() is not None  # the commit below goes as Arrow, not as lists
     journal = DuckDBJournal(tmp_path / "j.duckdb")
     start = {"flow": "f", "input": None, "principal": None}
     journal.append([Event("a", 1, EventKind.EXECUTION_STARTED, None, 1.0, start)])
@@ -144,6 +145,7 @@ def test_events_of_an_arrow_commit_are_rolled_back_when_the_projection_fails(tmp
 def test_a_time_beyond_64_bits_in_an_arrow_commit_fails_as_in_a_small_one(tmp_path: Path) -> None:
     """A number no 64-bit column holds: the large commit binds lists instead, so DuckDB's error is
     the same as for a small commit (a ``JournalWriteError``, nothing written)."""
+    assert duckdb_store._arrow() is not None  # the large commit tries Arrow first
     journal = DuckDBJournal(tmp_path / "j.duckdb")
     far = [Event("a", seq, EventKind.VALUE_RECORDED, "s", 1e14 if seq == 5 else 1.0, {}) for seq in range(1, 200)]
     errors = []
