@@ -54,26 +54,33 @@ def is_envelope(value: Any) -> bool:
 
 
 #: Leaves that are never an envelope nor hold one (checked before the slower ``Mapping`` test).
-_LEAVES = (str, int, float, bool, type(None))
+_LEAVES = frozenset({str, int, float, bool, type(None)})
 
 
 def contains_envelope(value: Any) -> bool:
     """True when an envelope appears anywhere inside ``value``."""
     kind = type(value)
-    if kind in _LEAVES:
-        return False
     if kind is dict:  # plain JSON (every journaled output): no ABC checks
         if value.get(ENVELOPE_KEY) is True:
             return True
-        return any(contains_envelope(v) for v in value.values())
-    if kind is list:
-        return any(contains_envelope(v) for v in value)
-    if is_envelope(value):
+        children: Any = value.values()
+    elif kind is list:
+        children = value
+    elif kind in _LEAVES:
+        return False
+    elif is_envelope(value):
         return True
-    if isinstance(value, Mapping):
-        return any(contains_envelope(v) for v in value.values())
-    if isinstance(value, (list, tuple)):
-        return any(contains_envelope(v) for v in value)
+    elif isinstance(value, Mapping):
+        children = value.values()
+    elif isinstance(value, (list, tuple)):
+        children = value
+    else:
+        return False
+    # A leaf is skipped here, not in a call (a model result is checked at every turn: a call, or a
+    # generator, per value cost more than the walk itself).
+    for child in children:  # noqa: SIM110 (a generator is what this loop saves)
+        if type(child) not in _LEAVES and contains_envelope(child):
+            return True
     return False
 
 

@@ -3,10 +3,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from loom_nb.effects import ClaimCheck, EffectRing, JournalContentStore, contains_envelope, is_envelope, resolve
 from loom_nb.effects.claimcheck import ENVELOPE_KEY, PREVIEW_CHARS
@@ -26,6 +30,36 @@ def claim_runtime(config: ClaimCheck, journal: JournalStore | None = None) -> Ru
     rt = make(journal)
     rt.effects.add_claim_check(config)
     return rt
+
+
+def holds_envelope(value: Any) -> bool:
+    """The definition ``contains_envelope`` implements, written the plainest way."""
+    if isinstance(value, Mapping):
+        return value.get(ENVELOPE_KEY) is True or any(holds_envelope(v) for v in value.values())
+    if isinstance(value, (list, tuple)):
+        return any(holds_envelope(v) for v in value)
+    return False
+
+
+_ENVELOPE_OR_NOT = st.fixed_dictionaries({ENVELOPE_KEY: st.sampled_from([True, False, 1, "true", None])})
+_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=5) | _ENVELOPE_OR_NOT,
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.lists(inner, max_size=4).map(tuple)
+        | st.dictionaries(st.sampled_from(["a", "b", ENVELOPE_KEY]), inner, max_size=3)
+        | st.dictionaries(st.sampled_from(["a", "b", ENVELOPE_KEY]), inner, max_size=3).map(MappingProxyType)
+    ),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_VALUES)
+def test_contains_envelope_finds_an_envelope_wherever_the_plain_definition_does(value: Any) -> None:
+    """Only ``True`` under the key is an envelope (not 1, not "true"), at any depth, in dicts, other
+    mappings, lists and tuples."""
+    assert contains_envelope(value) is holds_envelope(value)
 
 
 async def test_a_listed_tool_result_becomes_an_envelope_with_a_preview_and_its_bytes_in_the_journal() -> None:
