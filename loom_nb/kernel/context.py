@@ -497,10 +497,13 @@ class ExecutionContext:
         self._claim(sid)
         self.trace.append(("step", sid))
         journaled, text = jsonable_with_text(input if record is _UNSET else record)
-        digest = digest_bytes(text.encode("utf-8"))  # digest_value(journaled), encoded once
         rec = self._h.steps.get(sid)
+        # ``digest_value(journaled)``, from the text encoded once. Only a recorded step compares it and
+        # only event format 1 journals it: a live step of format 2 skips the hash (one per step).
+        digest = digest_bytes(text.encode("utf-8")) if rec is not None or self._format == FORMAT_1 else None
         attempt = 1
         if rec is not None:
+            assert digest is not None
             if rec.effect != effect_id or rec.input_digest() != digest:
                 raise self._nondeterminism(sid, rec, effect_id, digest)
             if rec.settled:
@@ -602,7 +605,7 @@ class ExecutionContext:
         spec: EffectSpec,
         input: Any,
         journaled: Any,
-        digest: str,
+        digest: str | None,
         attempt: int,
         on_delta: Callable[[str], None] | None,
         ref: list[Any] | None = None,
@@ -712,10 +715,14 @@ class ExecutionContext:
         return live.current
 
     # -- the event format's step shapes (``journal.event_format``) ---------------------------------
-    def _started(self, effect_id: str, journaled: Any, digest: str, key: str, ref: list[Any] | None) -> dict[str, Any]:
-        """A ``step_started`` payload without its attempt: format 1 carries the digest and the
-        idempotency key; format 2 derives both on read and may name its input by reference."""
+    def _started(
+        self, effect_id: str, journaled: Any, digest: str | None, key: str, ref: list[Any] | None
+    ) -> dict[str, Any]:
+        """A ``step_started`` payload without its attempt: format 1 carries the digest (given: never
+        None in format 1) and the idempotency key; format 2 derives both on read and may name its
+        input by reference."""
         if self._format == FORMAT_1:
+            assert digest is not None
             return {"effect": effect_id, "input": journaled, "digest": digest, "idempotency_key": key}
         return {"effect": effect_id, "ref": ref} if ref is not None else {"effect": effect_id, "input": journaled}
 
