@@ -7,11 +7,8 @@ handing it over has a fixed cost. The ratio column is Arrow / lists (below 1: Ar
 
 A third column times DuckDB's appender (``con.appender("events")``, ``append_rows``, ``flush``; not
 the journal's way), fed the same rows with ``at`` as a ``datetime`` (a TIMESTAMP it appends takes
-no integer), as ``appender / lists``. Counted in instructions (callgrind, 2026-12-04, the whole
-``append``): the journal's own ways, 256 rows 22.7 M as Arrow and 30.2 M as lists, 4 rows 4.15 M
-and 4.73 M; the appender, in a probe feeding every way the same rows, 256 rows 27.1 M against
-22.1 M (Arrow) and 33.2 M (lists), 4 rows 4.73 M against 3.96 M and 4.85 M: in CPU it only beats
-the lists.
+no integer), as ``appender / lists``. Its instruction counts against the journal's two ways are in
+docs/performance.md ("Fifth pass"): in CPU it only beats the lists.
 
 A second table shows where one small commit's time goes: a ``SELECT 1`` on the journal's
 connection, the journal's two-row insert committed and the same insert rolled back (no WAL flush,
