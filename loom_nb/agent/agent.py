@@ -229,7 +229,7 @@ class Agent(Generic[Deps, Out]):
             output_mode=_resolve_mode(output_mode, self._providers.get(model_id or "")),
             **options,
         )
-        self._versions = AgentVersions(config)
+        self._versions = AgentVersions(config, self.flow_name)
         self._body = self._run_body
         # The process-wide registry: any runtime's ``recover()`` finds the latest agent built under
         # this flow name (a re-run cell replaces it), as a restarted kernel or script expects.
@@ -246,8 +246,7 @@ class Agent(Generic[Deps, Out]):
 
     @config.setter
     def config(self, config: AgentConfig) -> None:
-        change, _ = self._versions.versions[-1]
-        self._versions.versions[-1] = (change, config)
+        self._versions.replace_latest(config)
 
     @property
     def model(self) -> ModelProvider | None:
@@ -255,31 +254,35 @@ class Agent(Generic[Deps, Out]):
         return self._providers.get(self.config.model or "")
 
     def register(self, runtime: Runtime) -> None:
-        """Register this agent's effects and flow on ``runtime`` (``start`` does it for you)."""
+        """Register this agent's effects and flow on ``runtime`` (``start`` does it for you).
+
+        Every version's model, compaction and tool effects are registered as that version's own
+        (``AgentConfig.owner``): another agent's tool of the same name, a sub-agent's or an MCP
+        server's never replaces them, and a run recorded before a ``patch`` keeps its version's bodies.
+        """
         effects = runtime.effects
-        for effect_id, provider in self._providers.items():
-            effects.register(effect_id, llm_effect(provider), kind="model", idempotent=True, retry=self.model_retry)
-        compaction = self.config.compaction
-        if compaction is not None and self._summarizer is not None:
-            effects.register(
-                compaction.effect_id,
-                summarizer_effect(self._summarizer),
-                kind="summarizer",
-                idempotent=True,
-                retry=self.model_retry,
-            )
-        registered: set[str] = set()
-        # A recorded run may call a tool only its own version has; a tool several versions share
-        # (one effect id) runs the newest version's function.
-        for config in reversed(self._versions.configs):
+        for config in self._versions.configs:
+            owner = config.owner
+            for effect_id, provider in self._providers.items():
+                effects.register(
+                    effect_id, llm_effect(provider), kind="model", idempotent=True, retry=self.model_retry, owner=owner
+                )
+            compaction = config.compaction
+            if compaction is not None and self._summarizer is not None:
+                effects.register(
+                    compaction.effect_id,
+                    summarizer_effect(self._summarizer),
+                    kind="summarizer",
+                    idempotent=True,
+                    retry=self.model_retry,
+                    owner=owner,
+                )
             for t in config.tools:
-                if t.effect_id not in registered:
-                    registered.add(t.effect_id)
-                    t.register(effects, default_timeout=config.tool_timeout)
-        if self.config.claim_check is not None:
-            if not isinstance(effects, EffectRing):
-                raise UsageError("claim_check needs loom.Runtime (the effect ring), not the bare kernel runtime")
-            effects.add_claim_check(self.config.claim_check)
+                t.register(effects, default_timeout=config.tool_timeout, owner=owner)
+            if config.claim_check is not None:
+                if not isinstance(effects, EffectRing):
+                    raise UsageError("claim_check needs loom.Runtime (the effect ring), not the bare kernel runtime")
+                effects.add_claim_check(config.claim_check, owner=owner)
         runtime.flows.register(self._body, self.flow_name)
         runtime.check_hooks[self.flow_name] = self._versions.check_hook
         runtime.agents[self.flow_name] = self

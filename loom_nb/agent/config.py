@@ -228,6 +228,9 @@ class AgentConfig:
             ``tool`` (a ``final_result`` tool) or ``auto`` (``tool`` here; ``loom.Agent`` resolves it
             from the provider).
         output_retries: Failed validations sent back to the model before ``OutputValidationError``.
+        owner: Whose registrations of the model, compaction and tool effects the loop calls
+            (``EffectSpec.owner``; ``loom.Agent`` sets its flow and version, so two agents' tools of
+            one name each run their own body); None: the runtime's shared registrations.
     """
 
     model: str | None = None
@@ -251,6 +254,7 @@ class AgentConfig:
     output_type: Any = str
     output_mode: OutputMode = "auto"
     output_retries: int = 2
+    owner: str | None = None
     _tools_by_name: dict[str, Tool] = field(default_factory=dict, init=False, repr=False, compare=False)
     _output: list[OutputSpec[Any]] = field(default_factory=list, init=False, repr=False, compare=False)
 
@@ -268,7 +272,11 @@ class AgentConfig:
         names = [t.name for t in self.tools]
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:
-            raise UsageError(f"two tools share the name {dupes[0]!r}; tool names must be unique")
+            raise UsageError(
+                f"two tools of one agent share the name {dupes[0]!r}: the model could not tell them apart. "
+                "Rename one (@loom.tool(name=...)), or give an MCP server's tools a prefix "
+                "(loom.mcp_tools(..., prefix='srv_'))."
+            )
         self._tools_by_name.update({t.name: t for t in self.tools})
         spec = output_spec(self.output_type, self.output_mode, self.output_retries)
         if spec is not None:

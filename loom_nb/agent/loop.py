@@ -238,7 +238,9 @@ async def _model_step(
         chunker = chunk_deltas(partial(ctx.stream, step_id=node), min_chars=config.chunk_min_chars)
     # The chunker only makes the step's held text (its output holds it once it completes): it may
     # be fed late, and not at all for an attempt that completes unobserved (``defer_deltas``).
-    output = await ctx.execute(model_id, request, step_id=node, record=record, on_delta=chunker, defer_deltas=True)
+    output = await ctx.execute(
+        model_id, request, step_id=node, record=record, on_delta=chunker, defer_deltas=True, owner=config.owner
+    )
     if chunker is not None:
         chunker.flush()
     if contains_envelope(output):
@@ -315,7 +317,7 @@ async def _maybe_compact(ctx: FlowContext, config: AgentConfig, state: _Turn, tu
     record: dict[str, Any] = {"prev": state.prev, "add": state.pending, "keep": keep}
     if rule != BACKWARD_RULE:
         record["keep_rule"] = rule
-    output = await ctx.execute(compaction.effect_id, request, step_id=node, record=record)
+    output = await ctx.execute(compaction.effect_id, request, step_id=node, record=record, owner=config.owner)
     if contains_envelope(output):
         raise ClaimCheckError(
             f"the compaction effect {compaction.effect_id!r} returned a claim-check envelope; remove it "
@@ -413,6 +415,7 @@ async def _run_one(
                 arguments,
                 step_id=step_ids.tool_step_id(turn, j),
                 input_ref=(node, "message", "tool_calls", j, "arguments"),
+                owner=config.owner,
             )
     except FATAL_TOOL_ERRORS:
         raise

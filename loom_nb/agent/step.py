@@ -33,10 +33,10 @@ class _OpaqueContext:
         self._warned: set[str] = set()
 
     async def execute(self, effect_id: str, input: Any = None, **options: Any) -> Any:
-        # Only ``step_id`` is used: nothing is journaled inside the opaque step (``record`` and
+        # Only ``step_id`` and ``owner`` are used: nothing is journaled inside the opaque step (``record`` and
         # ``returns`` mean nothing here), and deltas go to the outer step's sink, not ``on_delta``.
         step_id: str | None = options.get("step_id")
-        spec = self._rt.effects.spec(effect_id)
+        spec = self._rt.effects.spec(effect_id, options.get("owner"))
         outer = self._outer
         sub = f"{outer.step_id}/{step_id}"
 

@@ -30,15 +30,41 @@ AGENT_PATCH_FIX = (
 )
 
 
+def effect_owner(flow_name: str, version: int) -> str:
+    """The owner (``EffectSpec.owner``) of an agent version's effects: ``<flow>@<version>`` (0 is the
+    agent as built). Never journaled: a step names its effect id; this only picks the body."""
+    return f"{flow_name}@{version}"
+
+
 class AgentVersions:
     """The configurations an agent has had, oldest first, each after the first behind a patch marker.
+
+    Each version's configuration owns its effects (``AgentConfig.owner``, ``effect_owner``): a run
+    calls the tool bodies of the version it runs with, never another version's of the same name.
+
+    Args:
+        base: The agent as built.
+        flow_name: The agent's flow (``None``: the configurations keep the owner they have).
 
     Attributes:
         versions: ``(change, config)`` pairs; the first change is None (the agent as built).
     """
 
-    def __init__(self, base: AgentConfig) -> None:
-        self.versions: list[tuple[str | None, AgentConfig]] = [(None, base)]
+    def __init__(self, base: AgentConfig, flow_name: str | None = None) -> None:
+        self.flow_name = flow_name
+        self.versions: list[tuple[str | None, AgentConfig]] = [(None, self._owned(base, 0))]
+
+    def _owned(self, config: AgentConfig, version: int) -> AgentConfig:
+        if self.flow_name is None:
+            return config
+        owner = effect_owner(self.flow_name, version)
+        # AgentConfig derives fields (an index of the tools) in __post_init__: rebuild, not copy.
+        return config if config.owner == owner else replace(config, owner=owner)
+
+    def replace_latest(self, config: AgentConfig) -> None:
+        """Put ``config`` in place of the newest version (keeping that version's owner)."""
+        change, _ = self.versions[-1]
+        self.versions[-1] = (change, self._owned(config, len(self.versions) - 1))
 
     @property
     def latest(self) -> AgentConfig:
@@ -55,7 +81,7 @@ class AgentVersions:
         if any(change == c for c, _ in self.versions):
             raise ValueError(change)
         # AgentConfig derives fields (an index of the tools) in __post_init__: rebuild, not copy.
-        config = replace(self.latest, **options)
+        config = self._owned(replace(self.latest, **options), len(self.versions))
         self.versions.append((change, config))
         return config
 

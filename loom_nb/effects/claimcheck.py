@@ -135,18 +135,26 @@ class ClaimCheckInterceptor:
     Args:
         config: What to offload.
         store: The store to use when the config names none.
+        owner: Acts only on the effects this owner registered (``EffectSpec.owner``: one agent's
+            tools, never another agent's of the same name); None: on every effect.
     """
 
-    def __init__(self, config: ClaimCheck, store: ContentStore) -> None:
+    def __init__(self, config: ClaimCheck, store: ContentStore, owner: str | None = None) -> None:
         self.config = config
         self.store = config.store or store
+        self.owner = owner
 
     def acts_on(self, spec: EffectSpec) -> bool:
-        """A model or compaction call is checked for envelopes; a tool only when the config lists it."""
+        """A model or compaction call is checked for envelopes; a tool only when the config lists it;
+        either only when it is the owner's."""
+        if self.owner is not None and spec.owner != self.owner:
+            return False
         return spec.kind in _MODEL_KINDS or self.config.covers(spec.effect_id)
 
     async def __call__(self, call: EffectCall, next: Next) -> EffectResult:
         """Offload a listed tool's result; refuse an envelope as a model or compaction result."""
+        if not self.acts_on(call.spec):  # a registry that binds every link calls it for every effect
+            return await next(call)
         effect_id = call.spec.effect_id
         if call.spec.kind in _MODEL_KINDS and self.config.covers(effect_id):
             raise ClaimCheckError(

@@ -373,9 +373,12 @@ class McpTool(Tool):
 
         return run_blocking(once())
 
-    def register(self, effects: EffectInvoker, *, default_timeout: float | None = None) -> EffectSpec:
+    def register(
+        self, effects: EffectInvoker, *, default_timeout: float | None = None, owner: str | None = None
+    ) -> EffectSpec:
         """Register as the effect ``tools.<name>``, calling the server through the runtime's session
-        (``default_timeout``: an agent's ``tool_timeout``, used when the tool sets none)."""
+        (``default_timeout``: an agent's ``tool_timeout``, used when the tool sets none; ``owner``:
+        as ``Tool.register`` has it)."""
         if not isinstance(effects, EffectRing) or effects.content_store is None:
             raise UsageError(
                 f"MCP tool {self.name!r} needs loom.Runtime (its effect ring closes the server's session and "
@@ -391,7 +394,9 @@ class McpTool(Tool):
                 output=recorded_output(result, store, tool=remote, server=label, tainted=tainted), tainted=tainted
             )
 
-        return self.register_effect(effects, invoke, timeout=default_timeout, mcp_server=label, mcp_tool=remote)
+        return self.register_effect(
+            effects, invoke, timeout=default_timeout, owner=owner, mcp_server=label, mcp_tool=remote
+        )
 
 
 def recorded_output(result: CallToolResult, store: ContentStore, *, tool: str, server: str, tainted: bool) -> Any:

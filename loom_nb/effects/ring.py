@@ -51,7 +51,7 @@ class EffectRing(EffectRegistry):
         self.guard = PromptGuard()
         self.timeout = Timeout()
         super().__init__([self.authorization, self.metering, self.retry, self.guard, self.timeout])
-        self._claim_checks: list[ClaimCheck] = []
+        self._claim_checks: list[tuple[ClaimCheck, str | None]] = []
         self.content_store: ContentStore | None = None
         self._on_close: list[Callable[[], None]] = []
 
@@ -69,14 +69,17 @@ class EffectRing(EffectRegistry):
             except Exception:
                 log.exception("a close callback of the effect ring failed: %r", callback)
 
-    def add_claim_check(self, config: ClaimCheck, store: ContentStore | None = None) -> None:
-        """Install a claim-check link (once per configuration)."""
-        if config in self._claim_checks:
+    def add_claim_check(
+        self, config: ClaimCheck, store: ContentStore | None = None, *, owner: str | None = None
+    ) -> None:
+        """Install a claim-check link (once per configuration and owner): ``owner`` limits it to the
+        effects that owner registered (``EffectSpec.owner``; an agent's own tools)."""
+        if (config, owner) in self._claim_checks:
             return
         target = config.store or store or self.content_store
         if target is None:
             from loom_nb.errors import UsageError
 
             raise UsageError("ClaimCheck needs a store: pass ClaimCheck(store=...) or use loom.Runtime")
-        self._claim_checks.append(config)
-        self.use(ClaimCheckInterceptor(config, target))
+        self._claim_checks.append((config, owner))
+        self.use(ClaimCheckInterceptor(config, target, owner))

@@ -202,25 +202,36 @@ class Tool:
         with off_the_loop(f"tool {self.name!r}"):
             return self.fn(**kwargs)
 
-    def register(self, effects: EffectInvoker, *, default_timeout: float | None = None) -> EffectSpec:
+    def register(
+        self, effects: EffectInvoker, *, default_timeout: float | None = None, owner: str | None = None
+    ) -> EffectSpec:
         """Register as the effect ``tools.<name>``.
 
         Args:
             effects: The effect runtime.
             default_timeout: The timeout when the tool sets none (an agent's ``tool_timeout``).
+            owner: Whose tool it is (``EffectSpec.owner``; ``loom.Agent`` passes its flow and
+                version), so another agent's tool of the same name never replaces it; None: shared.
         """
-        return self.register_effect(effects, self.invoke, timeout=self.effective_timeout(default_timeout))
+        return self.register_effect(effects, self.invoke, timeout=self.effective_timeout(default_timeout), owner=owner)
 
     def effective_timeout(self, default: float | None) -> float | None:
         """The tool's own ``timeout``, else ``default``."""
         return self.timeout if self.timeout is not None else default
 
     def register_effect(
-        self, effects: EffectInvoker, fn: Callable[..., Any], *, timeout: float | None = None, **meta: Any
+        self,
+        effects: EffectInvoker,
+        fn: Callable[..., Any],
+        *,
+        timeout: float | None = None,
+        owner: str | None = None,
+        **meta: Any,
     ) -> EffectSpec:
         """Register ``fn`` as this tool's effect ``tools.<name>`` with the tool's options (and ``meta``
         added to the spec's): how a subclass (``McpTool``) registers a body of its own. ``timeout``
-        is the one the call gets (``effective_timeout``; the tool's own when None)."""
+        is the one the call gets (``effective_timeout``; the tool's own when None); ``owner`` as
+        ``register`` has it."""
         return effects.register(
             self.effect_id,
             fn,
@@ -235,6 +246,7 @@ class Tool:
             trusted=self.trusted,
             kind="tool",
             meta={"tool": self.name, **meta},
+            owner=owner,
         )
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:

@@ -464,6 +464,7 @@ class ExecutionContext:
         on_delta: Callable[[str], None] | None = None,
         input_ref: Sequence[Any] | None = None,
         defer_deltas: bool = False,
+        owner: str | None = None,
     ) -> Any:
         """Run an effect as one durable step, or serve its recorded outcome on replay.
 
@@ -482,6 +483,9 @@ class ExecutionContext:
                 deltas wait and reach it, in order, only when their text is needed (someone observes
                 the execution, the attempt fails, or ``_DELTAS_WAITING`` deltas wait). An attempt
                 that completes unobserved never feeds it: its output holds the text.
+            owner: Whose registration of ``effect_id`` runs it (``EffectSpec.owner``: an agent's
+                flow and version); the runtime's shared one when the owner has none, or when None.
+                The journal names only ``effect_id``.
 
         Returns:
             The output, as plain JSON or as ``returns``.
@@ -514,10 +518,10 @@ class ExecutionContext:
             if self._pure:
                 raise self._diverged(f"step {sid!r} (cut in flight in the recorded run)")
             self._in_flight -= 1
-            spec = self._rt.effects.spec(effect_id)
+            spec = self._rt.effects.spec(effect_id, owner)
             attempt = rec.attempts + 1
             if spec.idempotent and not rec.retry_pending and rec.attempts >= attempt_limit(spec):
-                self._exhausted(sid, rec)
+                self._exhausted(sid, rec, spec)
             if not spec.idempotent and not rec.retry_pending:
                 served = self._in_doubt(sid, rec, journaled)
                 if served is not _UNSET:
@@ -525,7 +529,7 @@ class ExecutionContext:
         elif self._pure:
             raise self._diverged(f"step {sid!r} (effect {effect_id!r})")
         else:
-            spec = self._rt.effects.spec(effect_id)
+            spec = self._rt.effects.spec(effect_id, owner)
         ref = self._input_reference(input_ref, text)
         cut = rec is not None
         output = await self._run_live(
@@ -533,10 +537,10 @@ class ExecutionContext:
         )
         return _convert(output, returns)
 
-    def _exhausted(self, sid: str, rec: StepRecord) -> NoReturn:
-        """Fail step ``sid``, cut in flight on every one of the attempts its policy allows (recorded
-        as ``step_failed``), instead of invoking it once more."""
-        limit = attempt_limit(self._rt.effects.spec(rec.effect))
+    def _exhausted(self, sid: str, rec: StepRecord, spec: EffectSpec) -> NoReturn:
+        """Fail step ``sid``, cut in flight on every one of the attempts its policy (``spec``'s) allows
+        (recorded as ``step_failed``), instead of invoking it once more."""
+        limit = attempt_limit(spec)
         error = RetriesExhaustedError(
             f"step {sid!r} (effect {rec.effect!r}) of execution {self.execution_id!r} was started "
             f"{rec.attempts} times and never finished (its process died or was cut each time); it allows "

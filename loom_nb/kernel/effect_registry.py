@@ -74,6 +74,9 @@ class EffectSpec:
         context_param: The name of the parameter that receives the ``EffectContext``, if any.
         durability: When its steps are committed (``Durability``); None means ``AFTER`` when
             idempotent, else ``BEFORE``. ``AFTER`` and ``DEFERRED`` need ``idempotent=True``.
+        owner: Who registered it (an agent's flow name and version, ``"<flow>@<version>"``), or
+            None for an effect the whole runtime shares. A step names only ``effect_id`` (the
+            persisted contract); the execution's owner decides which registration runs it.
     """
 
     effect_id: str
@@ -88,6 +91,7 @@ class EffectSpec:
     meta: Mapping[str, Any] = field(default_factory=dict)
     context_param: str | None = None
     durability: Durability | None = None
+    owner: str | None = None
 
     @property
     def commit_rule(self) -> Durability:
@@ -209,6 +213,7 @@ class EffectOptions(TypedDict, total=False):
     kind: str
     meta: Mapping[str, Any] | None
     durability: Durability | str | None
+    owner: str | None
 
 
 class EffectInvoker(Protocol):
@@ -219,8 +224,12 @@ class EffectInvoker(Protocol):
         """Register (or replace) an effect; returns its spec (see ``EffectRegistry.register``)."""
         ...
 
-    def spec(self, effect_id: str) -> EffectSpec:
-        """The registration of ``effect_id`` (``EffectNotFoundError`` if none)."""
+    def spec(self, effect_id: str, owner: str | None = None) -> EffectSpec:
+        """The registration of ``effect_id`` that ``owner`` resolves to (``EffectNotFoundError`` if none)."""
+        ...
+
+    def specs_named(self, effect_id: str) -> list[EffectSpec]:
+        """Every registration of ``effect_id``: the shared one and each owner's."""
         ...
 
     def __contains__(self, effect_id: object) -> bool:
@@ -290,12 +299,20 @@ class EffectRegistry:
 
     def __init__(self, interceptors: Iterable[Interceptor] = ()) -> None:
         self._specs: dict[str, EffectSpec] = {}
+        #: Owned registrations, by ``(owner, effect_id)`` (see ``EffectSpec.owner``).
+        self._owned: dict[tuple[str, str], EffectSpec] = {}
         self.interceptors: list[Interceptor] = list(interceptors)
-        #: Each effect's bound chain, by effect id, with the spec it was bound for (see ``chain``).
-        self._chains: dict[str, tuple[EffectSpec, Next]] = {}
+        #: Each effect's bound chain, by ``(owner, effect_id)``, with the spec it was bound for (see ``chain``).
+        self._chains: dict[tuple[str | None, str], tuple[EffectSpec, Next]] = {}
 
     def register(self, effect_id: str, fn: Callable[..., Any], **options: Unpack[EffectOptions]) -> EffectSpec:
-        """Register (or replace) an effect; returns its spec (options as ``EffectSpec`` documents them)."""
+        """Register (or replace) an effect; returns its spec (options as ``EffectSpec`` documents them).
+
+        With ``owner=`` the registration is that owner's: an execution resolving with that owner
+        runs it, and it never replaces another owner's registration of the same id (two agents'
+        ``tools.search``). Without, it is the runtime's shared one, which owners without their own
+        registration of the id resolve to.
+        """
         if not effect_id or not isinstance(effect_id, str):
             raise UsageError(f"an effect id must be a non-empty string, got {effect_id!r}")
         if not callable(fn):
@@ -304,27 +321,40 @@ class EffectRegistry:
         given.update(scopes=frozenset(options.get("scopes", ())), meta=dict(options.get("meta") or {}))
         given["durability"] = check_durability(effect_id, options.get("durability"), options.get("idempotent", False))
         spec = replace(EffectSpec(effect_id=effect_id, fn=fn, context_param=_context_param(fn)), **given)
-        self._specs[effect_id] = spec
-        return spec
+        return self.add(spec)
 
     def add(self, spec: EffectSpec) -> EffectSpec:
-        """Register a ready-made spec (replacing one with the same id)."""
-        self._specs[spec.effect_id] = spec
+        """Register a ready-made spec (replacing the one with the same id and owner)."""
+        if spec.owner is None:
+            self._specs[spec.effect_id] = spec
+        else:
+            self._owned[(spec.owner, spec.effect_id)] = spec
         return spec
 
-    def spec(self, effect_id: str) -> EffectSpec:
-        """The spec of ``effect_id``."""
+    def spec(self, effect_id: str, owner: str | None = None) -> EffectSpec:
+        """The spec of ``effect_id`` that ``owner`` resolves to: the owner's own registration, else
+        the shared one."""
+        if owner is not None:
+            owned = self._owned.get((owner, effect_id))
+            if owned is not None:
+                return owned
         spec = self._specs.get(effect_id)  # the usual case, without building the error's text first
         if spec is not None:
             return spec
         return registered(self._specs, effect_id, EffectNotFoundError, f"effect {effect_id!r}", "registers it")
 
+    def specs_named(self, effect_id: str) -> list[EffectSpec]:
+        """Every registration of ``effect_id``: the shared one first, then each owner's."""
+        shared = self._specs.get(effect_id)
+        owned = [spec for (_, eid), spec in self._owned.items() if eid == effect_id]
+        return ([shared] if shared is not None else []) + owned
+
     def __contains__(self, effect_id: object) -> bool:
         return effect_id in self._specs
 
     def ids(self) -> list[str]:
-        """Registered ids, sorted."""
-        return sorted(self._specs)
+        """Registered ids (shared and owned), sorted."""
+        return sorted(set(self._specs) | {eid for _, eid in self._owned})
 
     def use(self, interceptor: Interceptor) -> None:
         """Add an interceptor innermost (closest to the effect). Change the ring only through this
@@ -340,7 +370,8 @@ class EffectRegistry:
         ``acts_on`` depends only on the spec and the interceptor's fixed configuration, so a kept
         chain is the one a fresh binding would build); registering the effect again binds anew.
         """
-        bound = self._chains.get(spec.effect_id)
+        key = (spec.owner, spec.effect_id)
+        bound = self._chains.get(key)
         if bound is not None and bound[0] is spec:
             return bound[1]
         link: Next = call_effect_fn
@@ -348,7 +379,7 @@ class EffectRegistry:
             acts_on = getattr(interceptor, "acts_on", None)
             if acts_on is None or acts_on(spec):
                 link = _bind(interceptor, link)
-        self._chains[spec.effect_id] = (spec, link)
+        self._chains[key] = (spec, link)
         return link
 
     def invoke(self, call: EffectCall) -> Awaitable[EffectResult]:

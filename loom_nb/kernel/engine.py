@@ -994,10 +994,10 @@ class Engine:
         for step in h.steps.values():
             if step.settled or step.in_doubt or step.attempts == 0:
                 continue
-            try:
-                idempotent = self.effects.spec(step.effect).idempotent
-            except EffectNotFoundError:
-                idempotent = False
+            # Which owner's registration the step ran is not journaled: idempotent only when every
+            # registration of its effect is (none: in doubt).
+            specs = self.effects.specs_named(step.effect)
+            idempotent = bool(specs) and all(spec.idempotent for spec in specs)
             if idempotent or step.retry_pending:
                 data = {"effect": step.effect, "attempt": step.attempts, "will_retry": False}
                 add(EventKind.STEP_FAILED, step.step_id, {**data, "error": error_to_data(error)})

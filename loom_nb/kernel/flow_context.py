@@ -78,6 +78,7 @@ class FlowContext(Protocol):
         on_delta: Callable[[str], None] | None = None,
         input_ref: Sequence[Any] | None = None,
         defer_deltas: bool = False,
+        owner: str | None = None,
     ) -> Any:
         """Run an effect as one durable step, or serve its recorded outcome on replay.
 

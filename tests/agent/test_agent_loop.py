@@ -156,7 +156,7 @@ def test_a_config_with_neither_or_both_ways_to_a_model_is_refused_up_front() -> 
     with pytest.raises(UsageError, match=r"skills=\.\.\. needs skill_selector"):
         AgentConfig(model=MODEL, skills=[loom.Skill(name="a", instructions="b")])
     seen: list[str] = []
-    with pytest.raises(UsageError, match="two tools share the name 'lookup'"):
+    with pytest.raises(UsageError, match="two tools of one agent share the name 'lookup'"):
         AgentConfig(model=MODEL, tools=[lookup_tool(seen), lookup_tool(seen)])
 
 

@@ -180,4 +180,6 @@ async def test_a_patch_may_add_a_tool_and_replace_one_of_the_same_name() -> None
     agent.patch("v2", tools=[search_v2, archive])
     new = await agent.run("go", runtime=rt)
     assert (old.output, new.output) == ('["/tmp/x/stale.log"]', '["/v2/stale.log"]')
-    assert rt.effects.spec("tools.archive") is not None
+    # The new tool is the new version's own: the shared registry (and the version before) has none.
+    assert rt.effects.spec("tools.archive", agent.config.owner).meta["tool"] == "archive"
+    assert "tools.archive" not in rt.effects

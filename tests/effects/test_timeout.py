@@ -122,10 +122,14 @@ def test_the_agent_default_applies_to_tools_without_a_timeout_of_their_own(rt: R
         """Own timeout."""
         return x
 
-    Agent(ScriptedModel([]), tools=[plain, own], tool_timeout=2.5).register(rt)
-    assert (rt.effects.spec("tools.plain").timeout, rt.effects.spec("tools.own").timeout) == (2.5, 7)
-    Agent(ScriptedModel([]), tools=[plain]).register(rt)
-    assert rt.effects.spec("tools.plain").timeout is None
+    bounded = Agent(ScriptedModel([]), tools=[plain, own], tool_timeout=2.5)
+    bounded.register(rt)
+    owner = bounded.config.owner
+    assert (rt.effects.spec("tools.plain", owner).timeout, rt.effects.spec("tools.own", owner).timeout) == (2.5, 7)
+    other = Agent(ScriptedModel([]), tools=[plain], name="other")
+    other.register(rt)
+    assert rt.effects.spec("tools.plain", other.config.owner).timeout is None
+    assert rt.effects.spec("tools.plain", owner).timeout == 2.5  # each agent keeps its own registration
 
 
 def test_a_timeout_must_be_positive() -> None:
