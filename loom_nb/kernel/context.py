@@ -79,7 +79,18 @@ class _LiveAttempt:
     One object with slots and bound methods instead of closures over ``_run_live``'s locals: a
     closure's every captured local is a cell the garbage collector tracks, made at each step."""
 
-    __slots__ = ("current", "effect_id", "execution_id", "first", "observers", "sid", "sink", "started", "waiting")
+    __slots__ = (
+        "current",
+        "effect_id",
+        "execution_id",
+        "fenced",
+        "first",
+        "observers",
+        "sid",
+        "sink",
+        "started",
+        "waiting",
+    )
 
     def __init__(
         self,
@@ -101,6 +112,8 @@ class _LiveAttempt:
         self.sink: Callable[[str], None] | None = None
         #: The deltas held back from ``sink`` (a ``defer_deltas`` step only; else None).
         self.waiting: list[str] | None = None
+        #: Each attempt's effect runs only after the lease is confirmed (not idempotent: fenced).
+        self.fenced = False
 
     def feed_waiting(self) -> None:
         """Pass the waiting deltas on to the sink, in order (a step without any: nothing)."""
@@ -627,7 +640,12 @@ class ExecutionContext:
         first = rule is Durability.BEFORE or cut or self._careful
         await self._start(sid, self._with_attempt(started, attempt), commit=first)
         rt = self._rt
+        if not spec.idempotent:
+            # Fencing: the start is durable; the effect runs only if the lease is still this
+            # process's, checked at the database now (one round trip, shared journals only).
+            rt.confirm_lease(eid)
         live = _LiveAttempt(eid, sid, effect_id, started, first, attempt, rt.observers)
+        live.fenced = not spec.idempotent
         if on_delta is None:
             emit_delta = live.emit_to_observers
         elif defer_deltas and self._format > FORMAT_1:
@@ -714,6 +732,8 @@ class ExecutionContext:
         await self._rt.clock.sleep(delay)
         live.current += 1
         await self._start(sid, self._with_attempt(live.started, live.current), commit=live.first or self._careful)
+        if live.fenced:  # not idempotent: the next attempt runs only under a confirmed lease too
+            self._rt.confirm_lease(live.execution_id)
         if self._format > FORMAT_1:
             self._held[sid] = []  # the next attempt's text is held again
         return live.current

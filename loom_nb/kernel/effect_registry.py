@@ -127,6 +127,18 @@ class EffectContext:
     emit_delta: Callable[[str], None]
     deps: Any = None
 
+    @property
+    def fencing_token(self) -> tuple[str, int]:
+        """``(idempotency_key, attempt)``: pass it to the system the effect changes, and have that
+        system refuse a call whose attempt is lower than the highest it has seen for the key.
+
+        For an effect that is not idempotent each attempt's start is committed under the
+        execution's lease before the call, so attempts of one key rise from process to process: a
+        process frozen past its lease (between the lease check and its call) carries a lower attempt
+        than its successor's ``run again`` and is refused there (``docs/design.md``, section 5a).
+        """
+        return (self.idempotency_key, self.attempt)
+
 
 @dataclass(frozen=True, kw_only=True)
 class EffectResult:

@@ -284,6 +284,11 @@ class Engine:
         #: restart); a child execution gets its parent's; dropped when the execution settles here.
         self.deps: dict[str, Any] = {}
         self._lost: dict[str, str] = {}
+        #: The task driving each execution this process holds the lease of, so a heartbeat that
+        #: finds the lease lost stops the work in flight (``_heartbeat``); and the executions whose
+        #: driver it so cancelled (``_drive`` turns that cancel into ``LeaseLostError``).
+        self._drivers: dict[str, asyncio.Task[Any]] = {}
+        self._cut_for_lost_lease: set[str] = set()
 
     # -- lifecycle ------------------------------------------------------------------------------
     @property
@@ -435,6 +440,9 @@ class Engine:
         if leases is None or execution_id in self._heartbeats:
             return
         self._lost.pop(execution_id, None)
+        driver = asyncio.current_task()
+        if driver is not None:
+            self._drivers[execution_id] = driver
         self._heartbeats[execution_id] = asyncio.get_running_loop().create_task(
             self._heartbeat(leases, execution_id), name=f"loom-lease-{execution_id}"
         )
@@ -448,14 +456,41 @@ class Engine:
                 log.warning("could not renew the lease of execution %s: %s", execution_id, exc)
                 continue
             if not held:
-                self._lost[execution_id] = leases.lease_owner(execution_id) or ""
+                self._lose(leases, execution_id)
                 return
+
+    def _lose(self, leases: LeasingStore, execution_id: str) -> None:
+        """Mark the execution's lease lost (its next commit is refused) and cancel the task driving
+        it here: a call in flight (a tool awaiting its answer, a model streaming) stops instead of
+        finishing for an owner that is no longer this process."""
+        self._lost[execution_id] = leases.lease_owner(execution_id) or ""
+        driver = self._drivers.pop(execution_id, None)
+        if driver is not None and not driver.done() and driver is not asyncio.current_task():
+            self._cut_for_lost_lease.add(execution_id)
+            driver.cancel(f"the lease of execution {execution_id!r} was lost")
+
+    def confirm_lease(self, execution_id: str) -> None:
+        """Check at the database, now, that this process still holds the execution's lease (renewing
+        it): called after a non-idempotent step's start is committed and before its effect runs, so
+        a process that was frozen past its lease does not make the call its successor owns.
+
+        Raises:
+            LeaseLostError: another process took the execution over; the effect does not run.
+        """
+        leases = self._leases()
+        if leases is None or execution_id not in self._heartbeats:
+            return  # no shared journal, or not driven under a lease here (a pure replay, a test double)
+        self.check_lease(execution_id)
+        if not leases.renew_lease(execution_id, self.lease_owner, self.lease_seconds):
+            self._lose(leases, execution_id)
+            self.check_lease(execution_id)
 
     def _let_go(self, execution_id: str) -> None:
         """Stop the heartbeat and give the lease up (unless it was lost to another owner)."""
         task = self._heartbeats.pop(execution_id, None)
         if task is not None:
             task.cancel()
+        self._drivers.pop(execution_id, None)
         leases = self._leases()
         if leases is not None and self._lost.pop(execution_id, None) is None:
             try:
@@ -490,6 +525,17 @@ class Engine:
         self._hold(eid)
         try:
             result = await self._drive_held(history, fresh=fresh, recovering=recovering)
+        except asyncio.CancelledError:
+            if eid not in self._cut_for_lost_lease:
+                raise
+            # The heartbeat found the lease lost and cancelled this task: that is a lost lease, not a
+            # cancel someone asked for (which stays ``CancelledError``).
+            self._cut_for_lost_lease.discard(eid)
+            task = asyncio.current_task()
+            if task is not None:
+                task.uncancel()
+            self.check_lease(eid)
+            raise
         finally:
             self._let_go(eid)
         if result.status in TERMINAL_STATUSES:
