@@ -32,6 +32,8 @@ from loom_nb.kernel.async_bridge import run_sync
 from loom_nb.runtime import Runtime
 
 log = logging.getLogger("loom_nb")
+#: Most seconds between two looks for executions of flows a worker does not have.
+_OTHER_FLOWS_LAST = 60.0
 
 
 class Worker:
@@ -65,6 +67,10 @@ class Worker:
         self._stopped: set[str] = set()
         #: How many executions this worker drove to an end, suspension or stop.
         self.finished = 0
+        #: Flows it does not have whose waiting executions it logged (once each), and when it looks again.
+        self._flows_noted: set[str] = set()
+        self._next_flow_check = 0.0
+        self._flow_check_every = 0.5
 
     def _take(self) -> None:
         """Start driving what the queue and the dead workers left, up to the free slots."""
@@ -73,12 +79,35 @@ class Worker:
         free = self.concurrency - len(self._tasks)
         if free <= 0:
             return
-        ids = journal.claim_queued(rt.lease_owner, rt.lease_seconds, free)
+        # Only the flows this process has: a run of another flow stays queued for a worker that has
+        # it (taking it would fail its recovery and free it again, over and over).
+        flows = rt.flows.names()
+        ids = journal.claim_queued(rt.lease_owner, rt.lease_seconds, free, flows)
         if len(ids) < free:
-            ids += [eid for eid in journal.expired_running(free - len(ids)) if eid not in self._tasks]
+            ids += [eid for eid in journal.expired_running(free - len(ids), flows) if eid not in self._tasks]
+        self._note_other_flows(journal, flows)
         for eid in ids:
             if eid not in self._tasks and not rt.is_active(eid):
                 self._tasks[eid] = asyncio.get_running_loop().create_task(self._drive(eid), name=f"loom-worker-{eid}")
+
+    def _note_other_flows(self, journal: Any, flows: list[str]) -> None:
+        """Log once per flow that executions wait for a flow this worker does not have (looked at
+        after 1 s, then at doubling intervals up to ``_OTHER_FLOWS_LAST`` seconds)."""
+        now = asyncio.get_running_loop().time()
+        if now < self._next_flow_check:
+            return
+        self._flow_check_every = min(self._flow_check_every * 2, _OTHER_FLOWS_LAST)
+        self._next_flow_check = now + self._flow_check_every
+        for flow, waiting in journal.waiting_flows(flows).items():
+            if flow not in self._flows_noted:
+                self._flows_noted.add(flow)
+                log.warning(
+                    "loom_nb worker: %d execution(s) of flow %r wait for a worker that has it; this one does not "
+                    "(it has %s): start a worker with the module that defines it (loom-nb worker --import MODULE)",
+                    waiting,
+                    flow,
+                    ", ".join(map(repr, flows)) or "no flows",
+                )
 
     def _stop_cancelled_elsewhere(self) -> None:
         """Stop driving the runs another process cancelled since the last look (their NOTIFY came)."""

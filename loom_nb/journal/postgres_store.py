@@ -472,18 +472,20 @@ class PostgresJournal:
         return None if not rows else str(rows[0][0])
 
     # -- the queue (workers) --------------------------------------------------------------------
-    def claim_queued(self, owner: str, ttl: float, limit: int) -> list[str]:
+    def claim_queued(self, owner: str, ttl: float, limit: int, flows: Sequence[str] | None = None) -> list[str]:
         """Take up to ``limit`` queued executions for ``owner``, oldest first: in one transaction
         their rows are locked (``FOR UPDATE SKIP LOCKED``: rows another worker is taking are
         skipped, never waited for), set ``running``, and leased to ``owner`` for ``ttl`` seconds.
-        Two workers never take the same execution. Returns their ids."""
-        if limit < 1:
+        Two workers never take the same execution. ``flows``: only executions of these flows (the
+        ones the worker has: the rest stay queued for a worker that has them). Returns their ids."""
+        if limit < 1 or (flows is not None and not flows):
             return []
+        only = "" if flows is None else "AND flow = ANY(%s) "
         with self._conn("take queued executions") as conn, conn.transaction():
             rows = conn.execute(
-                "SELECT execution_id FROM executions WHERE status = 'queued' ORDER BY created_at, execution_id "
-                "LIMIT %s FOR UPDATE SKIP LOCKED",
-                [limit],
+                f"SELECT execution_id FROM executions WHERE status = 'queued' {only}"
+                "ORDER BY created_at, execution_id LIMIT %s FOR UPDATE SKIP LOCKED",
+                [limit] if flows is None else [[storable_text(f) for f in flows], limit],
             ).fetchall()
             ids = [str(r[0]) for r in rows]
             for eid in ids:
@@ -496,16 +498,33 @@ class PostgresJournal:
                 )
             return ids
 
-    def expired_running(self, limit: int = 100) -> list[str]:
-        """Running executions nobody holds a live lease on (their worker died): ``recover`` them."""
+    def expired_running(self, limit: int = 100, flows: Sequence[str] | None = None) -> list[str]:
+        """Running executions nobody holds a live lease on (their worker died): ``recover`` them.
+        ``flows``: only executions of these flows."""
+        if flows is not None and not flows:
+            return []
+        only = "" if flows is None else "AND e.flow = ANY(%s) "
         rows = self._fetch(
             "list running executions without a live lease",
             "SELECT e.execution_id FROM executions e LEFT JOIN leases l ON l.execution_id = e.execution_id "
-            f"WHERE e.status = 'running' AND (l.execution_id IS NULL OR l.expires_at < {_NOW}) "
+            f"WHERE e.status = 'running' AND (l.execution_id IS NULL OR l.expires_at < {_NOW}) {only}"
             "ORDER BY e.updated_at LIMIT %s",
-            [limit],
+            [limit] if flows is None else [[storable_text(f) for f in flows], limit],
         )
         return [str(r[0]) for r in rows]
+
+    def waiting_flows(self, flows: Sequence[str]) -> dict[str, int]:
+        """How many executions wait (queued, or running without a live lease) by flow, for the flows
+        NOT in ``flows``: what a worker that has only ``flows`` leaves for others."""
+        rows = self._fetch(
+            "count the executions waiting for other flows",
+            "SELECT e.flow, count(*) FROM executions e LEFT JOIN leases l ON l.execution_id = e.execution_id "
+            "WHERE (e.status = 'queued' OR (e.status = 'running' AND "
+            f"(l.execution_id IS NULL OR l.expires_at < {_NOW}))) "
+            "AND NOT (e.flow = ANY(%s)) GROUP BY e.flow ORDER BY e.flow",
+            [[storable_text(f) for f in flows]],
+        )
+        return {str(flow): int(n) for flow, n in rows}
 
     def listener(self) -> Any:
         """A new connection (outside the pool, autocommit) LISTENing on ``channel``: iterate
