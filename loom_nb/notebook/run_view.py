@@ -49,10 +49,10 @@ from loom_nb.notebook.cards import (
     TurnApprovals,
     card_for,
     describe_resolution,
-    ordered_arguments,
     run_tool_schema,
 )
 from loom_nb.notebook.child_panel import ChildPanel, direct_child
+from loom_nb.notebook.edit_form import ordered_arguments
 from loom_nb.notebook.formatting import (
     TextForm,
     call_text,
@@ -66,6 +66,7 @@ from loom_nb.notebook.formatting import (
     short_text,
 )
 from loom_nb.notebook.runs import attach, display, ensure_registered
+from loom_nb.notebook.safe_text import escape_bidi, markdown_html, visible
 from loom_nb.notebook.throttle import Throttle
 
 log = logging.getLogger("loom_nb")
@@ -97,6 +98,7 @@ STYLE = (
   overflow-wrap: break-word; word-break: normal; white-space: normal; }
 .loom-markdown p { margin: 2px 0; } .loom-markdown pre { white-space: pre-wrap; }
 .loom-answer .loom-markdown { font-size: 14px; }
+.loom-link-host, .loom-markdown .loom-image { color: var(--loom-muted); font-size: 12px; }
 .loom-error pre { white-space: pre-wrap; margin: 2px 0; font-size: 13px; }
 .loom-tool-row { font-size: 12px; }
 .loom-tool-row code { font-size: 12px; } .loom-decision { color: var(--loom-muted); }
@@ -125,20 +127,6 @@ STYLE = (
 </style>"""
 )
 
-_MARKDOWN: Any = None
-
-
-def markdown_html(text: str) -> str:
-    """``text`` (the model's Markdown) as sanitized HTML: raw HTML is escaped, not rendered, and
-    ``javascript:`` links are refused (markdown-it-py, CommonMark plus tables and strikethrough).
-    The result is wrapped in ``<div class='loom-markdown'>``."""
-    global _MARKDOWN
-    if _MARKDOWN is None:
-        from markdown_it import MarkdownIt
-
-        _MARKDOWN = MarkdownIt("commonmark", {"html": False}).enable(["table", "strikethrough"])
-    return f"<div class='loom-markdown'>{_MARKDOWN.render(text)}</div>"
-
 
 def thinking_text(block: dict[str, Any]) -> str:
     """What a reasoning block shows: its text, or why there is none (never its signature or data)."""
@@ -150,7 +138,7 @@ def thinking_text(block: dict[str, Any]) -> str:
 def thinking_html(blocks: list[dict[str, Any]], tokens: int) -> str:
     """The model's reasoning as a collapsed ``<details>`` section (class ``loom-thinking``)."""
     counts = f"{len(blocks)} block(s)" + (f" · {tokens} reasoning tokens" if tokens else "")
-    body = "\n\n".join(html.escape(thinking_text(b)) for b in blocks)
+    body = "\n\n".join(html.escape(escape_bidi(thinking_text(b))) for b in blocks)
     return f"<details class='loom-thinking'><summary>Thinking ({counts})</summary><pre>{body}</pre></details>"
 
 
@@ -209,16 +197,17 @@ class ToolRow:
         answer = gate.resolution if gate is not None and gate.resolved else None
         if isinstance(answer, dict) and "approved" in answer:
             verb = describe_resolution(APPROVAL_GATE, {**answer, "reason": None})
-            why = f" ({answer['reason']})" if answer.get("reason") else ""
+            why = visible(f" ({answer['reason']})") if answer.get("reason") else ""
             self.decision = verb + why
             self.decided = verb + (f" at {clock_text(gate.resolved_at)}" if gate and gate.resolved_at else "") + why
         if step is not None and step.attempts:
             self.attempt, self.started, self.ended = step.attempts, step.started_at, step.ended_at
             if step.completed:
-                self.status, self.preview = "done", short_text(one_line(result_value(step.output)), 120)
+                self.status, self.preview = "done", visible(short_text(one_line(result_value(step.output)), 120))
             elif step.error is not None:
                 self.status = "failed"
-                self.preview = short_text(f"{step.error.get('type', '')}: {step.error.get('message', '')}", 160)
+                error = f"{step.error.get('type', '')}: {step.error.get('message', '')}"
+                self.preview = visible(short_text(error, 160))
             elif step.last_event == EventKind.STEP_IN_DOUBT:
                 self.status = "in doubt"
             else:
@@ -228,7 +217,7 @@ class ToolRow:
             if gate.resolved and isinstance(answer, dict) and "approved" in answer:
                 self.status = "approved" if answer["approved"] else "refused"
                 if not answer["approved"] and answer.get("reason"):
-                    self.preview = str(answer["reason"])
+                    self.preview = visible(str(answer["reason"]))
             else:
                 self.status = "awaiting approval"
 
@@ -285,7 +274,7 @@ class AnswerRow:
         """The row as one line of text."""
         a = self.attempt
         line = f"answer attempt {a.attempt} ({self.what()}): {self.verdict()}"
-        return line + (f" -> {a.error}" if a.error else "")
+        return visible(line + (f" -> {a.error}" if a.error else ""))
 
     def render(self) -> None:
         """Copy the attempt into the widget."""
@@ -293,7 +282,7 @@ class AnswerRow:
         state = {"valid": "done", "invalid": "failed"}.get(a.status, "running")
         what = self.what()
         shown = f"<code>{html.escape(what)}</code>" if what.startswith(FINAL_RESULT_TOOL) else f"({what})"
-        error = f" → <code>{html.escape(short_text(a.error, 240))}</code>" if a.error else ""
+        error = f" → <code>{html.escape(visible(short_text(a.error, 240)))}</code>" if a.error else ""
         self.widget.value = (
             f"answer attempt {a.attempt} {shown} "
             f"<span class='loom-tool-status loom-tool-{state}'>{html.escape(self.verdict())}</span>{error}"
@@ -804,8 +793,29 @@ class RunView(TextForm, widgets.VBox):  # type: ignore[misc]
             self.stop.description = f"Not stopped: {exc}"[:80]
             log.warning("loom_nb: could not stop run %s: %s", self.run.id, exc)
 
+    def _show_answers_given_elsewhere(self, run: Run) -> None:
+        """Each open card whose gate the run no longer lists as open may have been answered where
+        this view did not hear of it (another process of a shared journal): the view folds the
+        run's events it has not seen (``_catch_up``), and a sub-agent's card reads its answer from
+        the journal (``GateCard.show_answer_given_elsewhere``); either shows the answer with the
+        card's controls disabled."""
+        still_open = {(g.execution_id, g.gate_id) for g in run.gates}
+
+        def unheard(card: GateCard) -> bool:
+            return (
+                not card.decided and not card.closed and (card.gate.execution_id, card.gate.gate_id) not in still_open
+            )
+
+        if any(unheard(card) for card in self.cards.values()):
+            self._catch_up()  # the answers, as events: the cards, their tool rows and folding follow
+        for panel in self.child_panels.values():
+            for card in panel.cards.values():
+                if unheard(card):
+                    card.show_answer_given_elsewhere()
+
     def _update(self, run: Run) -> None:
         status = run.status
+        self._show_answers_given_elsewhere(run)
         if status in ("completed", "failed", "cancelled"):
             if self._unsubscribe is not None:  # still watching: fold what has not reached the view yet
                 self._catch_up()
@@ -840,7 +850,7 @@ class RunView(TextForm, widgets.VBox):  # type: ignore[misc]
         elif status in ("failed", "cancelled"):
             exc = run.exception()
             text = f"{type(exc).__name__}: {exc}" if exc is not None else status
-            self.error.value = f"<b>{status.capitalize()}</b><pre>{html.escape(text)}</pre>"
+            self.error.value = f"<b>{status.capitalize()}</b><pre>{html.escape(visible(text))}</pre>"
             self._settled()
 
     def _has_card(self, gate: Any) -> bool:
