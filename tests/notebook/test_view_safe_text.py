@@ -155,7 +155,7 @@ async def test_an_edited_field_reads_its_escapes_back_as_the_characters() -> Non
     await run
 
 
-async def test_a_refusal_reason_and_an_error_show_escaped_on_the_card() -> None:
+async def test_a_refusal_reason_shows_escaped_on_the_card_and_its_row() -> None:
     t = TidyAgent(paths=("/tmp/x/a",))
     run, view, card = await paused(t)
     card.reason.value = "no\u202e" + HIDDEN
@@ -218,3 +218,17 @@ async def test_a_card_shows_the_answer_given_elsewhere_once_the_run_is_read_agai
     run.refresh()  # what Run.follow, %loom show or a second look does: the open gates change
     assert card.decision is not None and card.edit.disabled and card.approve.disabled
     assert "approved (from the other process)" in card.text()
+
+
+async def test_the_batch_view_shows_an_item_and_its_card_escaped() -> None:
+    from loom_nb.notebook.batch_view import BatchView
+    from tests.notebook.test_batch_view import agent
+
+    batch = agent().map(["send to ann\u202egpj.exe"], runtime=make_runtime(), view=False)
+    view = BatchView(batch)
+    await batch
+    view.flush()
+    label, card = view.gate_box.children[0].children
+    assert isinstance(card, ApprovalCard)
+    assert "send to ann\\u202egpj.exe" in html.unescape(label.value) and shows_no_invisible(label.value)
+    assert shows_no_invisible(card.children[1].value) and shows_no_invisible(view.text())
