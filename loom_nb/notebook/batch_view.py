@@ -26,6 +26,7 @@ from loom_nb.analysis.palette import css
 from loom_nb.errors import LoomError
 from loom_nb.notebook.cards import GateCard, card_for
 from loom_nb.notebook.formatting import TextForm, close_tree, html_widget, short_text
+from loom_nb.notebook.safe_text import visible
 from loom_nb.notebook.throttle import Throttle
 
 log = logging.getLogger("loom_nb")
@@ -206,8 +207,8 @@ class BatchView(TextForm, widgets.VBox):  # type: ignore[misc]
                 card = self.cards[key] = card_for(gate)
                 label = html_widget(
                     "loom-batch-item",
-                    f"<b>item {item.index}</b> <code>{html.escape(item.execution_id)}</code>: "
-                    f"{html.escape(short_text(item.input, 100))}",
+                    f"<b>item {item.index}</b> <code>{html.escape(visible(item.execution_id))}</code>: "
+                    f"{html.escape(visible(short_text(item.input, 100)))}",
                 )
                 self._boxes[key] = widgets.VBox([label, card])
                 shown.add(gate_id)
@@ -219,7 +220,7 @@ class BatchView(TextForm, widgets.VBox):  # type: ignore[misc]
         try:
             answered = self.batch.approve_all(reason) if approve else self.batch.refuse_all(reason)
         except LoomError as exc:
-            self.message.value = f"<span class='loom-error'>{html.escape(str(exc))}</span>"
+            self.message.value = f"<span class='loom-error'>{html.escape(visible(str(exc)))}</span>"
             answered = None
         if isinstance(answered, list):
             verb = "approved" if approve else "refused"

@@ -22,6 +22,7 @@ from loom_nb.journal import step_ids
 from loom_nb.kernel.async_bridge import in_running_loop
 from loom_nb.kernel.context import IN_DOUBT_GATE
 from loom_nb.notebook.click_feedback import SCOPE_CLASS, ClickFeedback
+from loom_nb.notebook.edit_form import ArgumentForm, ordered_arguments
 from loom_nb.notebook.formatting import (
     TextForm,
     call_text,
@@ -32,6 +33,7 @@ from loom_nb.notebook.formatting import (
     short_text,
 )
 from loom_nb.notebook.runs import ensure_registered
+from loom_nb.notebook.safe_text import visible, visible_json
 
 log = logging.getLogger("loom_nb")
 
@@ -49,7 +51,12 @@ def _field(kind: Any, placeholder: str, cls: str) -> Any:
 
 
 def describe_resolution(kind: str, payload: Any) -> str:
-    """A short human description of a gate's resume payload (``approved``, ``refused: why``...)."""
+    """A short human description of a gate's resume payload (``approved``, ``refused: why``...),
+    invisible characters of a reason or an output shown escaped (``visible``)."""
+    return visible(_describe(kind, payload))
+
+
+def _describe(kind: str, payload: Any) -> str:
     if not isinstance(payload, dict):
         return f"resolved with {short_text(payload, 80)}"
     reason = payload.get("reason")
@@ -68,8 +75,10 @@ def describe_resolution(kind: str, payload: Any) -> str:
 
 # -- gate cards -----------------------------------------------------------------------------------
 def card_heading(title_html: str, body_class: str, body: str) -> tuple[Any, Any]:
-    """A card's title (HTML) and its body (``body`` escaped in a ``<pre>``, with CSS class ``body_class``)."""
-    return html_widget("loom-card-title", title_html), html_widget(body_class, f"<pre>{html.escape(body)}</pre>")
+    """A card's title (HTML) and its body (``body`` in a ``<pre>``, HTML and invisible characters
+    escaped, with CSS class ``body_class``)."""
+    shown = f"<pre>{html.escape(visible(body))}</pre>"
+    return html_widget("loom-card-title", title_html), html_widget(body_class, shown)
 
 
 class GateCard(TextForm, widgets.VBox):  # type: ignore[misc]
@@ -114,8 +123,9 @@ class GateCard(TextForm, widgets.VBox):  # type: ignore[misc]
     # -- for subclasses -------------------------------------------------------------------------
     def _build(self) -> list[Any]:
         payload = short_text(self.gate.payload, 2000)
+        gate_id, kind = html.escape(visible(self.gate.gate_id)), html.escape(visible(self.gate.kind))
         title, body = card_heading(
-            f"<b>Gate</b> <code>{html.escape(self.gate.gate_id)}</code> ({html.escape(self.gate.kind)})",
+            f"<b>Gate</b> <code>{gate_id}</code> ({kind})",
             "loom-card-payload",
             payload,
         )
@@ -140,7 +150,7 @@ class GateCard(TextForm, widgets.VBox):  # type: ignore[misc]
     def show_problem(self, problem: str | None) -> None:
         """Show (or clear) why the gate cannot be acted on yet."""
         self.problem = problem
-        self.problem_box.value = f"<pre class='loom-error'>{html.escape(problem)}</pre>" if problem else ""
+        self.problem_box.value = f"<pre class='loom-error'>{html.escape(visible(problem))}</pre>" if problem else ""
 
     def _lock(self, locked: bool) -> None:
         for w in (*self.buttons, *self.inputs):
@@ -179,10 +189,35 @@ class GateCard(TextForm, widgets.VBox):  # type: ignore[misc]
         try:
             action()
         except Exception as exc:
-            self._reopen(error=f"{type(exc).__name__}: {exc}")
+            if not self.show_answer_given_elsewhere():  # answered elsewhere: the card shows that answer
+                self._reopen(error=f"{type(exc).__name__}: {exc}")
             return
         if self.decision is None:  # the journal's gate_resolved may have marked it already
             self._mark(label, time.time())
+
+    def show_answer_given_elsewhere(self) -> bool:
+        """Show the journal's answer to this card's gate if the card has not shown one: an answer
+        given in another process, or anywhere this view did not hear of. The card then shows it
+        with its controls disabled (``resolved``), and the run reads where it stands again
+        (``Run.refresh``), so its views update their rows. Returns whether it did; False for a card already
+        decided or closed, a gate still open, or a journal that cannot be read now."""
+        if self.decision is not None or self.closed:
+            return False
+        try:
+            found = self.gate.run.runtime.history(self.gate.execution_id).gates.get(self.gate.gate_id)
+        except Exception as exc:  # the journal cannot be read now: the card stays as it is
+            log.debug("loom_nb: could not read the answer of gate %s: %s", self.gate.gate_id, exc)
+            return False
+        if found is None or not found.resolved:
+            return False
+        self.resolved(found.resolution, found.resolved_at or 0.0)
+        run = self.gate.run
+        if run.status != "running":  # the run reads where it stands: its views follow (rows, folding)
+            try:
+                run.refresh()
+            except Exception as exc:
+                log.debug("loom_nb: could not read run %s again: %s", run.id, exc)
+        return True
 
     def _reopen(self, *, problem: str | None = None, error: str | None = None) -> None:
         self.decided = False
@@ -190,7 +225,9 @@ class GateCard(TextForm, widgets.VBox):  # type: ignore[misc]
         if problem is not None:
             self.show_problem(problem)
         self.status.value = (
-            html.escape(self.status_text) if error is None else f"<span class='loom-error'>{html.escape(error)}</span>"
+            html.escape(self.status_text)
+            if error is None
+            else f"<span class='loom-error'>{html.escape(visible(error))}</span>"
         )
 
     def _mark(self, text: str, at: float) -> None:
@@ -208,7 +245,8 @@ class GateCard(TextForm, widgets.VBox):  # type: ignore[misc]
                 child.layout.display = "none"
         self.add_class("loom-collapsed")
         self.status.value = (
-            f"<code>{html.escape(short_text(self.summary(), 100))}</code> · <b>{html.escape(outcome)}</b>"
+            f"<code>{html.escape(visible(short_text(self.summary(), 100)))}</code> · "
+            f"<b>{html.escape(visible(outcome))}</b>"
         )
 
     def close(self, why: str | None = None) -> None:
@@ -233,11 +271,11 @@ class GateCard(TextForm, widgets.VBox):  # type: ignore[misc]
 
     # -- text -----------------------------------------------------------------------------------
     def text(self) -> str:
-        """The card as one line of text."""
+        """The card as one line of text (invisible characters escaped)."""
         if self.outcome:
-            return f"gate {self.gate.gate_id}: {self.outcome}"
+            return visible(f"gate {self.gate.gate_id}: {self.outcome}")
         line = f"{self.gate!r} -> {self.commands()}"
-        return line + (f"  [{self.problem}]" if self.problem else "")
+        return visible(line + (f"  [{self.problem}]" if self.problem else ""))
 
     def plain_text(self) -> str:
         """The card as text, named by its class (``ApprovalCard(<Gate ...> -> ...)``)."""
@@ -263,24 +301,17 @@ def run_tool_schema(run: Any, name: str, execution_id: str | None = None) -> tup
     return spec.description or "", dict(spec.parameters)
 
 
-def ordered_arguments(arguments: dict[str, Any], schema: dict[str, Any]) -> list[tuple[str, Any]]:
-    """The arguments in the tool's parameter order (its signature's), then any others as given."""
-    order = list((schema.get("properties") or {}).keys())
-    known = [(name, arguments[name]) for name in order if name in arguments]
-    return known + [(k, v) for k, v in arguments.items() if k not in order]
-
-
 def value_html(value: Any) -> str:
     """One argument rendered by its type: a multi-line string as text (its newlines kept), other
-    strings and scalars as code, lists and objects as indented JSON."""
+    strings and scalars as code, lists and objects as indented JSON; invisible characters (bidi
+    controls, zero-width ones) shown escaped (``visible``, ``visible_json``)."""
     if isinstance(value, str):
         if "\n" in value or len(value) > 80:
-            return f"<pre class='loom-arg-text'>{html.escape(value)}</pre>"
-        return f"<code>{html.escape(value)}</code>"
+            return f"<pre class='loom-arg-text'>{html.escape(visible(value))}</pre>"
+        return f"<code>{html.escape(visible(value))}</code>"
     if value is None or isinstance(value, bool | int | float):
         return f"<code>{html.escape(json.dumps(value))}</code>"
-    pretty = json.dumps(value, indent=2, ensure_ascii=False, default=str)
-    return f"<pre class='loom-arg-json'>{html.escape(pretty)}</pre>"
+    return f"<pre class='loom-arg-json'>{html.escape(visible_json(value))}</pre>"
 
 
 def arguments_html(arguments: dict[str, Any], schema: dict[str, Any]) -> str:
@@ -290,82 +321,11 @@ def arguments_html(arguments: dict[str, Any], schema: dict[str, Any]) -> str:
     rows = []
     for name, value in ordered_arguments(arguments, schema):
         doc = (props.get(name) or {}).get("description") or ""
-        title = f" title='{html.escape(doc, quote=True)}'" if doc else ""
-        rows.append(f"<tr><th{title}>{html.escape(name)}</th><td>{value_html(value)}</td></tr>")
+        title = f" title='{html.escape(visible(doc), quote=True)}'" if doc else ""
+        rows.append(f"<tr><th{title}>{html.escape(visible(name))}</th><td>{value_html(value)}</td></tr>")
     if not rows:
         return "<i>no arguments</i>"
     return "<table class='loom-args'>" + "".join(rows) + "</table>"
-
-
-def _kind_of(prop: dict[str, Any]) -> str:
-    kind = prop.get("type")
-    if kind is None:
-        kinds = [p.get("type") for p in prop.get("anyOf") or () if p.get("type") != "null"]
-        kind = kinds[0] if len(kinds) == 1 else None
-    return str(kind or "json")
-
-
-class ArgumentForm(widgets.VBox):  # type: ignore[misc]
-    """A form to edit a tool call's arguments, built from the tool's JSON schema: a text box per
-    string (a text area when multi-line), a number box per integer or number, a checkbox per
-    boolean, and a JSON text area for anything else. Each field has the CSS class
-    ``loom-arg-<name>``; the form has ``loom-arg-form``.
-
-    Args:
-        arguments: The arguments the model asked for (the initial values).
-        schema: The tool's JSON schema (``{}``: every argument edited as JSON, in the given order).
-
-    Attributes:
-        fields: The input widget of each argument, by name, in the tool's parameter order.
-    """
-
-    def __init__(self, arguments: dict[str, Any], schema: dict[str, Any]) -> None:
-        props = schema.get("properties") or {}
-        self.kinds: dict[str, str] = {}
-        self.fields: dict[str, Any] = {}
-        rows = []
-        for name, value in ordered_arguments(arguments, schema):
-            kind = _kind_of(props.get(name) or {})
-            field = self._field(kind, value)
-            field.add_class(f"loom-arg-{name}")
-            self.kinds[name], self.fields[name] = kind, field
-            label = widgets.HTML(value=f"<code>{html.escape(name)}</code>", layout=widgets.Layout(width="110px"))
-            rows.append(widgets.HBox([label, field]))
-        super().__init__(children=rows)
-        self.add_class("loom-arg-form")
-
-    @staticmethod
-    def _field(kind: str, value: Any) -> Any:
-        wide = widgets.Layout(width="min(560px, 80%)")
-        if kind == "boolean" and isinstance(value, bool):
-            return widgets.Checkbox(value=value, indent=False)
-        if kind == "integer" and isinstance(value, int) and not isinstance(value, bool):
-            return widgets.IntText(value=value, layout=wide)
-        if kind in ("number", "integer") and isinstance(value, int | float) and not isinstance(value, bool):
-            return widgets.FloatText(value=float(value), layout=wide)
-        if kind == "string" and isinstance(value, str):
-            if "\n" in value or len(value) > 80:
-                rows = min(max(value.count("\n") + 2, 3), 14)
-                return widgets.Textarea(value=value, rows=rows, layout=wide)
-            return widgets.Text(value=value, layout=wide)
-        return widgets.Textarea(value=json.dumps(value, indent=2, ensure_ascii=False, default=str), layout=wide)
-
-    def values(self) -> dict[str, Any]:
-        """The edited arguments.
-
-        Raises:
-            ValueError: a JSON field does not parse (the message names the argument).
-        """
-        out: dict[str, Any] = {}
-        for name, field in self.fields.items():
-            if isinstance(field, widgets.Textarea) and self.kinds[name] != "string":
-                try:
-                    out[name] = json.loads(field.value)
-                except ValueError as exc:
-                    raise ValueError(f"argument {name!r} is not valid JSON: {exc}") from None
-            else:
-                out[name] = field.value
-        return out
 
 
 class ApprovalCard(GateCard):
@@ -390,8 +350,9 @@ class ApprovalCard(GateCard):
         g = self.gate
         description, schema = tool_schema(g)
         self.editing = False
-        desc = f"<div class='loom-card-desc'>{html.escape(description)}</div>" if description else ""
-        title = html_widget("loom-card-title", f"<b>Run <code>{html.escape(str(g.tool))}</code>?</b> {desc}".rstrip())
+        desc = f"<div class='loom-card-desc'>{html.escape(visible(description))}</div>" if description else ""
+        tool = html.escape(visible(str(g.tool)))
+        title = html_widget("loom-card-title", f"<b>Run <code>{tool}</code>?</b> {desc}".rstrip())
         args = html_widget("loom-card-arguments", arguments_html(g.arguments, schema))
         self.form = ArgumentForm(g.arguments, schema)
         self.form.layout.display = "none"
@@ -407,8 +368,9 @@ class ApprovalCard(GateCard):
         return [title, args, self.form, self.reason, widgets.HBox(self.buttons)]
 
     def toggle_edit(self) -> None:
-        """Show the argument form (Approve then runs the edited arguments), or hide it again."""
-        if self.decided:
+        """Show the argument form (Approve then runs the edited arguments), or hide it again. A gate
+        answered elsewhere meanwhile shows that answer instead (``show_answer_given_elsewhere``)."""
+        if self.decided or self.closed or (not self.editing and self.show_answer_given_elsewhere()):
             return
         self.editing = not self.editing
         self.form.layout.display = "" if self.editing else "none"
@@ -518,12 +480,11 @@ class InDoubtCard(GateCard):
         step, effect = p.get("step_id", g.gate_id), p.get("effect", "?")
         title = html_widget(
             "loom-card-title",
-            f"<b>Did <code>{html.escape(step_ids.tool_name(str(effect)))}</code> happen?</b> "
+            f"<b>Did <code>{html.escape(visible(step_ids.tool_name(str(effect))))}</code> happen?</b> "
             "The call was cut off before its result was recorded, and it is not safe to simply run it "
-            f"again. <small title='step {html.escape(str(step), quote=True)}'>(details)</small>",
+            f"again. <small title='step {html.escape(visible(str(step)), quote=True)}'>(details)</small>",
         )
-        pretty = json.dumps(p.get("input"), indent=2, ensure_ascii=False, default=str)
-        body = html_widget("loom-card-arguments", f"<pre>{html.escape(pretty)}</pre>")
+        body = html_widget("loom-card-arguments", f"<pre>{html.escape(visible_json(p.get('input')))}</pre>")
         self.output = _field(widgets.Text, "its output, if it happened (JSON or text)", "loom-output")
         self.reason = _field(widgets.Text, "reason (optional)", "loom-reason")
         self.happened = _button("It happened", "loom-happened", "success", "check")

@@ -23,6 +23,7 @@ from loom_nb.journal.events import Event, EventKind
 from loom_nb.journal.run_state import GateState, RunState, StepState
 from loom_nb.notebook.cards import FoldedCards, GateCard
 from loom_nb.notebook.formatting import TextForm, html_widget, shared_box, short_text
+from loom_nb.notebook.safe_text import visible
 
 #: A parent's tool-row status while its child execution is in each state.
 _ROW_STATUS = {
@@ -94,10 +95,10 @@ class ChildPanel(TextForm, widgets.VBox):  # type: ignore[misc]
         """What the parent's tool row shows after the arrow: the child's answer or error."""
         if self.state.status == "completed":
             out = self.state.output
-            return short_text(out.get("output") if isinstance(out, dict) and "output" in out else out, 120)
+            return visible(short_text(out.get("output") if isinstance(out, dict) and "output" in out else out, 120))
         if self.state.error is not None:
             e = self.state.error
-            return short_text(f"{e.get('type', '')}: {e.get('message', '')}", 160)
+            return visible(short_text(f"{e.get('type', '')}: {e.get('message', '')}", 160))
         return ""
 
     def apply(self, e: Event, *, render: bool = True) -> None:
@@ -173,8 +174,8 @@ class ChildPanel(TextForm, widgets.VBox):  # type: ignore[misc]
     def _render_head(self) -> None:
         flow = self.state.flow or "?"
         self.head.value = (
-            f"<span class='loom-child-head'>sub-agent <code>{html.escape(flow)}</code> · child execution "
-            f"<code>{html.escape(self.execution_id)}</code>: {html.escape(self.status)}</span>"
+            f"<span class='loom-child-head'>sub-agent <code>{html.escape(visible(flow))}</code> · child execution "
+            f"<code>{html.escape(visible(self.execution_id))}</code>: {html.escape(self.status)}</span>"
         )
 
     def lines(self) -> list[str]:

@@ -13,6 +13,8 @@ from typing import Any
 import ipywidgets as widgets
 from ipywidgets.widgets.widget_string import HTMLStyle
 
+from loom_nb.notebook.safe_text import visible
+
 
 def short_text(value: Any, limit: int = 120) -> str:
     """``value`` as one line of at most ``limit`` characters (JSON unless a string; ``…`` when cut)."""
@@ -48,13 +50,13 @@ def result_value(output: Any) -> Any:
 
 def call_text(name: str, arguments: Any) -> str:
     """A tool call as ``name(k='v', ...)`` on one line (line breaks in strings as ``↵``), shortened
-    to fit."""
+    to fit, invisible characters shown escaped (``visible``, as ``repr`` shows them in a value)."""
     arguments = one_line(arguments)
     if isinstance(arguments, dict):
         inner = ", ".join(f"{k}={v!r}" for k, v in arguments.items())
     else:
         inner = short_text(arguments, 80)
-    return f"{name}({short_text(inner, 100)})"
+    return visible(f"{name}({short_text(inner, 100)})")
 
 
 def clock_text(at: float) -> str:

@@ -35,7 +35,7 @@ import ipywidgets as widgets
 from loom_nb.agent.agent import Run
 from loom_nb.agent.carry import session_of
 from loom_nb.agent.config import APPROVAL_GATE
-from loom_nb.agent.output import FINAL_RESULT_TOOL, AnswerAttempt, answer_attempts, output_text
+from loom_nb.agent.output import answer_attempts, output_text
 from loom_nb.analysis.palette import css
 from loom_nb.journal import step_ids
 from loom_nb.journal.events import STATUS_OF_KIND, Event, EventKind
@@ -48,24 +48,20 @@ from loom_nb.notebook.cards import (
     GateCard,
     TurnApprovals,
     card_for,
-    describe_resolution,
-    ordered_arguments,
     run_tool_schema,
 )
 from loom_nb.notebook.child_panel import ChildPanel, direct_child
+from loom_nb.notebook.edit_form import ordered_arguments
 from loom_nb.notebook.formatting import (
     TextForm,
-    call_text,
-    clock_text,
     close_tree,
     html_widget,
-    one_line,
-    result_value,
     shared_box,
     shared_model,
-    short_text,
 )
+from loom_nb.notebook.rows import AnswerRow, ToolRow
 from loom_nb.notebook.runs import attach, display, ensure_registered
+from loom_nb.notebook.safe_text import escape_bidi, markdown_html, visible
 from loom_nb.notebook.throttle import Throttle
 
 log = logging.getLogger("loom_nb")
@@ -97,6 +93,7 @@ STYLE = (
   overflow-wrap: break-word; word-break: normal; white-space: normal; }
 .loom-markdown p { margin: 2px 0; } .loom-markdown pre { white-space: pre-wrap; }
 .loom-answer .loom-markdown { font-size: 14px; }
+.loom-link-host, .loom-markdown .loom-image { color: var(--loom-muted); font-size: 12px; }
 .loom-error pre { white-space: pre-wrap; margin: 2px 0; font-size: 13px; }
 .loom-tool-row { font-size: 12px; }
 .loom-tool-row code { font-size: 12px; } .loom-decision { color: var(--loom-muted); }
@@ -125,20 +122,6 @@ STYLE = (
 </style>"""
 )
 
-_MARKDOWN: Any = None
-
-
-def markdown_html(text: str) -> str:
-    """``text`` (the model's Markdown) as sanitized HTML: raw HTML is escaped, not rendered, and
-    ``javascript:`` links are refused (markdown-it-py, CommonMark plus tables and strikethrough).
-    The result is wrapped in ``<div class='loom-markdown'>``."""
-    global _MARKDOWN
-    if _MARKDOWN is None:
-        from markdown_it import MarkdownIt
-
-        _MARKDOWN = MarkdownIt("commonmark", {"html": False}).enable(["table", "strikethrough"])
-    return f"<div class='loom-markdown'>{_MARKDOWN.render(text)}</div>"
-
 
 def thinking_text(block: dict[str, Any]) -> str:
     """What a reasoning block shows: its text, or why there is none (never its signature or data)."""
@@ -150,154 +133,8 @@ def thinking_text(block: dict[str, Any]) -> str:
 def thinking_html(blocks: list[dict[str, Any]], tokens: int) -> str:
     """The model's reasoning as a collapsed ``<details>`` section (class ``loom-thinking``)."""
     counts = f"{len(blocks)} block(s)" + (f" · {tokens} reasoning tokens" if tokens else "")
-    body = "\n\n".join(html.escape(thinking_text(b)) for b in blocks)
+    body = "\n\n".join(html.escape(escape_bidi(thinking_text(b))) for b in blocks)
     return f"<details class='loom-thinking'><summary>Thinking ({counts})</summary><pre>{body}</pre></details>"
-
-
-class ToolRow:
-    """One tool call of the run: name, arguments, status, duration, result preview.
-
-    Attributes:
-        step_id: The tool step (``#turn:<i>:tool:<j>``).
-        name: The tool's name.
-        arguments: Its arguments.
-        status: ``awaiting approval``, ``approved``, ``refused``, ``running``, ``retrying``,
-            ``done``, ``failed`` or ``in doubt``.
-        widget: The HTML row (class ``loom-tool-row``).
-    """
-
-    def __init__(self, step_id: str, name: str, arguments: Any) -> None:
-        self.step_id = step_id
-        self.name = name
-        self.arguments = arguments
-        self.status = "running"
-        self.attempt = 1
-        self.started: float | None = None
-        self.ended: float | None = None
-        self.preview = ""
-        #: The approval of the call, once decided, without its time (``approved (reason)``,
-        #: ``approved with edited arguments``, ``refused (reason)``); its card folds into the row.
-        self.decision: str | None = None
-        #: The same with the clock time it was recorded (``approved at 14:25:03 (reason)``).
-        self.decided: str | None = None
-        self.widget = html_widget("loom-tool-row", shared=True)
-
-    @property
-    def duration(self) -> float | None:
-        """Seconds from the first start to the end, once ended."""
-        if self.started is None or self.ended is None:
-            return None
-        return max(self.ended - self.started, 0.0)
-
-    def text(self) -> str:
-        """The row as one line of text (without timings, so that it reads the same on every run):
-        the call, its status and, once its approval is decided, the decision (``done, approved``)."""
-        status = self.status
-        if self.decision is not None and status == "approved":
-            status = self.decision
-        elif self.decision is not None and status != "refused":  # a refusal's reason is the preview
-            status = f"{status}, {self.decision}"
-        parts = [f"tool {call_text(self.name, self.arguments)}", status]
-        if self.attempt > 1:
-            parts.append(f"attempt {self.attempt}")
-        if self.preview:
-            parts.append(f"-> {self.preview}")
-        return " ".join(parts)
-
-    def update(self, step: StepState | None, gate: GateState | None) -> None:
-        """Take the row's status, attempt, timings and preview from its tool step and approval gate."""
-        answer = gate.resolution if gate is not None and gate.resolved else None
-        if isinstance(answer, dict) and "approved" in answer:
-            verb = describe_resolution(APPROVAL_GATE, {**answer, "reason": None})
-            why = f" ({answer['reason']})" if answer.get("reason") else ""
-            self.decision = verb + why
-            self.decided = verb + (f" at {clock_text(gate.resolved_at)}" if gate and gate.resolved_at else "") + why
-        if step is not None and step.attempts:
-            self.attempt, self.started, self.ended = step.attempts, step.started_at, step.ended_at
-            if step.completed:
-                self.status, self.preview = "done", short_text(one_line(result_value(step.output)), 120)
-            elif step.error is not None:
-                self.status = "failed"
-                self.preview = short_text(f"{step.error.get('type', '')}: {step.error.get('message', '')}", 160)
-            elif step.last_event == EventKind.STEP_IN_DOUBT:
-                self.status = "in doubt"
-            else:
-                self.status = "retrying" if step.retry_pending or step.attempts > 1 else "running"
-        elif gate is not None:
-            answer = gate.resolution
-            if gate.resolved and isinstance(answer, dict) and "approved" in answer:
-                self.status = "approved" if answer["approved"] else "refused"
-                if not answer["approved"] and answer.get("reason"):
-                    self.preview = str(answer["reason"])
-            else:
-                self.status = "awaiting approval"
-
-    def render(self, now: float | None = None) -> None:
-        """Copy the row's state into its widget; while it runs, a spinner and (given ``now``) the
-        seconds since it started."""
-        state = self.status.split(" ")[0].replace("awaiting", "approval")
-        extra = f" <span>attempt {self.attempt}</span>" if self.attempt > 1 else ""
-        dur = f" <span>{self.duration:.2f} s</span>" if self.duration is not None else ""
-        if self.status in ("running", "retrying") and self.ended is None:
-            since = f" {max(now - self.started, 0.0):.0f} s" if now is not None and self.started is not None else ""
-            dur = f" <span class='loom-spinner'></span><span class='loom-elapsed'>{since}</span>"
-        preview = f" → <code>{html.escape(self.preview)}</code>" if self.preview else ""
-        badge = f"<span class='loom-tool-status loom-tool-{state}'>{html.escape(self.status)}</span>"
-        decided = ""
-        if self.decided is not None:  # the decided approval card, folded into the row
-            shown = self.decided if self.status != "refused" else self.decided.split(" (", 1)[0]
-            decided = f" <span class='loom-decision'>· {html.escape(shown)}</span>"
-        self.widget.value = (
-            f"<code>{html.escape(call_text(self.name, self.arguments))}</code> {badge}{extra}{dur}{decided}{preview}"
-        )
-
-
-class AnswerRow:
-    """One final answer a typed run's model gave (``AnswerAttempt``): the ``final_result`` call (or
-    "text answer"), and whether it was valid, or why not (what went back to the model).
-
-    Attributes:
-        attempt: The attempt it shows.
-        widget: The HTML row (class ``loom-answer-row``).
-    """
-
-    def __init__(self, attempt: AnswerAttempt, schema: dict[str, Any] | None = None) -> None:
-        self.attempt = attempt
-        self.schema = schema or {}
-        self.widget = html_widget("loom-answer-row", shared=True)
-
-    def what(self) -> str:
-        """The answer as given: the ``final_result`` call (arguments in the type's field order),
-        ``JSON text`` (native structured output: the turn's text above) or ``text`` (a text answer
-        where a ``final_result`` call was asked for)."""
-        a = self.attempt
-        if isinstance(a.arguments, dict):
-            return call_text(FINAL_RESULT_TOOL, dict(ordered_arguments(a.arguments, self.schema)))
-        if a.arguments is not None:
-            return call_text(FINAL_RESULT_TOOL, a.arguments)
-        return "JSON text" if a.mode == "native" else "text"
-
-    def verdict(self) -> str:
-        """``valid, shown below``, ``invalid`` or ``checking``."""
-        return {"valid": "valid, shown below", "invalid": "invalid"}.get(self.attempt.status, "checking")
-
-    def text(self) -> str:
-        """The row as one line of text."""
-        a = self.attempt
-        line = f"answer attempt {a.attempt} ({self.what()}): {self.verdict()}"
-        return line + (f" -> {a.error}" if a.error else "")
-
-    def render(self) -> None:
-        """Copy the attempt into the widget."""
-        a = self.attempt
-        state = {"valid": "done", "invalid": "failed"}.get(a.status, "running")
-        what = self.what()
-        shown = f"<code>{html.escape(what)}</code>" if what.startswith(FINAL_RESULT_TOOL) else f"({what})"
-        error = f" → <code>{html.escape(short_text(a.error, 240))}</code>" if a.error else ""
-        self.widget.value = (
-            f"answer attempt {a.attempt} {shown} "
-            f"<span class='loom-tool-status loom-tool-{state}'>{html.escape(self.verdict())}</span>{error}"
-        )
 
 
 class TurnBlock(widgets.VBox):  # type: ignore[misc]
@@ -804,8 +641,29 @@ class RunView(TextForm, widgets.VBox):  # type: ignore[misc]
             self.stop.description = f"Not stopped: {exc}"[:80]
             log.warning("loom_nb: could not stop run %s: %s", self.run.id, exc)
 
+    def _show_answers_given_elsewhere(self, run: Run) -> None:
+        """Each open card whose gate the run no longer lists as open may have been answered where
+        this view did not hear of it (another process of a shared journal): the view folds the
+        run's events it has not seen (``_catch_up``), and a sub-agent's card reads its answer from
+        the journal (``GateCard.show_answer_given_elsewhere``); either shows the answer with the
+        card's controls disabled."""
+        still_open = {(g.execution_id, g.gate_id) for g in run.gates}
+
+        def unheard(card: GateCard) -> bool:
+            return (
+                not card.decided and not card.closed and (card.gate.execution_id, card.gate.gate_id) not in still_open
+            )
+
+        if any(unheard(card) for card in self.cards.values()):
+            self._catch_up()  # the answers, as events: the cards, their tool rows and folding follow
+        for panel in self.child_panels.values():
+            for card in panel.cards.values():
+                if unheard(card):
+                    card.show_answer_given_elsewhere()
+
     def _update(self, run: Run) -> None:
         status = run.status
+        self._show_answers_given_elsewhere(run)
         if status in ("completed", "failed", "cancelled"):
             if self._unsubscribe is not None:  # still watching: fold what has not reached the view yet
                 self._catch_up()
@@ -832,7 +690,8 @@ class RunView(TextForm, widgets.VBox):  # type: ignore[misc]
                 if isinstance(result.output, str):  # the model's text: Markdown
                     self.answer.value = f"<b>Answer</b>{markdown_html(result.output)}"
                 else:  # a typed answer: its JSON
-                    self.answer.value = f"<b>Answer</b><pre>{html.escape(output_text(result.output, indent=2))}</pre>"
+                    shown = visible(output_text(result.output, indent=2))
+                    self.answer.value = f"<b>Answer</b><pre>{html.escape(shown)}</pre>"
                 self._usage.update(result.usage.model_dump())
                 self._usage["turns"] = result.turns
                 self.turn = max(self.turn, result.turns)
@@ -840,7 +699,7 @@ class RunView(TextForm, widgets.VBox):  # type: ignore[misc]
         elif status in ("failed", "cancelled"):
             exc = run.exception()
             text = f"{type(exc).__name__}: {exc}" if exc is not None else status
-            self.error.value = f"<b>{status.capitalize()}</b><pre>{html.escape(text)}</pre>"
+            self.error.value = f"<b>{status.capitalize()}</b><pre>{html.escape(visible(text))}</pre>"
             self._settled()
 
     def _has_card(self, gate: Any) -> bool:

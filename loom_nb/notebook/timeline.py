@@ -25,6 +25,7 @@ from loom_nb.journal import step_ids
 from loom_nb.journal.events import TERMINAL_STATUSES, Event, EventKind
 from loom_nb.journal.run_state import GateState, RunState, StepState
 from loom_nb.notebook.formatting import TextForm
+from loom_nb.notebook.safe_text import visible
 from loom_nb.notebook.throttle import Throttle
 from loom_nb.runtime import Runtime, default_runtime
 
@@ -131,7 +132,7 @@ class TimelineWidget(TextForm, anywidget.AnyWidget):
         else:
             status = "retrying" if step.attempts > 1 else "running"
         kind = BAR_KIND.get(step.kind, step.kind)
-        label = f"{bar_id} {step.effect}".strip()
+        label = visible(f"{bar_id} {step.effect}".strip())
         return {"id": bar_id, "kind": kind, "label": label, "start": step.started_at, "end": end, "status": status}
 
     def _bars(self) -> list[dict[str, Any]]:

@@ -15,8 +15,9 @@ from loom_nb.agent.agent import Run
 from loom_nb.analysis.palette import BACKGROUND, DARK, LIGHT, THEMES, contrast_ratio, css, parse_color
 from loom_nb.journal.run_state import RunState
 from loom_nb.messages import ModelRequest
-from loom_nb.notebook.cards import ApprovalCard, ArgumentForm, TurnApprovals, ordered_arguments
+from loom_nb.notebook.cards import ApprovalCard, TurnApprovals
 from loom_nb.notebook.click_feedback import SCOPE_CLASS, ClickFeedback
+from loom_nb.notebook.edit_form import ArgumentForm, ordered_arguments
 from loom_nb.notebook.run_view import RunView, markdown_html
 from loom_nb.notebook.timeline import asset_dir
 from tests.notebook.support import REPO, TidyAgent, make_runtime

@@ -8,7 +8,8 @@ import html
 
 from loom_nb.journal.run_state import GateState, StepState
 from loom_nb.notebook.formatting import result_value
-from loom_nb.notebook.run_view import RunView, ToolRow
+from loom_nb.notebook.rows import ToolRow
+from loom_nb.notebook.run_view import RunView
 from tests.notebook.support import TidyAgent, folded_away, make_runtime
 from tests.notebook.test_notebook_view import GATE, paused_view
 
