@@ -8,7 +8,7 @@ handing it over has a fixed cost. The ratio column is Arrow / lists (below 1: Ar
 A third column times DuckDB's appender (``con.appender("events")``, ``append_rows``, ``flush``; not
 the journal's way), fed the same rows with ``at`` as a ``datetime`` (a TIMESTAMP it appends takes
 no integer), as ``appender / lists``. Its instruction counts against the journal's two ways are in
-docs/performance.md ("Fifth pass"): in CPU it only beats the lists.
+docs/performance.md ("What we tried and why it lost"): in CPU it only beats the lists.
 
 A second table shows where one small commit's time goes: a ``SELECT 1`` on the journal's
 connection, the journal's two-row insert committed and the same insert rolled back (no WAL flush,
