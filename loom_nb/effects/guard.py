@@ -185,7 +185,12 @@ def guard_request(request: ModelRequest) -> ModelRequest:
             guarded.append(Message.system(GUARD_NOTE))
             noted = True
         # Only the guard's own fences are real: a spoofed one in any other message is escaped too.
-        text = fence(m.text) if m.tainted else escape_fences(m.text)
+        if not m.tainted:
+            text = escape_fences(m.text)
+        elif m.trusted_prefix:  # loom's own note first, outside the fence
+            text = escape_fences(m.text[: m.trusted_prefix]) + fence(m.text[m.trusted_prefix :])
+        else:
+            text = fence(m.text)
         guarded.append(m if text == m.text else m.model_copy(update={"text": text}))
     if not noted:
         guarded.append(Message.system(GUARD_NOTE))

@@ -259,6 +259,20 @@ def test_edited_arguments_are_validated_against_the_input_schema_before_the_call
     rt.close()
 
 
+def test_the_note_that_a_person_edited_the_call_is_outside_the_untrusted_fence(tmp_path: Path) -> None:
+    tools = loom.mcp_tools(stdio(tmp_path), include=["move"])
+    rt = runtime()
+    bot, model = agent(tools, calls(("move", {"path": "a.txt"})))
+    run = bot.start("go", runtime=rt)
+    run.gates[0].approve(arguments={"path": "b.txt"})
+    assert run.status == "completed"
+    assert server_calls(tmp_path) == [{"name": "move", "arguments": {"path": "b.txt"}}]
+    (text,) = tool_texts(model)
+    note = 'Note: a person edited this call before approving it; it ran with the arguments {"path":"b.txt"}.\n'
+    assert text == f"{note}<<<untrusted-content>>>\nmoved 'b.txt'\n<<<end-untrusted-content>>>"
+    rt.close()
+
+
 # -- item 12: result size and read timeout ---------------------------------------------------------
 
 
