@@ -4,8 +4,9 @@ Providers accept tool names of ``[A-Za-z0-9_-]{1,64}`` (OpenAI's rule, the stric
 name that fits (with the prefix) is kept. Any other (``a b``, ``a/b``, ``é``, 300 characters, an
 empty one) becomes its ASCII letters, digits, ``_`` and ``-`` (accents dropped, anything else one
 ``_``), cut to fit, then ``_`` and the first 8 hex digits of the SHA-256 of the server's name: the
-same name at every listing, never one a valid name keeps, and two names differ where the servers'
-names do. The server's own name is kept for the call (``McpTool.remote_name``).
+same name at every listing, and distinct for distinct server names (``mcp_tools`` refuses the
+unlikely clash with another tool's name). The server's own name is kept for the call
+(``McpTool.remote_name``).
 """
 
 from __future__ import annotations
