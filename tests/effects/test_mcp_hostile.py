@@ -5,10 +5,13 @@ auth, JSON-RPC errors, edited arguments, huge and malformed results, and tool na
 from __future__ import annotations
 
 import json
+import os
 import re
+import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -236,6 +239,29 @@ def test_a_json_rpc_server_error_is_a_tool_error_not_a_dead_server(tmp_path: Pat
     events = rt.journal.read(run.id)
     assert not [e for e in events if e.kind == EventKind.STEP_IN_DOUBT]
     assert not [e for e in events if e.kind == EventKind.STEP_FAILED and e.data.get("will_retry")]
+    rt.close()
+
+
+def test_an_http_server_killed_mid_call_is_a_lost_transport(http_port: int, tmp_path: Path) -> None:
+    tools = loom.mcp_tools(f"http://127.0.0.1:{http_port}/mcp", include=["sleep"], overrides={"sleep": {"retry": None}})
+    (pid,) = [int(p.name) for p in (tmp_path / "pids").iterdir()]
+
+    def kill_once_called() -> None:
+        deadline = time.monotonic() + 60
+        while not server_calls(tmp_path) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        os.kill(pid, signal.SIGKILL)
+
+    killer = threading.Thread(target=kill_once_called)
+    killer.start()
+    rt = runtime()
+    bot, model = agent(tools, calls(("sleep", {"seconds": 30})))
+    run = bot.start("go", runtime=rt)
+    killer.join()
+    assert run.status == "completed"
+    failed = [e for e in rt.journal.read(run.id) if e.kind == EventKind.STEP_FAILED]
+    assert [e.data["error"]["type"] for e in failed] == ["loom_nb.errors:McpServerGone"]
+    assert "died or closed the connection during a call of 'sleep'" in tool_texts(model)[0]
     rt.close()
 
 
