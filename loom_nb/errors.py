@@ -28,6 +28,7 @@
     │   └── McpError               an MCP server or one of its tools failed
     │       ├── McpToolError       the tool answered with isError (the model reads it)
     │       ├── McpServerGone      the server died mid-call (also an OutcomeUnknownError; retryable)
+    │       │   └── McpTimeout     no answer within read_timeout
     │       └── McpToolsChangedError  the server's tool list changed since ``mcp_tools`` read it
     ├── ProviderError              a model provider's failure
     │   ├── ProviderHTTPError      status, body, retry_after
@@ -233,6 +234,11 @@ class McpServerGone(McpError, OutcomeUnknownError):
     the next attempt starts the server again."""
 
     retryable = True
+
+
+class McpTimeout(McpServerGone):
+    """An MCP server did not answer a call within its ``read_timeout``; the message names the server
+    and the tool. The outcome is unknown, as for ``McpServerGone``."""
 
 
 class McpToolsChangedError(McpError):

@@ -135,6 +135,10 @@ class Message(BaseModel):
         reasoning: The model's reasoning blocks, in the order received (assistant messages only).
             Left out of every dump while empty, so messages without reasoning serialize (and are
             journaled, digested and counted) exactly as before the field existed.
+        trusted_prefix: How many characters at the start of a tainted ``text`` are loom's own (the
+            note that a person edited the call): the prompt guard fences only the rest. Never
+            dumped (not journaled, digested or counted); a message read back from JSON has 0, and
+            its whole text is fenced.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -148,6 +152,7 @@ class Message(BaseModel):
     tainted: bool = False
     refusal: str | None = Field(default=None, exclude_if=_empty)
     reasoning: tuple[ReasoningBlock, ...] = Field(default=(), exclude_if=_empty)
+    trusted_prefix: int = Field(default=0, exclude=True)
 
     @classmethod
     def system(cls, text: str) -> Message:
@@ -165,9 +170,19 @@ class Message(BaseModel):
         return cls(role="assistant", text=text, tool_calls=tuple(tool_calls), refusal=refusal)
 
     @classmethod
-    def tool(cls, call: ToolCall, text: str, *, is_error: bool = False, tainted: bool = False) -> Message:
-        """The result of ``call`` as a tool message."""
-        return cls(role="tool", text=text, tool_call_id=call.id, name=call.name, is_error=is_error, tainted=tainted)
+    def tool(
+        cls, call: ToolCall, text: str, *, is_error: bool = False, tainted: bool = False, trusted_prefix: int = 0
+    ) -> Message:
+        """The result of ``call`` as a tool message (``trusted_prefix``: see the attribute)."""
+        return cls(
+            role="tool",
+            text=text,
+            tool_call_id=call.id,
+            name=call.name,
+            is_error=is_error,
+            tainted=tainted,
+            trusted_prefix=trusted_prefix,
+        )
 
 
 class Usage(BaseModel):

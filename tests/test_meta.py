@@ -81,6 +81,19 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
         "httpx",
         "pandas",
     ),
+    # What a secret looks like (labels, credential headers): used by every layer, imports none.
+    "redact.py": (
+        "loom_nb.journal",
+        "loom_nb.kernel",
+        "loom_nb.effects",
+        "loom_nb.agent",
+        "loom_nb.providers",
+        "loom_nb.analysis",
+        "loom_nb.notebook",
+        "loom_nb.runtime",
+        "loom_nb.messages",
+        "httpx",
+    ),
     "system_sources.py": (
         "loom_nb.journal",
         "loom_nb.kernel",

@@ -424,12 +424,14 @@ async def _run_one(
             raise  # the sub-agent's flow is not registered: a setup error, not the tool's answer
         # An untrusted tool's exception text is as untrusted as its results: fenced for the model.
         text = f"{note}Error: the tool {call.name!r} failed: {_failure(exc)}"
-        outcomes[j] = ("message", Message.tool(call, text, is_error=True, tainted=not tool.trusted))
+        # The note is loom's own: the guard fences only what follows it.
+        message = Message.tool(call, text, is_error=True, tainted=not tool.trusted, trusted_prefix=len(note))
+        outcomes[j] = ("message", message)
         return
     if note or tool.child_flow is not None:
         # A sub-agent's answer is no step output a reference could name: it goes inline.
         text = note + tool_result_text(output)
-        outcomes[j] = ("message", Message.tool(call, text, tainted=not tool.trusted))
+        outcomes[j] = ("message", Message.tool(call, text, tainted=not tool.trusted, trusted_prefix=len(note)))
         return
     outcomes[j] = ("tool", output)
 

@@ -12,7 +12,7 @@ import os
 import re
 import ssl
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Iterable, Mapping
 from contextlib import asynccontextmanager
 from types import TracebackType
 from typing import Any, ClassVar, Protocol, Self, TypedDict
@@ -28,8 +28,9 @@ from loom_nb.errors import (
 )
 from loom_nb.messages import MAX_ARGUMENT_DEPTH, ModelRequest, ModelResponse, refused_arguments
 from loom_nb.providers.base import DeltaSink
-from loom_nb.providers.redaction import Redactor, credentials_in
+from loom_nb.providers.redaction import Redactor
 from loom_nb.providers.sse import SSEEvent, aiter_sse_bytes
+from loom_nb.redact import credentials_in, url_label
 
 
 def parse_retry_after(
@@ -271,6 +272,7 @@ class HTTPOptions(TypedDict, total=False):
     transport: httpx.AsyncBaseTransport | None
     timeout: float
     extra_headers: Mapping[str, str] | None
+    secret_headers: Iterable[str]
     stream: bool
     max_tokens: int | None
 
@@ -304,6 +306,8 @@ class HTTPProvider:
         transport: An httpx transport (``httpx.MockTransport`` in tests), or None for the network.
         timeout: Seconds allowed to connect, and between two reads of the response.
         extra_headers: Headers added to every request.
+        secret_headers: More header names whose values are secrets (redacted from every error and
+            response), beside those ``loom_nb.redact.is_credential_header`` recognises.
         stream: Ask for a server-sent-event stream (True) or one JSON body (False).
         max_tokens: The default output cap (None: the class's ``default_max_tokens``);
             ``ModelRequest.max_tokens`` overrides it.
@@ -337,6 +341,7 @@ class HTTPProvider:
         transport: httpx.AsyncBaseTransport | None = None,
         timeout: float = 60.0,
         extra_headers: Mapping[str, str] | None = None,
+        secret_headers: Iterable[str] = (),
         stream: bool = True,
         max_tokens: int | None = None,
     ) -> None:
@@ -353,14 +358,16 @@ class HTTPProvider:
         self._api_key = None if api_key is None else _Secret(api_key)
         self._transport = transport
         self._extra_headers = dict(extra_headers or {})
+        self._secret_headers = tuple(secret_headers)
         self._client: httpx.AsyncClient | None = None
         url = httpx.URL(self.base_url + self.path)
         self._url = str(url)
-        # Shown in errors: no user:password part.
-        self._display_url = f"{url.scheme}://{url.netloc.decode('ascii', 'replace')}{url.path}"
+        # Shown in errors and reprs: no user:password part, no query values.
+        self._display_url = url_label(str(url))
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}(model={self.model!r}, base_url={self.base_url!r}, stream={self.stream})"
+        shown = url_label(self.base_url)  # never a password or a query value (a key may be one)
+        return f"{type(self).__name__}(model={self.model!r}, base_url={shown!r}, stream={self.stream})"
 
     # -- client lifetime ------------------------------------------------------------------------
 
@@ -469,7 +476,7 @@ class HTTPProvider:
         key = self._key()
         body = self._build_body(request)
         headers = self._headers(key, idempotency_key)
-        redactor = Redactor([key, *credentials_in(headers)])
+        redactor = Redactor([key, *credentials_in(headers, self._secret_headers)])
         deltas = redactor.stream(on_delta)
         try:
             result = await self._post(body, headers, deltas)

@@ -2,7 +2,8 @@
 exception, a journal event, a log record or a repr.
 
 A provider call builds one ``Redactor`` from its secrets (the API key from the argument or the
-environment, and every credential header value it sends). It replaces each secret with
+environment, and every credential header value it sends: ``loom_nb.redact.credentials_in`` decides
+which headers are credentials, by a name pattern plus the provider's ``secret_headers``). It replaces each secret with
 ``<redacted>`` in:
 
 - the response (text, tool-call arguments, ids: every string of it),
@@ -17,29 +18,21 @@ a local server everywhere would destroy the text and protect nothing.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from loom_nb.messages import ModelResponse
+from loom_nb.redact import CREDENTIAL_HEADERS, MASK, MIN_SECRET, credentials_in, is_credential_header
 
-#: What a secret is replaced with.
-MASK = "<redacted>"
-#: Shorter strings are not treated as secrets.
-MIN_SECRET = 8
-#: Header names whose values are credentials (lower case).
-CREDENTIAL_HEADERS = frozenset({"authorization", "x-api-key", "api-key", "proxy-authorization"})
-
-
-def credentials_in(headers: Mapping[str, str]) -> list[str]:
-    """The credential values among ``headers``: each value, and the token of a ``Bearer`` value."""
-    found: list[str] = []
-    for name, value in headers.items():
-        if name.lower() in CREDENTIAL_HEADERS and value:
-            found.append(value)
-            scheme, _, token = value.partition(" ")
-            if token and scheme.lower() in ("bearer", "basic", "token"):
-                found.append(token.strip())
-    return found
+__all__ = [
+    "CREDENTIAL_HEADERS",
+    "MASK",
+    "MIN_SECRET",
+    "Redactor",
+    "StreamRedactor",
+    "credentials_in",
+    "is_credential_header",
+]
 
 
 class Redactor:

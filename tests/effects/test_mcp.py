@@ -248,7 +248,7 @@ def test_a_server_that_does_not_answer_within_read_timeout_is_stopped_and_the_ca
     run = bot.start("go", runtime=rt)
     assert run.status == "completed"
     (text,) = tool_texts(model)
-    assert "RetriesExhaustedError" in text and "did not answer in time (read_timeout=0.5)" in text
+    assert "RetriesExhaustedError" in text and "did not answer the call of 'nap' within read_timeout=0.5 s" in text
     assert by_name(tools)["nap"].server.sessions[rt.effects].starts == 2  # type: ignore[attr-defined]
     pids = server_pids(tmp_path)
     assert len(pids) == 3 and not any(alive(pid) for pid in pids)  # listing + two attempts, each stopped

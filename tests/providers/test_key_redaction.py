@@ -29,6 +29,7 @@ from loom_nb.providers.anthropic import AnthropicMessages
 from loom_nb.providers.http import HTTPProvider
 from loom_nb.providers.openai import OpenAIChat
 from loom_nb.providers.redaction import MASK, Redactor, credentials_in
+from loom_nb.providers.responses import OpenAIResponses
 
 KEY = "sk-live-PLANTED-9f8e7d6c5b4a39281706"
 ASK = ModelRequest(messages=(Message.user("hi"),))
@@ -187,6 +188,44 @@ async def test_a_bearer_header_value_and_extra_credential_headers_are_secrets_to
     with pytest.raises(ProviderHTTPError) as info:
         await model.complete(ASK)
     assert extra not in str(info.value) and MASK in str(info.value)
+
+
+def test_credential_headers_are_found_by_pattern_plus_the_configured_names() -> None:
+    headers = {
+        "x-goog-api-key": "goog-0123456789",
+        "X-Auth-Token": "auth-token-0123456789",
+        "Cookie": "sid=cookie-0123456789",
+        "client-secret": "secret-0123456789",
+        "X-Apikey": "apikey-0123456789",
+        "X-Tenant": "tenant-0123456789",
+        "Accept": "application/json",
+    }
+    assert credentials_in(headers) == [v for k, v in headers.items() if k not in ("X-Tenant", "Accept")]
+    assert "tenant-0123456789" in credentials_in(headers, ["x-tenant"])
+
+
+@pytest.mark.parametrize("wire", WIRES)
+async def test_an_echoed_x_goog_api_key_and_a_configured_secret_header_are_redacted(wire: str) -> None:
+    goog, tenant = "AIza-GOOG-KEY-1122334455667788", "tenant-credential-99887766"
+
+    def echo(request: httpx.Request) -> httpx.Response:
+        said = f"you sent {request.headers['x-goog-api-key']} and {request.headers['x-tenant']}"
+        return httpx.Response(200, headers={"content-type": "text/event-stream"}, content=text_stream(wire, [said]))
+
+    headers = {"x-goog-api-key": goog, "x-tenant": tenant}
+    model = provider(wire, echo, extra_headers=headers, secret_headers=["X-Tenant"])
+    response = await model.complete(ASK)
+    assert response.message.text == f"you sent {MASK} and {MASK}"
+
+
+@pytest.mark.parametrize("cls", [OpenAIChat, AnthropicMessages, OpenAIResponses])
+def test_a_providers_repr_shows_no_password_query_value_or_key(cls: type[HTTPProvider]) -> None:
+    base = "https://ana:pw-SECRET-4455@llm.internal:8443/v1?key=sk-query-SECRET-0011&api-version=2024"
+    model = cls("m", base_url=base, api_key=KEY)
+    shown = repr(model) + str(model)
+    assert "https://llm.internal:8443/v1?key=…&api-version=…" in shown
+    for secret in ("pw-SECRET", "ana", "sk-query-SECRET", KEY, "2024"):
+        assert secret not in shown
 
 
 # -- what the model says ----------------------------------------------------------------------------
