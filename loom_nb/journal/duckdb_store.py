@@ -14,7 +14,6 @@ import os
 import re
 import shutil
 import sys
-import weakref
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
@@ -28,6 +27,7 @@ import duckdb
 from loom_nb.errors import JournalCorruptError, JournalError, JournalLockedError, JournalReadError, UsageError
 from loom_nb.journal.canonical import canonical_json, storable_text
 from loom_nb.journal.events import ContentBlob, Event, ExecutionRecord
+from loom_nb.journal import same_file
 from loom_nb.journal.migrations import CREATE_MIGRATIONS_TABLE, MIGRATIONS
 from loom_nb.journal.store import check_on_loop, projection_changes, projection_rows, write_error
 
@@ -218,40 +218,6 @@ def read_error(location: str, exc: BaseException, doing: str) -> JournalReadErro
     )
 
 
-#: Files this process holds read-write (real paths) -> (holder's pid, the holding journal, weakly):
-#: a forked child, or a journal dropped without ``close()``, holds nothing. DuckDB would share one
-#: database between two opens in a process; loom refuses the second.
-_HELD: dict[str, tuple[int, weakref.ref[Any]]] = {}
-
-
-def _still_open(held: tuple[int, weakref.ref[Any]] | None) -> bool:
-    """True when ``held`` (an entry of ``_HELD``) is an open journal of this process."""
-    if held is None:
-        return False
-    holder = held[1]()
-    return held[0] == os.getpid() and holder is not None and not holder.closed
-
-
-def _hold(location: str, journal: Any) -> str | None:
-    """Claim ``location`` for ``journal``, this process's one read-write journal of that file; the
-    key to release, or None for ``:memory:``. Raises ``JournalLockedError`` when an open journal
-    of this process already holds it."""
-    if location == ":memory:":
-        return None
-    key, mine = os.path.realpath(location), (os.getpid(), weakref.ref(journal))
-    held = _HELD.setdefault(key, mine)  # atomic: of two racing opens, one wins
-    if held is not mine:
-        if _still_open(held):
-            raise JournalLockedError(
-                f"the journal {location} is already open read-write in this process (another runtime holds "
-                "it). Two runtimes on one file would each take the other's running steps for crashed ones. "
-                "Use the runtime you have (loom.default_runtime() in a notebook), or close it first "
-                "(runtime.close())."
-            )
-        _HELD[key] = mine
-    return key
-
-
 class DuckDBJournal:
     """A ``JournalStore`` in a DuckDB file.
 
@@ -266,7 +232,13 @@ class DuckDBJournal:
         self._closed = True  # until connected
         #: Held by every commit and by ``snapshot``, so a copy never sees half a checkpoint.
         self._write_lock = RLock()
-        self._held = None if read_only else _hold(self.location, self)
+        #: The keys of the file this journal holds (``same_file``); none for ``:memory:``.
+        self._held: list[same_file.FileKey] = []
+        if self.location != ":memory:":
+            if read_only:
+                same_file.refuse_read_only_beside_writer(self.location)
+            else:
+                self._held = same_file.hold(self.location, self)
         try:
             self._connect()
         except BaseException:
@@ -292,7 +264,8 @@ class DuckDBJournal:
         except duckdb.Error as exc:
             raise read_error(self.location, exc, "be opened") from exc
         self._closed = False
-        if not read_only and self.location != ":memory:":
+        if self._held:
+            self._held = same_file.hold_created(self.location, self, self._held)
             _write_holder(self.location)
         if not read_only:
             try:
@@ -508,10 +481,9 @@ class DuckDBJournal:
                 "an in-memory journal (':memory:') has no file to snapshot: open a file journal "
                 "(loom.Runtime.open('loom.duckdb')) to keep a copy"
             )
-        real = os.path.realpath(target)
-        if real == os.path.realpath(self.location):
+        if set(same_file.file_keys(str(target))) & set(same_file.file_keys(self.location)):
             raise UsageError(f"cannot snapshot the journal {self.location} onto itself: give another path")
-        if _still_open(_HELD.get(real)):
+        if same_file.holder_of(str(target)) is not None:
             raise UsageError(f"cannot snapshot onto {target}: a journal open in this process holds it; close it first")
         if target.exists() and not overwrite:
             raise UsageError(
@@ -567,11 +539,8 @@ class DuckDBJournal:
         return self._closed
 
     def _release(self) -> None:
-        if self._held is not None:
-            held = _HELD.get(self._held)
-            if held is not None and held[1]() is self:
-                del _HELD[self._held]
-            self._held = None
+        same_file.release(self._held, self)
+        self._held = []
 
 
 def _wal(path: Path) -> Path:
