@@ -27,6 +27,7 @@ import pandas as pd
 from loom_nb.agent.carry import journal_carry, session_of
 from loom_nb.agent.output import recorded_output
 from loom_nb.agent.transcript import rebuild_requests
+from loom_nb.analysis.read_only_sql import reading_statements
 from loom_nb.analysis.sql_views import COLUMNS, DECODED, ORDER, VIEW_ORDER, create_views, events_table
 from loom_nb.errors import FlowNotFoundError, UsageError
 from loom_nb.journal import step_ids
@@ -51,30 +52,6 @@ _NO_NETWORK = {"autoinstall_known_extensions": False, "autoload_known_extensions
 #: A table's key clause and a column's ``PRIMARY KEY``, left out of a private copy (``keys=False``).
 _KEY_CLAUSE = re.compile(r",\s*PRIMARY KEY \([^)]*\)")
 _PRIMARY_KEY = re.compile(r"\s+PRIMARY KEY\b")
-# Analysis SQL reads: only these statement types (as DuckDB's own parser classifies them) run.
-_READING = frozenset({duckdb.StatementType.SELECT, duckdb.StatementType.EXPLAIN})
-
-
-def reading_statements(query: str) -> None:
-    """Check that ``query`` only reads: every statement in it, as DuckDB's parser
-    (``duckdb.extract_statements``) classifies it, is a ``SELECT`` (``WITH ... SELECT``,
-    ``FROM ...``) or an ``EXPLAIN``.
-
-    Raises:
-        UsageError: naming each statement refused (nothing ran).
-    """
-    try:
-        statements = duckdb.extract_statements(query)
-    except duckdb.Error as exc:
-        raise UsageError(f"the analysis SQL does not parse: {exc}") from exc
-    refused = [f"{s.type.name} ({' '.join(s.query.split())[:80]!r})" for s in statements if s.type not in _READING]
-    if refused or not statements:
-        raise UsageError(
-            f"analysis SQL only reads the journal: refused {', '.join(refused) or 'an empty query'}. "
-            "Use SELECT (or WITH ... SELECT, FROM ...) over the views; nothing was run and the journal is unchanged."
-        )
-
-
 #: Columns and dtypes of ``Frames.transcript``.
 TRANSCRIPT_COLUMNS: dict[str, str] = {
     "role": "str",
