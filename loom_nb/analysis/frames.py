@@ -33,6 +33,7 @@ from loom_nb.errors import FlowNotFoundError, UsageError
 from loom_nb.journal import step_ids
 from loom_nb.journal.canonical import canonical_json
 from loom_nb.journal.duckdb_store import DuckDBJournal
+from loom_nb.journal.ids import journal_id
 from loom_nb.journal.migrations import MIGRATIONS
 from loom_nb.journal.run_state import RunState
 from loom_nb.kernel.async_bridge import run_sync
@@ -382,7 +383,7 @@ class Frames:
         params: list[Any] = []
         if execution_id is not None:
             sql += " WHERE execution_id = ?"
-            params.append(execution_id)
+            params.append(journal_id(execution_id))  # a UsageError for an id no journal keys
         con = self._connection()
         # Over a server journal's copy, a frame read while the change marker has not moved is the
         # last one again (a copy; only frames of plain values: a decoded column holds mutable objects).
@@ -647,6 +648,7 @@ class Frames:
             UsageError: either execution is unknown.
         """
         con = self._connection()
+        a, b = journal_id(a), journal_id(b)
         for eid in (a, b):
             if con.execute("SELECT 1 FROM events WHERE execution_id = ? LIMIT 1", [eid]).fetchone() is None:
                 raise UsageError(f"no execution {eid!r} in the journal {self.runtime.journal.location}")

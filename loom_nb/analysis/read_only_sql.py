@@ -17,6 +17,7 @@ So the boundary is the statement itself, checked before anything runs:
 
 from __future__ import annotations
 
+import itertools
 from typing import Final
 
 import duckdb
@@ -58,7 +59,8 @@ def _tokens(sql: str) -> list[tuple[int, str, duckdb.token_type]]:
     """``sql``'s tokens (where each starts, its text, its kind), comments left out."""
     found = duckdb.tokenize(sql)
     ends = [start for start, _ in found[1:]] + [len(sql)]
-    return [(start, sql[start:end].strip(), kind) for (start, kind), end in zip(found, ends, strict=True) if kind != _T.comment]
+    spans = zip(found, ends, strict=True)
+    return [(start, sql[start:end].strip(), kind) for (start, kind), end in spans if kind != _T.comment]
 
 
 def _inner_of_explain(sql: str) -> str:
@@ -82,7 +84,7 @@ def _effects(sql: str) -> list[str]:
     tokens = _tokens(sql)
     return [
         name
-        for (_, text, kind), (_, after, _) in zip(tokens, tokens[1:], strict=False)
+        for (_, text, kind), (_, after, _) in itertools.pairwise(tokens)
         if after.startswith("(")
         and kind in (_T.identifier, _T.keyword)
         and (name := text.strip('"').lower()) in SIDE_EFFECT_FUNCTIONS

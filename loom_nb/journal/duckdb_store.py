@@ -25,9 +25,10 @@ from typing import Any
 import duckdb
 
 from loom_nb.errors import JournalCorruptError, JournalError, JournalLockedError, JournalReadError, UsageError
-from loom_nb.journal.canonical import canonical_json, storable_text
-from loom_nb.journal.events import ContentBlob, Event, ExecutionRecord
 from loom_nb.journal import same_file
+from loom_nb.journal.canonical import canonical_json
+from loom_nb.journal.events import ContentBlob, Event, ExecutionRecord
+from loom_nb.journal.ids import journal_id, journal_ids, journal_step_id
 from loom_nb.journal.migrations import CREATE_MIGRATIONS_TABLE, MIGRATIONS
 from loom_nb.journal.store import check_on_loop, projection_changes, projection_rows, write_error
 
@@ -333,10 +334,10 @@ class DuckDBJournal:
         # One list per column, unnested by one statement: binding six lists costs the same for 2
         # rows or 500 (a group commit's), where a VALUES row per event binds six parameters each.
         params: list[Any] = [
-            [storable_text(e.execution_id) for e in events],
+            [journal_id(e.execution_id) for e in events],
             [e.seq for e in events],
             [str(e.kind) for e in events],
-            [None if e.step_id is None else storable_text(e.step_id) for e in events],
+            [journal_step_id(e.step_id) for e in events],
             [_us(e.at) for e in events],
             [canonical_json(e.data) if e.data_json is None else e.data_json for e in events],
         ]
@@ -400,7 +401,7 @@ class DuckDBJournal:
     # -- reads ----------------------------------------------------------------------------------
     def read(self, execution_id: str) -> list[Event]:
         """Return an execution's events in order."""
-        eid = storable_text(execution_id)
+        eid = journal_id(execution_id)
         with self.reading(f"read execution {execution_id!r}"):
             rows = self.connection.execute(
                 'SELECT seq, kind, step_id, epoch_us("at"), data FROM events WHERE execution_id = ? ORDER BY seq', [eid]
@@ -416,14 +417,14 @@ class DuckDBJournal:
             row = self.connection.execute(
                 "SELECT execution_id, flow, status, epoch_us(created_at), epoch_us(updated_at) "
                 "FROM executions WHERE execution_id = ?",
-                [storable_text(execution_id)],
+                [journal_id(execution_id)],
             ).fetchone()
         return None if row is None else self._record(row)
 
     def get_executions(self, execution_ids: Sequence[str]) -> dict[str, ExecutionRecord]:
         """The projection rows of the executions that exist among ``execution_ids``, by stored id
-        (``storable_text``), in one query (``BatchedLookup``: many runs starting together)."""
-        ids = [storable_text(i) for i in execution_ids]
+        (``journal_id``), in one query (``BatchedLookup``: many runs starting together)."""
+        ids = journal_ids(execution_ids)
         with self.reading(f"read {len(ids)} executions"):
             rows = self.connection.execute(
                 "SELECT execution_id, flow, status, epoch_us(created_at), epoch_us(updated_at) "

@@ -15,6 +15,7 @@ appends). Choose the schema with the URL (``?options=-csearch_path%3Dmy_schema``
 
 from __future__ import annotations
 
+import hashlib
 import json
 import zlib
 from collections.abc import Iterator, Mapping, Sequence
@@ -22,8 +23,9 @@ from contextlib import contextmanager
 from typing import Any
 
 from loom_nb.errors import JournalError, JournalReadError, UsageError
-from loom_nb.journal.canonical import canonical_json, storable_text
+from loom_nb.journal.canonical import canonical_json
 from loom_nb.journal.events import ContentBlob, Event, ExecutionRecord
+from loom_nb.journal.ids import journal_id, journal_ids, journal_step_id
 from loom_nb.journal.migrations import CREATE_MIGRATIONS_TABLE, for_dialect
 from loom_nb.journal.store import check_on_loop, projection_changes, projection_rows, write_error
 
@@ -64,6 +66,22 @@ CHANGE_MARKER_SQL = (
     "SELECT count(*), coalesce(sum((SELECT max(e.seq) FROM events e WHERE e.execution_id = x.execution_id)), 0) "
     "FROM executions x"
 )
+
+
+#: PostgreSQL's longest identifier, in bytes (``NAMEDATALEN - 1``): a channel name too.
+_MAX_NAME_BYTES = 63
+
+
+def channel_name(schema: str) -> str:
+    """The NOTIFY channel of the journal in ``schema``: ``loom_nb_<schema>`` when it fits in 63 bytes
+    of UTF-8, else cut at a character's boundary and ended with 8 hex digits of the schema's
+    SHA-256 (two long schemas sharing a beginning stay apart; every process computes the same)."""
+    name = f"loom_nb_{schema}"
+    if len(name.encode("utf-8")) <= _MAX_NAME_BYTES:
+        return name
+    suffix = "_" + hashlib.sha256(schema.encode("utf-8")).hexdigest()[:8]
+    head = name.encode("utf-8")[: _MAX_NAME_BYTES - len(suffix)].decode("utf-8", "ignore")
+    return head + suffix
 
 
 def is_postgres_url(target: str) -> bool:
@@ -125,6 +143,9 @@ class PostgresJournal:
                 min_size=min_size,
                 max_size=max_size,
                 kwargs={"autocommit": True},
+                # A connection the server ended (restart, pg_terminate_backend, a dropped network)
+                # is found at checkout and replaced, never handed out: one round trip per checkout.
+                check=ConnectionPool.check_connection,
                 open=False,
                 name="loom_nb-journal",
             )
@@ -141,7 +162,7 @@ class PostgresJournal:
             schema = self._fetch("read its schema", "SELECT current_schema()")[0][0]
             #: The channel every append NOTIFYs (payload: the execution id) and ``listen`` LISTENs on:
             #: one per journal schema, so journals in other schemas of the database stay apart.
-            self.channel = f"loom_nb_{schema}"[:63]
+            self.channel = channel_name(schema)
         except BaseException:
             self.close()
             raise
@@ -195,8 +216,7 @@ class PostgresJournal:
         check_on_loop(self.location)
         params: list[Any] = []
         for e in events:
-            eid = _no_nul(storable_text(e.execution_id), "execution id", self.location)
-            step = None if e.step_id is None else _no_nul(storable_text(e.step_id), "step id", self.location)
+            eid, step = journal_id(e.execution_id), journal_step_id(e.step_id)
             text = canonical_json(e.data) if e.data_json is None else e.data_json
             params += [eid, e.seq, str(e.kind), step, _us(e.at), text]
         changes = projection_changes(events)
@@ -232,7 +252,7 @@ class PostgresJournal:
             conn.execute("INSERT INTO events VALUES " + ", ".join([_ROW] * len(events)), params)
         for execution_id in dict.fromkeys(e.execution_id for e in events):
             # Delivered at commit, only if it commits: a follower (``listen``) wakes on it.
-            conn.execute("SELECT pg_notify(%s, %s)", [self.channel, storable_text(execution_id)])
+            conn.execute("SELECT pg_notify(%s, %s)", [self.channel, journal_id(execution_id)])
         # One statement each for the executions the commit starts and those it moves on.
         rows = projection_rows(changes)
         if rows.created:
@@ -257,9 +277,7 @@ class PostgresJournal:
     # -- reads ------------------------------------------------------------------------------------
     def read(self, execution_id: str) -> list[Event]:
         """Return an execution's events in order."""
-        eid = storable_text(execution_id)
-        if "\x00" in eid:
-            return []
+        eid = journal_id(execution_id)
         rows = self._fetch(
             f"read execution {execution_id!r}",
             f"SELECT seq, kind, step_id, {_EPOCH_US.format(col='at')}, data FROM events "
@@ -275,16 +293,14 @@ class PostgresJournal:
 
     def get_execution(self, execution_id: str) -> ExecutionRecord | None:
         """Return one execution's projection row."""
-        eid = storable_text(execution_id)
-        if "\x00" in eid:
-            return None
+        eid = journal_id(execution_id)
         rows = self._fetch(f"read execution {execution_id!r}", self._RECORD + " WHERE execution_id = %s", [eid])
         return None if not rows else _record(rows[0])
 
     def get_executions(self, execution_ids: Sequence[str]) -> dict[str, ExecutionRecord]:
         """The projection rows of the executions that exist among ``execution_ids``, by stored id
-        (``storable_text``), in one query (``BatchedLookup``: many runs starting together)."""
-        ids = [i for i in (storable_text(e) for e in execution_ids) if "\x00" not in i]
+        (``journal_id``), in one query (``BatchedLookup``: many runs starting together)."""
+        ids = journal_ids(execution_ids)
         rows = self._fetch(f"read {len(ids)} executions", self._RECORD + " WHERE execution_id = ANY(%s)", [ids])
         return {row[0]: _record(row) for row in rows}
 
@@ -364,7 +380,7 @@ class PostgresJournal:
             out: dict[str, Any] = {}
             quote = psycopg.sql.quote
             if moved:
-                ids = ", ".join(quote(_no_nul(eid, "execution id", self.location)) for eid, _ in moved)
+                ids = ", ".join(quote(eid) for eid, _ in moved)  # stored ids: no NUL (journal_id)
                 seqs = ", ".join(str(int(seq)) for _, seq in moved)
                 cur.execute(
                     f"SELECT e.* FROM unnest(ARRAY[{ids}]::text[], ARRAY[{seqs}]::bigint[]) AS w(execution_id, seq) "
@@ -431,7 +447,7 @@ class PostgresJournal:
             "ON CONFLICT (execution_id) DO UPDATE SET owner = EXCLUDED.owner, "
             "heartbeat_at = EXCLUDED.heartbeat_at, expires_at = EXCLUDED.expires_at "
             f"WHERE leases.owner = EXCLUDED.owner OR leases.expires_at < {_NOW} RETURNING owner",
-            [storable_text(execution_id), owner, ttl],
+            [journal_id(execution_id), owner, ttl],
         )
         return bool(rows)
 
@@ -441,7 +457,7 @@ class PostgresJournal:
             f"take over the lease of execution {execution_id!r}",
             f"UPDATE leases SET owner = %s, heartbeat_at = {_NOW}, expires_at = {_NOW} + %s * INTERVAL '1 second' "
             "WHERE execution_id = %s AND owner = %s RETURNING owner",
-            [owner, ttl, storable_text(execution_id), dead_owner],
+            [owner, ttl, journal_id(execution_id), dead_owner],
         )
         return bool(rows)
 
@@ -451,23 +467,21 @@ class PostgresJournal:
             f"renew the lease of execution {execution_id!r}",
             f"UPDATE leases SET heartbeat_at = {_NOW}, expires_at = {_NOW} + %s * INTERVAL '1 second' "
             "WHERE execution_id = %s AND owner = %s RETURNING owner",
-            [ttl, storable_text(execution_id), owner],
+            [ttl, journal_id(execution_id), owner],
         )
         return bool(rows)
 
     def release_lease(self, execution_id: str, owner: str) -> None:
         """Give the lease up (a no-op when ``owner`` does not hold it)."""
         with self._conn(f"release the lease of execution {execution_id!r}") as conn:
-            conn.execute(
-                "DELETE FROM leases WHERE execution_id = %s AND owner = %s", [storable_text(execution_id), owner]
-            )
+            conn.execute("DELETE FROM leases WHERE execution_id = %s AND owner = %s", [journal_id(execution_id), owner])
 
     def lease_owner(self, execution_id: str) -> str | None:
         """Who holds a live lease on the execution, or None."""
         rows = self._fetch(
             f"read the lease of execution {execution_id!r}",
             f"SELECT owner FROM leases WHERE execution_id = %s AND expires_at >= {_NOW}",
-            [storable_text(execution_id)],
+            [journal_id(execution_id)],
         )
         return None if not rows else str(rows[0][0])
 

@@ -116,7 +116,7 @@ def refuse_read_only_beside_writer(location: str) -> None:
     held = holder_of(location)
     if held is not None:
         raise JournalError(
-            f"cannot open the journal {location} read-only: it is already open read-write in this process"
+            f"cannot open the journal {location} read-only: this process already has it open read-write"
             f"{_as(location, held)}. Read it through the runtime that holds it (loom.frames(runtime)), or close "
             "that runtime first."
         )

@@ -21,7 +21,7 @@ from loom_nb.journal import DuckDBJournal, Event, EventKind, InMemoryJournal, du
 from loom_nb.journal.canonical import storable_text
 from loom_nb.journal.duckdb_store import ARROW_ROWS
 from tests.journal.support import fill, full_tmpfs, shape
-from tests.journal.test_storable_text import TEXT, VALUES
+from tests.journal.test_storable_text import IDS, VALUES
 
 ROWS = 'SELECT execution_id, seq, kind, step_id, "at", data FROM events ORDER BY execution_id, seq'
 
@@ -43,9 +43,9 @@ def batch(ids: list[str], per: int, values: list[Any], steps: list[str | None], 
 
 @settings(max_examples=25, deadline=None)
 @given(
-    ids=st.lists(TEXT, min_size=1, max_size=4, unique=True),
+    ids=st.lists(IDS, min_size=1, max_size=4, unique=True),
     values=st.lists(VALUES, min_size=1, max_size=5),
-    steps=st.lists(st.one_of(st.none(), TEXT), min_size=1, max_size=4),
+    steps=st.lists(st.one_of(st.none(), IDS), min_size=1, max_size=4),
     at=st.floats(min_value=0, max_value=4e9, allow_nan=False),
 )
 @pytest.mark.slow
