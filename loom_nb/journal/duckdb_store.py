@@ -25,7 +25,7 @@ from typing import Any
 import duckdb
 
 from loom_nb.errors import JournalCorruptError, JournalError, JournalLockedError, JournalReadError, UsageError
-from loom_nb.journal import same_file
+from loom_nb.journal import same_file, versions
 from loom_nb.journal.canonical import canonical_json
 from loom_nb.journal.events import ContentBlob, Event, ExecutionRecord
 from loom_nb.journal.ids import journal_id, journal_ids, journal_step_id
@@ -268,13 +268,18 @@ class DuckDBJournal:
         if self._held:
             self._held = same_file.hold_created(self.location, self, self._held)
             _write_holder(self.location)
-        if not read_only:
-            try:
-                with self.reading("be opened"):
+        try:
+            with self.reading("be opened"):
+                if read_only:
+                    self._check_versions()
+                else:
                     self._migrate()
-            except BaseException:
-                self.connection.close()
-                raise
+        except BaseException:
+            self._closed = True
+            self.connection.close()
+            if self._held:
+                _remove_holder(self.location)
+            raise
 
     @contextmanager
     def reading(self, doing: str) -> Iterator[None]:
@@ -298,6 +303,7 @@ class DuckDBJournal:
         con = self.connection
         con.execute(CREATE_MIGRATIONS_TABLE)
         applied = {row[0] for row in con.execute("SELECT name FROM schema_migrations").fetchall()}
+        versions.refuse_unknown_migrations(self.location, applied)  # before this code changes anything
         for name, statements in MIGRATIONS:
             if name in applied:
                 continue
@@ -310,6 +316,21 @@ class DuckDBJournal:
             except BaseException as exc:
                 self._rollback(exc)
                 raise
+
+        versions.refuse_newer_formats(self.location, self._newest_formats())
+
+    def _check_versions(self) -> None:
+        """``_migrate``'s checks, for a read-only open (a file without tables is left to fail later)."""
+        tables = {row[0] for row in self.connection.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
+        if "schema_migrations" in tables:
+            applied = [row[0] for row in self.connection.execute("SELECT name FROM schema_migrations").fetchall()]
+            versions.refuse_unknown_migrations(self.location, applied)
+        if {"events", "executions"} <= tables:
+            versions.refuse_newer_formats(self.location, self._newest_formats())
+
+    def _newest_formats(self) -> list[Any]:
+        rows = self.connection.execute(versions.newest_formats_sql("duckdb")).fetchall()
+        return [row[0] for row in rows]
 
     def applied_migrations(self) -> list[str]:
         """Names of the applied migrations, in order."""

@@ -23,6 +23,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from loom_nb.errors import JournalError, JournalReadError, UsageError
+from loom_nb.journal import versions
 from loom_nb.journal.canonical import canonical_json
 from loom_nb.journal.events import ContentBlob, Event, ExecutionRecord
 from loom_nb.journal.ids import journal_id, journal_ids, journal_step_id
@@ -192,12 +193,15 @@ class PostgresJournal:
             conn.execute("SELECT pg_advisory_xact_lock(%s)", [_MIGRATION_LOCK])
             conn.execute(CREATE_MIGRATIONS_TABLE)
             applied = {row[0] for row in conn.execute("SELECT name FROM schema_migrations").fetchall()}
+            versions.refuse_unknown_migrations(self.location, applied)  # before this code changes anything
             for name, statements in for_dialect("postgresql"):
                 if name in applied:
                     continue
                 for sql in statements:
                     conn.execute(sql)
                 conn.execute(f"INSERT INTO schema_migrations VALUES (%s, {_TS})", [name, 0])
+            formats = [row[0] for row in conn.execute(versions.newest_formats_sql("postgresql")).fetchall()]
+            versions.refuse_newer_formats(self.location, formats)
 
     def applied_migrations(self) -> list[str]:
         """Names of the applied migrations, in order."""
