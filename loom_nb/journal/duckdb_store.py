@@ -28,6 +28,7 @@ from loom_nb.errors import JournalCorruptError, JournalError, JournalLockedError
 from loom_nb.journal import same_file, versions
 from loom_nb.journal.canonical import canonical_json
 from loom_nb.journal.events import ContentBlob, Event, ExecutionRecord
+from loom_nb.journal.hints import fix_for
 from loom_nb.journal.ids import journal_id, journal_ids, journal_step_id
 from loom_nb.journal.migrations import CREATE_MIGRATIONS_TABLE, MIGRATIONS
 from loom_nb.journal.store import check_on_loop, projection_changes, projection_rows, write_error
@@ -213,10 +214,8 @@ def read_error(location: str, exc: BaseException, doing: str) -> JournalReadErro
         return JournalReadError(
             f"the journal {location} is closed and could not {doing}: open it again (loom.Runtime.open)."
         )
-    return JournalReadError(
-        f"the journal {location} could not {doing}: {type(exc).__name__}: {text}. If another thread "
-        "uses this runtime, let it finish; if it persists, close the runtime and open the file again."
-    )
+    fix = fix_for(exc, "If it persists, close the runtime and open the file again")
+    return JournalReadError(f"the journal {location} could not {doing}: {type(exc).__name__}: {text}. {fix}.")
 
 
 class DuckDBJournal:

@@ -26,6 +26,7 @@ from loom_nb.errors import JournalError, JournalReadError, UsageError
 from loom_nb.journal import versions
 from loom_nb.journal.canonical import canonical_json
 from loom_nb.journal.events import ContentBlob, Event, ExecutionRecord
+from loom_nb.journal.hints import fix_for
 from loom_nb.journal.ids import journal_id, journal_ids, journal_step_id
 from loom_nb.journal.migrations import CREATE_MIGRATIONS_TABLE, for_dialect
 from loom_nb.journal.store import check_on_loop, projection_changes, projection_rows, write_error
@@ -178,9 +179,10 @@ class PostgresJournal:
             with self.pool.connection() as conn:
                 yield conn
         except psycopg.Error as exc:
+            fix = fix_for(exc, "Check the server and the error above")
             raise JournalReadError(
-                f"the journal {self.location} could not {doing}: {type(exc).__name__}: {exc}. "
-                "Check the server; the pool reconnects on the next call."
+                f"the journal {self.location} could not {doing}: {type(exc).__name__}: {exc}. {fix}; the pool "
+                "replaces a dropped connection at the next call."
             ) from exc
 
     def _fetch(self, doing: str, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
