@@ -11,7 +11,8 @@
     │   ├── JournalWriteError      a commit failed (full disk, I/O error, bad text); the run stops
     │   │   └── LeaseLostError     another process took the execution over (a shared journal)
     │   ├── JournalReadError       the file cannot be opened or read (closed, I/O error)
-    │   │   └── JournalCorruptError  the file is damaged: truncated, overwritten, not a journal
+    │   │   ├── JournalCorruptError  the file is damaged: truncated, overwritten, not a journal
+    │   │   └── JournalVersionError  written by a newer loom_nb (a migration or event format unknown here)
     │   ├── NonDeterminismError    a replayed step differs from the record
     │   └── ReplayDivergedError    a pure replay would have to run an effect
     ├── EffectError                raised around an effect call
@@ -154,6 +155,11 @@ class JournalReadError(JournalError):
 class JournalCorruptError(JournalReadError):
     """The journal file is damaged (truncated, overwritten, a checksum that does not match, not a
     DuckDB file): move it aside and open a new journal, or restore it from a copy."""
+
+
+class JournalVersionError(JournalReadError):
+    """The journal was written by a newer loom_nb: it holds a migration or an event format this code
+    does not know. The message names what was found and says to upgrade loom_nb; nothing was changed."""
 
 
 class NonDeterminismError(JournalError):

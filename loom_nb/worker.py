@@ -11,7 +11,9 @@ cut in flight goes in doubt), and runs on executions a gate's answer resumed wit
 
 It sleeps on the journal's ``LISTEN`` channel (every append NOTIFYs it), so a submit or an answer
 wakes it at once; ``poll_seconds`` is only the fallback for a lost notification and for leases that
-expire while nothing is appended.
+expire while nothing is appended. When the server ends the LISTEN connection (a restart, a dropped
+network, ``pg_terminate_backend``) it connects and LISTENs again (after 50 ms, doubling up to 5 s
+between tries), then looks at the queue once for what was appended meanwhile.
 
 A run it drives that another process cancelled (``Run.cancel()`` from a notebook: the cancel, with
 the step cut in flight put in doubt when not idempotent, is recorded there) is stopped here as soon
@@ -25,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import importlib
 import logging
+from contextlib import suppress
 from typing import Any
 
 from loom_nb.errors import UsageError
@@ -34,6 +37,10 @@ from loom_nb.runtime import Runtime
 log = logging.getLogger("loom_nb")
 #: Most seconds between two looks for executions of flows a worker does not have.
 _OTHER_FLOWS_LAST = 60.0
+#: Seconds before the first try to LISTEN again after the connection dropped, and the most between
+#: tries (doubling; never more than ``poll_seconds``).
+_RELISTEN_FIRST = 0.05
+_RELISTEN_LAST = 5.0
 
 
 class Worker:
@@ -140,15 +147,30 @@ class Worker:
         """Work until ``stop`` is set (or, with ``until_idle``, until the queue is empty and nothing
         runs). Returns how many executions it drove."""
         wake = asyncio.Event()
-        conn = await self.runtime.journal.async_listener()  # type: ignore[attr-defined]
+        journal: Any = self.runtime.journal
+        listening = [await journal.async_listener()]  # the LISTEN connection now (replaced when it drops)
 
         async def listen() -> None:
-            try:
-                async for note in conn.notifies():
-                    self._notified.add(note.payload)
-                    wake.set()
-            except Exception as exc:  # the worker still polls
-                log.warning("loom_nb worker: LISTEN stopped (%s); polling only", exc)
+            delay = _RELISTEN_FIRST
+            while True:
+                try:
+                    async for note in listening[0].notifies():
+                        self._notified.add(note.payload)
+                        wake.set()
+                        delay = _RELISTEN_FIRST
+                except Exception as exc:  # the server ended the connection (restart, terminate, network)
+                    log.warning("loom_nb worker: LISTEN connection lost (%s); listening again", exc)
+                with suppress(Exception):
+                    await listening[0].close()
+                while True:  # poll meanwhile (the main loop's timeout), and LISTEN again as soon as it can
+                    await asyncio.sleep(delay)
+                    delay = min(delay * 2, self.poll_seconds, _RELISTEN_LAST)
+                    try:
+                        listening[0] = await journal.async_listener()
+                        break
+                    except Exception as exc:
+                        log.warning("loom_nb worker: cannot LISTEN again yet (%s)", exc)
+                wake.set()  # what was appended while nobody listened notified no one: look at the queue
 
         listener = asyncio.get_running_loop().create_task(listen(), name="loom-worker-listen")
         try:
@@ -169,7 +191,8 @@ class Worker:
         finally:
             listener.cancel()
             await asyncio.gather(listener, return_exceptions=True)
-            await conn.close()
+            with suppress(Exception):
+                await listening[0].close()
             for task in list(self._tasks.values()):
                 task.cancel()
             if self._tasks:

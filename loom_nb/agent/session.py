@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from loom_nb.agent.carry import conversation, last_model_node
 from loom_nb.errors import UsageError
+from loom_nb.journal.ids import journal_id
 from loom_nb.messages import Message
 from loom_nb.runtime import Runtime, default_runtime
 
@@ -48,6 +49,7 @@ class Session:
     def __init__(self, agent: Agent, session_id: str, *, runtime: Runtime | None = None) -> None:
         if not isinstance(session_id, str) or not session_id.strip() or session_id != session_id.strip():
             raise UsageError(f"a session id must be a non-empty string without surrounding spaces, got {session_id!r}")
+        journal_id(session_id, "session id")  # a key of its runs' ids: no NUL, no lone surrogate, not too long
         self.id = session_id
         self.agent = agent
         self.runtime = runtime or default_runtime()

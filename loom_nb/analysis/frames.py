@@ -27,11 +27,13 @@ import pandas as pd
 from loom_nb.agent.carry import journal_carry, session_of
 from loom_nb.agent.output import recorded_output
 from loom_nb.agent.transcript import rebuild_requests
+from loom_nb.analysis.read_only_sql import reading_statements
 from loom_nb.analysis.sql_views import COLUMNS, DECODED, ORDER, VIEW_ORDER, create_views, events_table
 from loom_nb.errors import FlowNotFoundError, UsageError
 from loom_nb.journal import step_ids
 from loom_nb.journal.canonical import canonical_json
 from loom_nb.journal.duckdb_store import DuckDBJournal
+from loom_nb.journal.ids import journal_id
 from loom_nb.journal.migrations import MIGRATIONS
 from loom_nb.journal.run_state import RunState
 from loom_nb.kernel.async_bridge import run_sync
@@ -51,30 +53,6 @@ _NO_NETWORK = {"autoinstall_known_extensions": False, "autoload_known_extensions
 #: A table's key clause and a column's ``PRIMARY KEY``, left out of a private copy (``keys=False``).
 _KEY_CLAUSE = re.compile(r",\s*PRIMARY KEY \([^)]*\)")
 _PRIMARY_KEY = re.compile(r"\s+PRIMARY KEY\b")
-# Analysis SQL reads: only these statement types (as DuckDB's own parser classifies them) run.
-_READING = frozenset({duckdb.StatementType.SELECT, duckdb.StatementType.EXPLAIN})
-
-
-def reading_statements(query: str) -> None:
-    """Check that ``query`` only reads: every statement in it, as DuckDB's parser
-    (``duckdb.extract_statements``) classifies it, is a ``SELECT`` (``WITH ... SELECT``,
-    ``FROM ...``) or an ``EXPLAIN``.
-
-    Raises:
-        UsageError: naming each statement refused (nothing ran).
-    """
-    try:
-        statements = duckdb.extract_statements(query)
-    except duckdb.Error as exc:
-        raise UsageError(f"the analysis SQL does not parse: {exc}") from exc
-    refused = [f"{s.type.name} ({' '.join(s.query.split())[:80]!r})" for s in statements if s.type not in _READING]
-    if refused or not statements:
-        raise UsageError(
-            f"analysis SQL only reads the journal: refused {', '.join(refused) or 'an empty query'}. "
-            "Use SELECT (or WITH ... SELECT, FROM ...) over the views; nothing was run and the journal is unchanged."
-        )
-
-
 #: Columns and dtypes of ``Frames.transcript``.
 TRANSCRIPT_COLUMNS: dict[str, str] = {
     "role": "str",
@@ -405,7 +383,7 @@ class Frames:
         params: list[Any] = []
         if execution_id is not None:
             sql += " WHERE execution_id = ?"
-            params.append(execution_id)
+            params.append(journal_id(execution_id))  # a UsageError for an id no journal keys
         con = self._connection()
         # Over a server journal's copy, a frame read while the change marker has not moved is the
         # last one again (a copy; only frames of plain values: a decoded column holds mutable objects).
@@ -670,6 +648,7 @@ class Frames:
             UsageError: either execution is unknown.
         """
         con = self._connection()
+        a, b = journal_id(a), journal_id(b)
         for eid in (a, b):
             if con.execute("SELECT 1 FROM events WHERE execution_id = ? LIMIT 1", [eid]).fetchone() is None:
                 raise UsageError(f"no execution {eid!r} in the journal {self.runtime.journal.location}")

@@ -14,7 +14,6 @@ import os
 import re
 import shutil
 import sys
-import weakref
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
@@ -26,8 +25,11 @@ from typing import Any
 import duckdb
 
 from loom_nb.errors import JournalCorruptError, JournalError, JournalLockedError, JournalReadError, UsageError
-from loom_nb.journal.canonical import canonical_json, storable_text
+from loom_nb.journal import same_file, versions
+from loom_nb.journal.canonical import canonical_json
 from loom_nb.journal.events import ContentBlob, Event, ExecutionRecord
+from loom_nb.journal.hints import fix_for
+from loom_nb.journal.ids import journal_id, journal_ids, journal_step_id
 from loom_nb.journal.migrations import CREATE_MIGRATIONS_TABLE, MIGRATIONS
 from loom_nb.journal.store import check_on_loop, projection_changes, projection_rows, write_error
 
@@ -212,44 +214,8 @@ def read_error(location: str, exc: BaseException, doing: str) -> JournalReadErro
         return JournalReadError(
             f"the journal {location} is closed and could not {doing}: open it again (loom.Runtime.open)."
         )
-    return JournalReadError(
-        f"the journal {location} could not {doing}: {type(exc).__name__}: {text}. If another thread "
-        "uses this runtime, let it finish; if it persists, close the runtime and open the file again."
-    )
-
-
-#: Files this process holds read-write (real paths) -> (holder's pid, the holding journal, weakly):
-#: a forked child, or a journal dropped without ``close()``, holds nothing. DuckDB would share one
-#: database between two opens in a process; loom refuses the second.
-_HELD: dict[str, tuple[int, weakref.ref[Any]]] = {}
-
-
-def _still_open(held: tuple[int, weakref.ref[Any]] | None) -> bool:
-    """True when ``held`` (an entry of ``_HELD``) is an open journal of this process."""
-    if held is None:
-        return False
-    holder = held[1]()
-    return held[0] == os.getpid() and holder is not None and not holder.closed
-
-
-def _hold(location: str, journal: Any) -> str | None:
-    """Claim ``location`` for ``journal``, this process's one read-write journal of that file; the
-    key to release, or None for ``:memory:``. Raises ``JournalLockedError`` when an open journal
-    of this process already holds it."""
-    if location == ":memory:":
-        return None
-    key, mine = os.path.realpath(location), (os.getpid(), weakref.ref(journal))
-    held = _HELD.setdefault(key, mine)  # atomic: of two racing opens, one wins
-    if held is not mine:
-        if _still_open(held):
-            raise JournalLockedError(
-                f"the journal {location} is already open read-write in this process (another runtime holds "
-                "it). Two runtimes on one file would each take the other's running steps for crashed ones. "
-                "Use the runtime you have (loom.default_runtime() in a notebook), or close it first "
-                "(runtime.close())."
-            )
-        _HELD[key] = mine
-    return key
+    fix = fix_for(exc, "If it persists, close the runtime and open the file again")
+    return JournalReadError(f"the journal {location} could not {doing}: {type(exc).__name__}: {text}. {fix}.")
 
 
 class DuckDBJournal:
@@ -266,7 +232,13 @@ class DuckDBJournal:
         self._closed = True  # until connected
         #: Held by every commit and by ``snapshot``, so a copy never sees half a checkpoint.
         self._write_lock = RLock()
-        self._held = None if read_only else _hold(self.location, self)
+        #: The keys of the file this journal holds (``same_file``); none for ``:memory:``.
+        self._held: list[same_file.FileKey] = []
+        if self.location != ":memory:":
+            if read_only:
+                same_file.refuse_read_only_beside_writer(self.location)
+            else:
+                self._held = same_file.hold(self.location, self)
         try:
             self._connect()
         except BaseException:
@@ -292,15 +264,21 @@ class DuckDBJournal:
         except duckdb.Error as exc:
             raise read_error(self.location, exc, "be opened") from exc
         self._closed = False
-        if not read_only and self.location != ":memory:":
+        if self._held:
+            self._held = same_file.hold_created(self.location, self, self._held)
             _write_holder(self.location)
-        if not read_only:
-            try:
-                with self.reading("be opened"):
+        try:
+            with self.reading("be opened"):
+                if read_only:
+                    self._check_versions()
+                else:
                     self._migrate()
-            except BaseException:
-                self.connection.close()
-                raise
+        except BaseException:
+            self._closed = True
+            self.connection.close()
+            if self._held:
+                _remove_holder(self.location)
+            raise
 
     @contextmanager
     def reading(self, doing: str) -> Iterator[None]:
@@ -324,6 +302,7 @@ class DuckDBJournal:
         con = self.connection
         con.execute(CREATE_MIGRATIONS_TABLE)
         applied = {row[0] for row in con.execute("SELECT name FROM schema_migrations").fetchall()}
+        versions.refuse_unknown_migrations(self.location, applied)  # before this code changes anything
         for name, statements in MIGRATIONS:
             if name in applied:
                 continue
@@ -336,6 +315,21 @@ class DuckDBJournal:
             except BaseException as exc:
                 self._rollback(exc)
                 raise
+
+        versions.refuse_newer_formats(self.location, self._newest_formats())
+
+    def _check_versions(self) -> None:
+        """``_migrate``'s checks, for a read-only open (a file without tables is left to fail later)."""
+        tables = {row[0] for row in self.connection.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
+        if "schema_migrations" in tables:
+            applied = [row[0] for row in self.connection.execute("SELECT name FROM schema_migrations").fetchall()]
+            versions.refuse_unknown_migrations(self.location, applied)
+        if {"events", "executions"} <= tables:
+            versions.refuse_newer_formats(self.location, self._newest_formats())
+
+    def _newest_formats(self) -> list[Any]:
+        rows = self.connection.execute(versions.newest_formats_sql("duckdb")).fetchall()
+        return [row[0] for row in rows]
 
     def applied_migrations(self) -> list[str]:
         """Names of the applied migrations, in order."""
@@ -360,10 +354,10 @@ class DuckDBJournal:
         # One list per column, unnested by one statement: binding six lists costs the same for 2
         # rows or 500 (a group commit's), where a VALUES row per event binds six parameters each.
         params: list[Any] = [
-            [storable_text(e.execution_id) for e in events],
+            [journal_id(e.execution_id) for e in events],
             [e.seq for e in events],
             [str(e.kind) for e in events],
-            [None if e.step_id is None else storable_text(e.step_id) for e in events],
+            [journal_step_id(e.step_id) for e in events],
             [_us(e.at) for e in events],
             [canonical_json(e.data) if e.data_json is None else e.data_json for e in events],
         ]
@@ -427,7 +421,7 @@ class DuckDBJournal:
     # -- reads ----------------------------------------------------------------------------------
     def read(self, execution_id: str) -> list[Event]:
         """Return an execution's events in order."""
-        eid = storable_text(execution_id)
+        eid = journal_id(execution_id)
         with self.reading(f"read execution {execution_id!r}"):
             rows = self.connection.execute(
                 'SELECT seq, kind, step_id, epoch_us("at"), data FROM events WHERE execution_id = ? ORDER BY seq', [eid]
@@ -443,14 +437,14 @@ class DuckDBJournal:
             row = self.connection.execute(
                 "SELECT execution_id, flow, status, epoch_us(created_at), epoch_us(updated_at) "
                 "FROM executions WHERE execution_id = ?",
-                [storable_text(execution_id)],
+                [journal_id(execution_id)],
             ).fetchone()
         return None if row is None else self._record(row)
 
     def get_executions(self, execution_ids: Sequence[str]) -> dict[str, ExecutionRecord]:
         """The projection rows of the executions that exist among ``execution_ids``, by stored id
-        (``storable_text``), in one query (``BatchedLookup``: many runs starting together)."""
-        ids = [storable_text(i) for i in execution_ids]
+        (``journal_id``), in one query (``BatchedLookup``: many runs starting together)."""
+        ids = journal_ids(execution_ids)
         with self.reading(f"read {len(ids)} executions"):
             rows = self.connection.execute(
                 "SELECT execution_id, flow, status, epoch_us(created_at), epoch_us(updated_at) "
@@ -508,10 +502,9 @@ class DuckDBJournal:
                 "an in-memory journal (':memory:') has no file to snapshot: open a file journal "
                 "(loom.Runtime.open('loom.duckdb')) to keep a copy"
             )
-        real = os.path.realpath(target)
-        if real == os.path.realpath(self.location):
+        if set(same_file.file_keys(str(target))) & set(same_file.file_keys(self.location)):
             raise UsageError(f"cannot snapshot the journal {self.location} onto itself: give another path")
-        if _still_open(_HELD.get(real)):
+        if same_file.holder_of(str(target)) is not None:
             raise UsageError(f"cannot snapshot onto {target}: a journal open in this process holds it; close it first")
         if target.exists() and not overwrite:
             raise UsageError(
@@ -567,11 +560,8 @@ class DuckDBJournal:
         return self._closed
 
     def _release(self) -> None:
-        if self._held is not None:
-            held = _HELD.get(self._held)
-            if held is not None and held[1]() is self:
-                del _HELD[self._held]
-            self._held = None
+        same_file.release(self._held, self)
+        self._held = []
 
 
 def _wal(path: Path) -> Path:

@@ -30,7 +30,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
-from loom_nb.errors import UsageError
+from loom_nb.errors import JournalVersionError, UsageError
 
 #: The format before versioning (``execution_started`` without ``format``).
 FORMAT_1: Final = 1
@@ -40,14 +40,32 @@ FORMAT_2: Final = 2
 CURRENT_FORMAT: Final = FORMAT_2
 #: Every format this code reads.
 FORMATS: Final = (FORMAT_1, FORMAT_2)
+#: The fix a ``JournalVersionError`` names (a journal written by a newer loom_nb).
+UPGRADE: Final = "Upgrade loom_nb (pip install -U loom_nb) in this environment to read it; nothing was changed."
 
 _MISSING: Any = object()
 
 
-def format_of(started: Mapping[str, Any] | None) -> int:
-    """The format an ``execution_started`` payload declares (1 when it declares none)."""
+def format_of(started: Mapping[str, Any] | None, execution_id: str = "") -> int:
+    """The format an ``execution_started`` payload declares (1 when it declares none).
+
+    Args:
+        started: The payload.
+        execution_id: Its execution, for the message.
+
+    Raises:
+        JournalVersionError: a format above ``FORMATS`` (written by a newer loom_nb), which this
+            code would fold wrong.
+    """
     value = (started or {}).get("format", FORMAT_1)
-    return value if isinstance(value, int) else FORMAT_1
+    if not isinstance(value, int) or isinstance(value, bool):
+        return FORMAT_1
+    if value > FORMATS[-1]:
+        raise JournalVersionError(
+            f"execution {execution_id!r} was written by a newer loom_nb, in event format {value} (this "
+            f"loom_nb reads formats {', '.join(map(str, FORMATS))}). {UPGRADE}"
+        )
+    return value
 
 
 def usage_of_output(output: Any) -> dict[str, Any] | None:

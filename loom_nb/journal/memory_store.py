@@ -6,8 +6,9 @@ import json
 from collections.abc import Sequence
 from dataclasses import replace
 
-from loom_nb.journal.canonical import canonical_json, storable_text
+from loom_nb.journal.canonical import canonical_json
 from loom_nb.journal.events import ContentBlob, Event, ExecutionRecord
+from loom_nb.journal.ids import journal_id, journal_step_id
 from loom_nb.journal.store import check_on_loop, projection_changes, write_error
 
 
@@ -27,13 +28,13 @@ class InMemoryJournal:
         check_on_loop(self.location)
         staged: dict[str, list[Event]] = {}
         for event in events:
-            eid = storable_text(event.execution_id)
+            eid = journal_id(event.execution_id)
             log = staged.setdefault(eid, [])
             last = log[-1] if log else (self._events[eid][-1] if self._events.get(eid) else None)
             if last is not None and last.seq >= event.seq:
                 cause = ValueError(f"duplicate or out-of-order seq {event.seq} for execution {eid!r}")
                 raise write_error(self.location, events, cause, why="another runtime writes this execution")
-            step = None if event.step_id is None else storable_text(event.step_id)
+            step = journal_step_id(event.step_id)
             text = canonical_json(event.data) if event.data_json is None else event.data_json
             log.append(Event(eid, event.seq, event.kind, step, event.at, json.loads(text)))
         changes = projection_changes(events)
@@ -58,11 +59,11 @@ class InMemoryJournal:
         """Return an execution's events in order (refused, as DuckDB's is, from a synchronous tool's
         worker thread)."""
         check_on_loop(self.location)
-        return list(self._events.get(storable_text(execution_id), ()))
+        return list(self._events.get(journal_id(execution_id), ()))
 
     def get_execution(self, execution_id: str) -> ExecutionRecord | None:
         """Return one execution's projection row."""
-        return self._executions.get(storable_text(execution_id))
+        return self._executions.get(journal_id(execution_id))
 
     def list_executions(self, status: str | None = None) -> list[ExecutionRecord]:
         """Return executions, oldest first."""

@@ -15,6 +15,7 @@ appends). Choose the schema with the URL (``?options=-csearch_path%3Dmy_schema``
 
 from __future__ import annotations
 
+import hashlib
 import json
 import zlib
 from collections.abc import Iterator, Mapping, Sequence
@@ -22,8 +23,11 @@ from contextlib import contextmanager
 from typing import Any
 
 from loom_nb.errors import JournalError, JournalReadError, UsageError
-from loom_nb.journal.canonical import canonical_json, storable_text
+from loom_nb.journal import versions
+from loom_nb.journal.canonical import canonical_json
 from loom_nb.journal.events import ContentBlob, Event, ExecutionRecord
+from loom_nb.journal.hints import fix_for
+from loom_nb.journal.ids import journal_id, journal_ids, journal_step_id
 from loom_nb.journal.migrations import CREATE_MIGRATIONS_TABLE, for_dialect
 from loom_nb.journal.store import check_on_loop, projection_changes, projection_rows, write_error
 
@@ -64,6 +68,22 @@ CHANGE_MARKER_SQL = (
     "SELECT count(*), coalesce(sum((SELECT max(e.seq) FROM events e WHERE e.execution_id = x.execution_id)), 0) "
     "FROM executions x"
 )
+
+
+#: PostgreSQL's longest identifier, in bytes (``NAMEDATALEN - 1``): a channel name too.
+_MAX_NAME_BYTES = 63
+
+
+def channel_name(schema: str) -> str:
+    """The NOTIFY channel of the journal in ``schema``: ``loom_nb_<schema>`` when it fits in 63 bytes
+    of UTF-8, else cut at a character's boundary and ended with 8 hex digits of the schema's
+    SHA-256 (two long schemas sharing a beginning stay apart; every process computes the same)."""
+    name = f"loom_nb_{schema}"
+    if len(name.encode("utf-8")) <= _MAX_NAME_BYTES:
+        return name
+    suffix = "_" + hashlib.sha256(schema.encode("utf-8")).hexdigest()[:8]
+    head = name.encode("utf-8")[: _MAX_NAME_BYTES - len(suffix)].decode("utf-8", "ignore")
+    return head + suffix
 
 
 def is_postgres_url(target: str) -> bool:
@@ -125,6 +145,9 @@ class PostgresJournal:
                 min_size=min_size,
                 max_size=max_size,
                 kwargs={"autocommit": True},
+                # A connection the server ended (restart, pg_terminate_backend, a dropped network)
+                # is found at checkout and replaced, never handed out: one round trip per checkout.
+                check=ConnectionPool.check_connection,
                 open=False,
                 name="loom_nb-journal",
             )
@@ -141,7 +164,7 @@ class PostgresJournal:
             schema = self._fetch("read its schema", "SELECT current_schema()")[0][0]
             #: The channel every append NOTIFYs (payload: the execution id) and ``listen`` LISTENs on:
             #: one per journal schema, so journals in other schemas of the database stay apart.
-            self.channel = f"loom_nb_{schema}"[:63]
+            self.channel = channel_name(schema)
         except BaseException:
             self.close()
             raise
@@ -156,9 +179,10 @@ class PostgresJournal:
             with self.pool.connection() as conn:
                 yield conn
         except psycopg.Error as exc:
+            fix = fix_for(exc, "Check the server and the error above")
             raise JournalReadError(
-                f"the journal {self.location} could not {doing}: {type(exc).__name__}: {exc}. "
-                "Check the server; the pool reconnects on the next call."
+                f"the journal {self.location} could not {doing}: {type(exc).__name__}: {exc}. {fix}; the pool "
+                "replaces a dropped connection at the next call."
             ) from exc
 
     def _fetch(self, doing: str, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
@@ -171,12 +195,15 @@ class PostgresJournal:
             conn.execute("SELECT pg_advisory_xact_lock(%s)", [_MIGRATION_LOCK])
             conn.execute(CREATE_MIGRATIONS_TABLE)
             applied = {row[0] for row in conn.execute("SELECT name FROM schema_migrations").fetchall()}
+            versions.refuse_unknown_migrations(self.location, applied)  # before this code changes anything
             for name, statements in for_dialect("postgresql"):
                 if name in applied:
                     continue
                 for sql in statements:
                     conn.execute(sql)
                 conn.execute(f"INSERT INTO schema_migrations VALUES (%s, {_TS})", [name, 0])
+            formats = [row[0] for row in conn.execute(versions.newest_formats_sql("postgresql")).fetchall()]
+            versions.refuse_newer_formats(self.location, formats)
 
     def applied_migrations(self) -> list[str]:
         """Names of the applied migrations, in order."""
@@ -195,8 +222,7 @@ class PostgresJournal:
         check_on_loop(self.location)
         params: list[Any] = []
         for e in events:
-            eid = _no_nul(storable_text(e.execution_id), "execution id", self.location)
-            step = None if e.step_id is None else _no_nul(storable_text(e.step_id), "step id", self.location)
+            eid, step = journal_id(e.execution_id), journal_step_id(e.step_id)
             text = canonical_json(e.data) if e.data_json is None else e.data_json
             params += [eid, e.seq, str(e.kind), step, _us(e.at), text]
         changes = projection_changes(events)
@@ -232,7 +258,7 @@ class PostgresJournal:
             conn.execute("INSERT INTO events VALUES " + ", ".join([_ROW] * len(events)), params)
         for execution_id in dict.fromkeys(e.execution_id for e in events):
             # Delivered at commit, only if it commits: a follower (``listen``) wakes on it.
-            conn.execute("SELECT pg_notify(%s, %s)", [self.channel, storable_text(execution_id)])
+            conn.execute("SELECT pg_notify(%s, %s)", [self.channel, journal_id(execution_id)])
         # One statement each for the executions the commit starts and those it moves on.
         rows = projection_rows(changes)
         if rows.created:
@@ -257,9 +283,7 @@ class PostgresJournal:
     # -- reads ------------------------------------------------------------------------------------
     def read(self, execution_id: str) -> list[Event]:
         """Return an execution's events in order."""
-        eid = storable_text(execution_id)
-        if "\x00" in eid:
-            return []
+        eid = journal_id(execution_id)
         rows = self._fetch(
             f"read execution {execution_id!r}",
             f"SELECT seq, kind, step_id, {_EPOCH_US.format(col='at')}, data FROM events "
@@ -275,16 +299,14 @@ class PostgresJournal:
 
     def get_execution(self, execution_id: str) -> ExecutionRecord | None:
         """Return one execution's projection row."""
-        eid = storable_text(execution_id)
-        if "\x00" in eid:
-            return None
+        eid = journal_id(execution_id)
         rows = self._fetch(f"read execution {execution_id!r}", self._RECORD + " WHERE execution_id = %s", [eid])
         return None if not rows else _record(rows[0])
 
     def get_executions(self, execution_ids: Sequence[str]) -> dict[str, ExecutionRecord]:
         """The projection rows of the executions that exist among ``execution_ids``, by stored id
-        (``storable_text``), in one query (``BatchedLookup``: many runs starting together)."""
-        ids = [i for i in (storable_text(e) for e in execution_ids) if "\x00" not in i]
+        (``journal_id``), in one query (``BatchedLookup``: many runs starting together)."""
+        ids = journal_ids(execution_ids)
         rows = self._fetch(f"read {len(ids)} executions", self._RECORD + " WHERE execution_id = ANY(%s)", [ids])
         return {row[0]: _record(row) for row in rows}
 
@@ -364,7 +386,7 @@ class PostgresJournal:
             out: dict[str, Any] = {}
             quote = psycopg.sql.quote
             if moved:
-                ids = ", ".join(quote(_no_nul(eid, "execution id", self.location)) for eid, _ in moved)
+                ids = ", ".join(quote(eid) for eid, _ in moved)  # stored ids: no NUL (journal_id)
                 seqs = ", ".join(str(int(seq)) for _, seq in moved)
                 cur.execute(
                     f"SELECT e.* FROM unnest(ARRAY[{ids}]::text[], ARRAY[{seqs}]::bigint[]) AS w(execution_id, seq) "
@@ -431,7 +453,7 @@ class PostgresJournal:
             "ON CONFLICT (execution_id) DO UPDATE SET owner = EXCLUDED.owner, "
             "heartbeat_at = EXCLUDED.heartbeat_at, expires_at = EXCLUDED.expires_at "
             f"WHERE leases.owner = EXCLUDED.owner OR leases.expires_at < {_NOW} RETURNING owner",
-            [storable_text(execution_id), owner, ttl],
+            [journal_id(execution_id), owner, ttl],
         )
         return bool(rows)
 
@@ -441,7 +463,7 @@ class PostgresJournal:
             f"take over the lease of execution {execution_id!r}",
             f"UPDATE leases SET owner = %s, heartbeat_at = {_NOW}, expires_at = {_NOW} + %s * INTERVAL '1 second' "
             "WHERE execution_id = %s AND owner = %s RETURNING owner",
-            [owner, ttl, storable_text(execution_id), dead_owner],
+            [owner, ttl, journal_id(execution_id), dead_owner],
         )
         return bool(rows)
 
@@ -451,23 +473,21 @@ class PostgresJournal:
             f"renew the lease of execution {execution_id!r}",
             f"UPDATE leases SET heartbeat_at = {_NOW}, expires_at = {_NOW} + %s * INTERVAL '1 second' "
             "WHERE execution_id = %s AND owner = %s RETURNING owner",
-            [ttl, storable_text(execution_id), owner],
+            [ttl, journal_id(execution_id), owner],
         )
         return bool(rows)
 
     def release_lease(self, execution_id: str, owner: str) -> None:
         """Give the lease up (a no-op when ``owner`` does not hold it)."""
         with self._conn(f"release the lease of execution {execution_id!r}") as conn:
-            conn.execute(
-                "DELETE FROM leases WHERE execution_id = %s AND owner = %s", [storable_text(execution_id), owner]
-            )
+            conn.execute("DELETE FROM leases WHERE execution_id = %s AND owner = %s", [journal_id(execution_id), owner])
 
     def lease_owner(self, execution_id: str) -> str | None:
         """Who holds a live lease on the execution, or None."""
         rows = self._fetch(
             f"read the lease of execution {execution_id!r}",
             f"SELECT owner FROM leases WHERE execution_id = %s AND expires_at >= {_NOW}",
-            [storable_text(execution_id)],
+            [journal_id(execution_id)],
         )
         return None if not rows else str(rows[0][0])
 
@@ -485,7 +505,7 @@ class PostgresJournal:
             rows = conn.execute(
                 f"SELECT execution_id FROM executions WHERE status = 'queued' {only}"
                 "ORDER BY created_at, execution_id LIMIT %s FOR UPDATE SKIP LOCKED",
-                [limit] if flows is None else [[storable_text(f) for f in flows], limit],
+                [limit] if flows is None else [list(flows), limit],
             ).fetchall()
             ids = [str(r[0]) for r in rows]
             for eid in ids:
@@ -509,7 +529,7 @@ class PostgresJournal:
             "SELECT e.execution_id FROM executions e LEFT JOIN leases l ON l.execution_id = e.execution_id "
             f"WHERE e.status = 'running' AND (l.execution_id IS NULL OR l.expires_at < {_NOW}) {only}"
             "ORDER BY e.updated_at LIMIT %s",
-            [limit] if flows is None else [[storable_text(f) for f in flows], limit],
+            [limit] if flows is None else [list(flows), limit],
         )
         return [str(r[0]) for r in rows]
 
@@ -522,7 +542,7 @@ class PostgresJournal:
             "WHERE (e.status = 'queued' OR (e.status = 'running' AND "
             f"(l.execution_id IS NULL OR l.expires_at < {_NOW}))) "
             "AND NOT (e.flow = ANY(%s)) GROUP BY e.flow ORDER BY e.flow",
-            [[storable_text(f) for f in flows]],
+            [list(flows)],
         )
         return {str(flow): int(n) for flow, n in rows}
 

@@ -261,7 +261,7 @@ class RunState:
         self.status = STATUS_OF_KIND[e.kind]
         if e.kind == EventKind.EXECUTION_STARTED:
             self.flow, self.input, self.principal = str(d.get("flow", "")), d.get("input"), d.get("principal")
-            self.format = format_of(d)
+            self.format = format_of(d, e.execution_id)
             parent = d.get("parent")
             self.parent = dict(parent) if isinstance(parent, dict) else None
         elif e.kind == EventKind.EXECUTION_COMPLETED:

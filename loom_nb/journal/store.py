@@ -10,6 +10,7 @@ from typing import Any, NamedTuple, Protocol, runtime_checkable
 from loom_nb.errors import JournalWriteError, UsageError
 from loom_nb.journal.canonical import storable_text
 from loom_nb.journal.events import QUEUED_STATUS, STATUS_OF_KIND, ContentBlob, Event, EventKind, ExecutionRecord
+from loom_nb.journal.hints import fix_for
 
 
 @runtime_checkable
@@ -167,6 +168,9 @@ def write_error(location: str, events: Sequence[Event], cause: BaseException, *,
         events: The events that were not written (the first one names the execution and step).
         cause: The original error, named in the message (the caller raises ``from cause``).
         why: What the store knows about the cause, when more than the error says.
+
+    The fix the message ends with follows the cause (``hints.fix_for``: free disk space for a full
+    disk, a writable place for a read-only filesystem, one driver for a duplicate key...).
     """
     first = events[0] if events else None
     eid = first.execution_id if first is not None else ""
@@ -178,8 +182,8 @@ def write_error(location: str, events: Sequence[Event], cause: BaseException, *,
     error = JournalWriteError(
         f"the journal {location} could not commit {what}: {type(cause).__name__}: {cause}"
         f"{'. ' + why if why else ''}. Nothing of this commit was written and the run stopped; it stays "
-        "'running'. Fix the cause (free disk space, close what holds or damaged the file), then call "
-        "runtime.recover() to run it on from its last committed event."
+        f"'running'. {fix_for(cause, 'Fix the cause named above')}, then call runtime.recover() to run it on "
+        "from its last committed event."
     )
     error.location, error.execution_id = location, eid
     return error

@@ -1,8 +1,9 @@
 """Text that is not valid Unicode (a lone UTF-16 surrogate) is journaled, not refused
 (``docs/design.md``, section 3, "Storable text"): in the model's text, a streamed delta, a tool's
-arguments, a tool's result and an execution id, on both stores. Each run parks at an approval gate
-after the surrogate is journaled, so resuming re-runs the body from the journal (the recovery
-path: digests of the live and the read-back text must match), completes, and replays."""
+arguments and a tool's result, on both stores (an id, a key, holding one is refused instead).
+Each run parks at an approval gate after the surrogate is journaled, so resuming re-runs the body
+from the journal (the recovery path: digests of the live and the read-back text must match),
+completes, and replays."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import pytest
 
 import loom_nb as loom
 from loom_nb.agent import AgentConfig
+from loom_nb.errors import UsageError
 from loom_nb.journal import DuckDBJournal, EventKind, InMemoryJournal
 from loom_nb.journal.store import JournalStore
 from loom_nb.messages import ModelRequest, ModelResponse
@@ -23,7 +25,7 @@ from loom_nb.runtime import Runtime
 from tests.agent.support import MODEL, calls, install, make_runtime, register_model, turn_of
 
 LONE = "\ud83d"  # the first half of a surrogate pair, alone
-ENTRY_POINTS = ["model-text", "stream-delta", "tool-arguments", "tool-result", "execution-id"]
+ENTRY_POINTS = ["model-text", "stream-delta", "tool-arguments", "tool-result"]
 
 
 class DeltaModel(ScriptedModel):
@@ -90,7 +92,7 @@ async def test_a_lone_surrogate_is_journaled_and_the_run_resumes_completes_and_r
         rt.event_format = 1  # format 2 journals no chunk of a completed model step (its output holds the text)
     register_model(rt, model)
     install(rt, AgentConfig(model=MODEL, tools=tools, chunk_min_chars=1))
-    eid = f"run {LONE}" if entry == "execution-id" else "run-1"
+    eid = "run-1"
 
     first = await rt.start("agent", "go", execution_id=eid)
     assert first.status == "suspended", first
@@ -103,10 +105,25 @@ async def test_a_lone_surrogate_is_journaled_and_the_run_resumes_completes_and_r
     assert await rt.recover() == []
     assert (await rt.replay(eid)).reproduced
     texts = [e.data for e in rt.journal.read(eid) if e.kind == EventKind.STEP_COMPLETED]
-    assert "\ufffd" in repr(texts) or entry in ("stream-delta", "execution-id")
+    assert "\ufffd" in repr(texts) or entry == "stream-delta"
     if entry == "stream-delta":
         chunks = "".join(e.data["text"] for e in rt.journal.read(eid) if e.kind == EventKind.STREAM_CHUNK)
         assert chunks == "Half a pair: \ufffd. Then more."
-    if entry == "execution-id":
-        assert [r.execution_id for r in rt.journal.list_executions()] == ["run \ufffd"]
-        assert rt.result(eid).status == "completed"
+
+
+async def test_an_id_with_a_lone_surrogate_is_refused_as_a_key(store: JournalStore) -> None:
+    """Ids are keys: ``run \ud83d`` and ``run \udc00`` would both be stored as ``run \ufffd`` and
+    name one execution (two sessions would share one conversation), so both are refused."""
+    seen: list[str] = []
+    model, tools = scenario("model-text", seen)
+    rt: Runtime = make_runtime(store)
+    register_model(rt, model)
+    install(rt, AgentConfig(model=MODEL, tools=tools))
+    for eid in (f"run {LONE}", "run \udc00"):
+        with pytest.raises(UsageError, match="lone surrogate"):
+            await rt.start("agent", "go", execution_id=eid)
+    agent = loom.Agent(name="surrogate-sessions", model=model, tools=tools)
+    for session_id in (f"ana {LONE}", "ana \udc00"):
+        with pytest.raises(UsageError, match=r"session id .*lone surrogate"):
+            agent.session(session_id, runtime=rt)
+    assert rt.journal.list_executions() == [] and seen == []

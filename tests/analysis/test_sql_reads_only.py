@@ -80,3 +80,49 @@ async def test_reading_statements_still_run(rt: loom.Runtime) -> None:
     assert len(frames.sql("FROM executions")) == 1
     assert len(frames.sql("EXPLAIN SELECT * FROM events")) > 0
     assert len(frames.sql("SELECT 1 AS a; SELECT 2 AS b")) == 1
+
+
+#: Statements DuckDB's parser calls EXPLAIN or SELECT that change the database's settings (global:
+#: the journal's own connection reads with them) or run a write: each must be refused.
+HOSTILE = [
+    "EXPLAIN ANALYZE SET GLOBAL default_order = 'DESC'",
+    "EXPLAIN ANALYZE SET default_order = 'DESC'",
+    "explain analyze (format json) set global default_order = 'DESC'",
+    "/* a note */ EXPLAIN ANALYZE SET lock_configuration = true",
+    "EXPLAIN ANALYZE RESET threads",
+    "EXPLAIN ANALYZE PRAGMA enable_profiling",
+    "EXPLAIN DELETE FROM events",
+    "SELECT 1; EXPLAIN ANALYZE SET GLOBAL default_order = 'DESC'",
+    "SELECT * FROM enable_logging()",
+    'SELECT count(*) FROM main."checkpoint"()',
+    "SELECT * FROM events WHERE seq IN (SELECT 1 FROM truncate_duckdb_logs())",
+    "SELECT * FROM query('SELECT 1')",
+]
+
+
+@pytest.mark.parametrize("statement", HOSTILE)
+async def test_a_statement_that_changes_settings_is_refused_and_journal_reads_still_work(
+    rt: loom.Runtime, statement: str
+) -> None:
+    eid = await tidy_run(rt)
+    frames = loom.frames(rt)
+    settings = "SELECT name, value FROM duckdb_settings() ORDER BY name"
+    before = frames.sql(settings)
+    with pytest.raises(UsageError, match="refused") as info:
+        frames.sql(statement)
+    assert "journal is unchanged" in str(info.value)
+    assert frames.sql(settings).equals(before)
+    seqs = [e.seq for e in rt.journal.read(eid)]
+    assert seqs == sorted(seqs) and len(seqs) > 2  # journal reads keep their order
+    assert rt.result(eid).status == "completed"
+    steps = loom.frames(rt).steps(eid)
+    assert len(steps) > 0 and list(steps["seq"]) == sorted(steps["seq"])
+
+
+async def test_reads_that_name_such_functions_only_in_text_still_run(rt: loom.Runtime) -> None:
+    await tidy_run(rt)
+    frames = loom.frames(rt)
+    assert list(frames.sql("SELECT 'checkpoint()' AS a -- enable_logging()")["a"]) == ["checkpoint()"]
+    assert len(frames.sql("EXPLAIN ANALYZE SELECT count(*) FROM events")) > 0
+    assert len(frames.sql("EXPLAIN (FORMAT json) WITH s AS (SELECT * FROM steps) SELECT * FROM s")) > 0
+    assert len(frames.sql("DESCRIBE events")) > 0 and len(frames.sql("SUMMARIZE executions")) > 0

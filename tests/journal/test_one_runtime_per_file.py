@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import os
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 import loom_nb as loom
-from loom_nb.errors import JournalLockedError
+from loom_nb.errors import JournalError, JournalLockedError, UsageError
 from loom_nb.journal import DuckDBJournal
 from loom_nb.journal.events import EventKind
 from loom_nb.kernel import FlowRegistry
@@ -81,3 +82,42 @@ def test_a_journal_dropped_without_close_does_not_hold_the_file(tmp_path: Path) 
     del dropped
     gc.collect()
     DuckDBJournal(path).close()
+
+
+def test_a_second_path_to_the_same_file_through_a_hard_link_is_refused(tmp_path: Path) -> None:
+    """The guard keys a file by device and inode, not by its path: a hard link (or a bind mount)
+    is another path to the same file, and a second DuckDB database on it would lose commits."""
+    path = tmp_path / "journal.duckdb"
+    first = open_runtime(path)
+    link = tmp_path / "link.duckdb"
+    os.link(path, link)
+
+    with pytest.raises(JournalLockedError) as info:
+        open_runtime(link)
+    message = str(info.value)
+    assert str(link) in message and str(path) in message, message
+    assert "already open read-write in this process" in message
+    with pytest.raises(JournalError, match="this process already has it open read-write") as read_only:
+        DuckDBJournal(link, read_only=True)
+    assert str(path) in str(read_only.value)  # a read-only second database on it would read stale rows
+
+    async def body(ctx: Any, input: Any) -> Any:
+        return input
+
+    flow = first.flows.register(body, "echo")
+    assert asyncio.run(first.start(flow, 1, execution_id="kept")).status == "completed"
+    first.close()
+    again = open_runtime(link)  # closed: the file may be opened again through either path
+    assert again.result("kept").status == "completed"
+    again.close()
+
+
+def test_a_snapshot_onto_a_hard_link_of_the_journal_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "journal.duckdb"
+    journal = DuckDBJournal(path)
+    journal.close()
+    os.link(path, tmp_path / "link.duckdb")
+    journal = DuckDBJournal(path)
+    with pytest.raises(UsageError, match="onto itself"):
+        journal.snapshot(tmp_path / "link.duckdb", overwrite=True)
+    journal.close()

@@ -9,6 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from loom_nb.errors import UsageError
 from loom_nb.journal import Event, EventKind, JournalStore
 from loom_nb.journal.events import QUEUED_STATUS, STATUS_OF_KIND
 from loom_nb.journal.store import BatchedLookup, projection_changes, projection_rows
@@ -96,14 +97,18 @@ def test_projection_rows_folds_each_execution_to_one_row() -> None:
 
 def test_get_executions_reads_the_rows_get_execution_reads(journal: JournalStore) -> None:
     """``BatchedLookup`` (DuckDB, PostgreSQL): one query gives every existing row, by stored id;
-    ids that do not exist, a lone surrogate and a NUL are simply absent."""
+    ids that do not exist are simply absent, a surrogate pair is its character, and an id no
+    journal keys (a NUL, a lone surrogate) is a ``UsageError``, as in ``get_execution``."""
     if not isinstance(journal, BatchedLookup):
         pytest.skip("the in-memory store reads each row from a dict: it offers no batched read")
     journal.append([Event(f"look-{i}", 1, EventKind.EXECUTION_STARTED, None, 5.0 + i, {"flow": "f"}) for i in range(3)])
-    journal.append([Event("look-\ud83d", 1, EventKind.EXECUTION_STARTED, None, 9.0, {"flow": "g"})])
-    asked = ["look-0", "look-2", "missing", "look-\ud83d", "nul-\x00", "look-0"]
+    journal.append([Event("look-\ud83d\ude00", 1, EventKind.EXECUTION_STARTED, None, 9.0, {"flow": "g"})])
+    asked = ["look-0", "look-2", "missing", "look-\ud83d\ude00", "look-0"]
     found = journal.get_executions(asked)
-    assert sorted(found) == sorted(["look-0", "look-2", "look-\ufffd"])
-    for eid in ("look-0", "look-2", "look-\ud83d"):
+    assert sorted(found) == sorted(["look-0", "look-2", "look-\U0001f600"])
+    for bad in ("look-\ud83d", "nul-\x00"):
+        with pytest.raises(UsageError, match="execution id"):
+            journal.get_executions(["look-0", bad])
+    for eid in ("look-0", "look-2", "look-\ud83d\ude00"):
         record = journal.get_execution(eid)
         assert record is not None and found[record.execution_id] == record
