@@ -9,6 +9,7 @@ from typing import Any, Generic, Literal, TypedDict
 from pydantic import BaseModel, ConfigDict, SerializerFunctionWrapHandler, model_serializer
 from typing_extensions import TypeVar
 
+from loom_nb.agent.bounds import MAX_ANSWER_CHARS, MAX_TOOL_CALLS
 from loom_nb.agent.output import OutputMode, OutputSpec, output_spec
 from loom_nb.effects.claimcheck import ClaimCheck
 from loom_nb.effects.tool import Tool
@@ -192,6 +193,8 @@ class AgentOptions(TypedDict, total=False):
     parallel_tools: bool
     tool_timeout: float | None
     output_retries: int
+    max_tool_calls: int
+    max_answer_chars: int
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -228,6 +231,10 @@ class AgentConfig:
             ``tool`` (a ``final_result`` tool) or ``auto`` (``tool`` here; ``loom.Agent`` resolves it
             from the provider).
         output_retries: Failed validations sent back to the model before ``OutputValidationError``.
+        max_tool_calls: Most tool calls one model turn may ask for; past it none of them runs (no
+            step, no gate) and each gets an error result the model can correct (``agent.bounds``).
+        max_answer_chars: Most characters of text one model step may answer; past it the step
+            fails with ``AnswerTooLargeError`` (counted as the text streams) and the run stops.
     """
 
     model: str | None = None
@@ -251,6 +258,8 @@ class AgentConfig:
     output_type: Any = str
     output_mode: OutputMode = "auto"
     output_retries: int = 2
+    max_tool_calls: int = MAX_TOOL_CALLS
+    max_answer_chars: int = MAX_ANSWER_CHARS
     _tools_by_name: dict[str, Tool] = field(default_factory=dict, init=False, repr=False, compare=False)
     _output: list[OutputSpec[Any]] = field(default_factory=list, init=False, repr=False, compare=False)
 
@@ -263,6 +272,10 @@ class AgentConfig:
             )
         if self.max_turns < 1:
             raise UsageError("max_turns must be at least 1")
+        for bound in ("max_tool_calls", "max_answer_chars"):
+            value = getattr(self, bound)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise UsageError(f"{bound} must be a whole number of at least 1, got {value!r}")
         if self.tool_timeout is not None and not self.tool_timeout > 0:
             raise UsageError(f"tool_timeout must be a positive number of seconds, got {self.tool_timeout!r}")
         names = [t.name for t in self.tools]

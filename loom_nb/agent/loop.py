@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from functools import partial
 from typing import Any
 
+from loom_nb.agent.bounds import AnswerBound, answer_too_large, too_many_calls
 from loom_nb.agent.carry import carried, session_of
 from loom_nb.agent.chunking import chunk_deltas
 from loom_nb.agent.compaction import BACKWARD_RULE, keep_rule_of, whole_calls
@@ -236,11 +237,20 @@ async def _model_step(
         # To the journal as the step's stream (its output holds the text: event format 2 keeps no
         # copy). A partial, not a closure: that would make ``ctx`` and ``node`` cells at every step.
         chunker = chunk_deltas(partial(ctx.stream, step_id=node), min_chars=config.chunk_min_chars)
+    # The bound fails the step once its streamed text passes max_answer_chars (agent/bounds.py).
+    sink = AnswerBound(config.max_answer_chars, ctx.execution_id, node, chunker)
+    live = not ctx.recorded(node)
     # The chunker only makes the step's held text (its output holds it once it completes): it may
     # be fed late, and not at all for an attempt that completes unobserved (``defer_deltas``).
-    output = await ctx.execute(model_id, request, step_id=node, record=record, on_delta=chunker, defer_deltas=True)
+    output = await ctx.execute(model_id, request, step_id=node, record=record, on_delta=sink, defer_deltas=True)
     if chunker is not None:
         chunker.flush()
+    if live and sink.seen <= config.max_answer_chars:
+        # An answer that came whole (or was not fed to the sink): checked now. A recorded answer
+        # is not checked again, so a run recorded under a larger limit replays as recorded.
+        text = output.get("message", {}).get("text") if isinstance(output, dict) else None
+        if isinstance(text, str) and len(text) > config.max_answer_chars:
+            raise answer_too_large(ctx.execution_id, node, config.max_answer_chars, len(text))
     if contains_envelope(output):
         raise ClaimCheckError(
             f"the model effect {model_id!r} returned a claim-check envelope at step {node!r}: a model result "
@@ -431,6 +441,14 @@ async def _run_one(
     outcomes[j] = ("tool", output)
 
 
+def _ran_any(ctx: FlowContext, turn: int, count: int) -> bool:
+    """Whether the journal holds a step or an approval gate of any of ``turn``'s ``count`` calls."""
+    return any(
+        ctx.recorded(step_ids.tool_step_id(turn, j)) or ctx.recorded(step_ids.approval_gate_id(turn, j))
+        for j in range(count)
+    )
+
+
 async def _run_tools(
     ctx: FlowContext, config: AgentConfig, calls: Sequence[ToolCall], turn: int, node: str
 ) -> list[tuple[str, Any]]:
@@ -438,6 +456,10 @@ async def _run_tools(
 
     A tool step's input is call ``j``'s arguments in the output of the model step ``node``: the
     journal may keep that reference instead of a copy (``input_ref``)."""
+    if len(calls) > config.max_tool_calls and not _ran_any(ctx, turn, len(calls)):
+        # Too many calls: none runs (no step, no gate); the model reads why (agent/bounds.py). A
+        # turn recorded before the limit changed, with calls that ran, goes on as recorded.
+        return [("message", m) for m in too_many_calls(calls, config.max_tool_calls)]
     outcomes: list[tuple[str, Any] | None] = [None] * len(calls)
     runnable: list[int] = []
     for j, call in enumerate(calls):
