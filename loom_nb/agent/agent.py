@@ -293,7 +293,12 @@ class Agent(Generic[Deps, Out]):
         return await agent_loop(ctx, self._versions.for_run(ctx), input)
 
     def as_tool(
-        self, *, name: str | None = None, description: str | None = None, needs_approval: Any = False
+        self,
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        needs_approval: Any = False,
+        trusted: bool | None = None,
     ) -> AgentTool:
         """This agent as a tool another agent may call: each call runs it as a CHILD execution.
 
@@ -307,8 +312,13 @@ class Agent(Generic[Deps, Out]):
             name: The tool's name (default: the agent's name).
             description: What the calling model is told it does.
             needs_approval: As for ``loom.tool``: a gate before the child starts.
+            trusted: None (the default): the answer is tainted, and fenced for the calling model,
+                when the child's conversation held untrusted content (``AgentResult.tainted``);
+                True: never (the caller vouches for it); False: always.
         """
-        return AgentTool(self, name=name or self.name, description=description, needs_approval=needs_approval)
+        return AgentTool(
+            self, name=name or self.name, description=description, needs_approval=needs_approval, trusted=trusted
+        )
 
     def patch(
         self, change: str, *, tools: Sequence[Tool] | None = None, **options: Unpack[AgentOptions]
@@ -536,7 +546,15 @@ class AgentTool(Tool):
         agent: The agent a call runs.
     """
 
-    def __init__(self, agent: Agent[Any], *, name: str, description: str | None, needs_approval: Any) -> None:
+    def __init__(
+        self,
+        agent: Agent[Any],
+        *,
+        name: str,
+        description: str | None,
+        needs_approval: Any,
+        trusted: bool | None = None,
+    ) -> None:
         def ask(input: str) -> str:
             """Ask the agent.
 
@@ -550,9 +568,20 @@ class AgentTool(Tool):
             name=name,
             description=description or f"Ask the agent {agent.name!r}.",
             needs_approval=needs_approval,
+            trusted=trusted is not False,
         )
         self.agent = agent
         self.child_flow = agent.flow_name
+        #: ``as_tool(trusted=True)``: the caller vouches for every answer, tainted or not.
+        self.vouched = trusted is True
+
+    def child_tainted(self, outcome: Any) -> bool:
+        """Whether the child's answer reaches the calling model tainted: always for
+        ``trusted=False``, never for ``trusted=True``, else when the child's result says it read
+        untrusted content (``AgentResult.tainted``)."""
+        if not self.trusted:
+            return True
+        return not self.vouched and isinstance(outcome, dict) and outcome.get("tainted") is True
 
     def child_input(self, arguments: dict[str, Any], runtime: Any) -> Any:
         """The child's input (the ``input`` argument); registers the agent on ``runtime`` first."""

@@ -91,6 +91,10 @@ class AgentResult(BaseModel, Generic[Out]):
             ``max_turns``.
         turns: Model turns taken.
         usage: Token usage summed over model calls.
+        tainted: True when the conversation the answer was made from held untrusted content (a
+            result or error of a ``trusted=False`` tool, a summary of one, a tainted sub-agent's
+            answer): a lead reads such a sub-agent's answer fenced (``Agent.as_tool``). Journaled
+            only when True, so an untainted result is journaled as before the field existed.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -99,6 +103,14 @@ class AgentResult(BaseModel, Generic[Out]):
     stop_reason: Literal["end_turn", "refusal", "max_turns"]
     turns: int
     usage: Usage = Usage()
+    tainted: bool = False
+
+    @model_serializer(mode="wrap")
+    def _drop_untainted(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data: dict[str, Any] = handler(self)
+        if not data.get("tainted"):
+            data.pop("tainted", None)
+        return data
 
 
 @dataclass(frozen=True, kw_only=True)

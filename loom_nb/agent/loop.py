@@ -153,14 +153,20 @@ async def agent_loop(ctx: FlowContext, config: AgentConfig, input: Any) -> Agent
         if answers is not None:
             verdict = answers.check(response, node)
             if verdict is not None and verdict.final:
-                return AgentResult(output=verdict.value, stop_reason="end_turn", turns=turn + 1, usage=state.usage)
+                return AgentResult(
+                    output=verdict.value,
+                    stop_reason="end_turn",
+                    turns=turn + 1,
+                    usage=state.usage,
+                    tainted=_tainted(state),
+                )
             if verdict is not None:
                 for m in verdict.retry:
                     state.transcript.append(m)
                     state.pending.append(_msg(m))
                 continue
         if not message.tool_calls:
-            return _final(response, turns=turn + 1, usage=state.usage)
+            return _final(response, turns=turn + 1, usage=state.usage, tainted=_tainted(state))
         outcomes = await _run_tools(ctx, config, message.tool_calls, turn, node)
         for j, (call, (kind, payload)) in enumerate(zip(message.tool_calls, outcomes, strict=True)):
             if kind == "tool":
@@ -172,15 +178,22 @@ async def agent_loop(ctx: FlowContext, config: AgentConfig, input: Any) -> Agent
                 state.pending.append(_msg(payload))
     if answers is not None:
         answers.out_of_turns(config.max_turns)
-    return AgentResult(output=last_text, stop_reason="max_turns", turns=config.max_turns, usage=state.usage)
+    return AgentResult(
+        output=last_text, stop_reason="max_turns", turns=config.max_turns, usage=state.usage, tainted=_tainted(state)
+    )
 
 
-def _final(response: ModelResponse, *, turns: int, usage: Usage) -> AgentResult[str]:
+def _tainted(state: _Turn) -> bool:
+    """Whether the conversation the answer was made from holds untrusted content (6.9)."""
+    return any(m.tainted for m in state.transcript.messages)
+
+
+def _final(response: ModelResponse, *, turns: int, usage: Usage, tainted: bool) -> AgentResult[str]:
     message = response.message
     if message.refusal is not None or response.finish_reason == "refusal":
         output = message.text if message.refusal is None else message.refusal
-        return AgentResult(output=output, stop_reason="refusal", turns=turns, usage=usage)
-    return AgentResult(output=message.text, stop_reason="end_turn", turns=turns, usage=usage)
+        return AgentResult(output=output, stop_reason="refusal", turns=turns, usage=usage, tainted=tainted)
+    return AgentResult(output=message.text, stop_reason="end_turn", turns=turns, usage=usage, tainted=tainted)
 
 
 async def _call_model(
@@ -412,6 +425,7 @@ async def _run_one(
     # Journaled inline in the next turn's input (like the error texts): changing it breaks the
     # replay of recorded runs.
     note = EDITED_NOTE.format(arguments=canonical_json(arguments)) if j in edited else ""
+    done: Any = None
     try:
         if tool.child_flow is not None:  # a sub-agent (``Agent.as_tool``): a child execution
             child_input = tool.child_input(arguments, ctx.runtime)
@@ -433,8 +447,13 @@ async def _run_one(
         text = f"{note}Error: the tool {call.name!r} failed: {_failure(exc)}"
         outcomes[j] = ("message", Message.tool(call, text, is_error=True, tainted=not tool.trusted))
         return
-    if note or tool.child_flow is not None:
-        # A sub-agent's answer is no step output a reference could name: it goes inline.
+    if tool.child_flow is not None:
+        # A sub-agent's answer is no step output a reference could name: it goes inline, tainted
+        # when the child's conversation was (``AgentResult.tainted``) unless its tool vouches for it.
+        text = note + tool_result_text(output)
+        outcomes[j] = ("message", Message.tool(call, text, tainted=tool.child_tainted(done)))
+        return
+    if note:
         text = note + tool_result_text(output)
         outcomes[j] = ("message", Message.tool(call, text, tainted=not tool.trusted))
         return
