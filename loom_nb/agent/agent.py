@@ -32,11 +32,12 @@ from loom_nb.agent.llm import llm_effect, summarizer_effect
 from loom_nb.agent.loop import agent_loop
 from loom_nb.agent.output import OutputMode, OutputSpec, output_text
 from loom_nb.agent.session import Session
+from loom_nb.agent.stalls import forget_stalled, note_stalled, refuse_again
 from loom_nb.agent.versions import AgentVersions
 from loom_nb.effects.retry import RetryPolicy
 from loom_nb.effects.ring import EffectRing
 from loom_nb.effects.tool import Tool
-from loom_nb.errors import LoomError, UsageError, WaitInterrupted
+from loom_nb.errors import JournalError, LoomError, UsageError, WaitInterrupted
 from loom_nb.journal import step_ids
 from loom_nb.journal.canonical import digest_value, to_jsonable
 from loom_nb.journal.events import TERMINAL_STATUSES, Event, EventKind
@@ -398,6 +399,8 @@ class Agent(Generic[Deps, Out]):
             return session.start(input, view=view, deps=deps)
         rt = runtime or default_runtime()
         self.register(rt)
+        # The same work stopped here by a failed commit and still running: recover it, never twice.
+        refuse_again(rt, self.flow_name, input, execution_id)
         if execution_id is None:
             eid = rt.ids.new_id()
         else:
@@ -849,6 +852,9 @@ class Run(Generic[Out]):
         self._refused: LoomError | None = None
         self._follower: asyncio.Future[None] | None = None
         self._submitted: bool | None = None
+        #: True while ``_error`` is a journal error that stopped this process's driving and the
+        #: journal says the run is ``running`` (nothing of the failure was recorded).
+        self._stalled = False
 
     def agent_of(self, execution_id: str) -> Agent[Any] | None:
         """The agent of ``execution_id``, this run or one of its (nested) sub-agents' child
@@ -909,6 +915,9 @@ class Run(Generic[Out]):
         state = self.runtime.result(self.id)
         if self._task is None and self._error is not None and state.status != "running":
             self._error = None
+            if self._stalled:
+                self._stalled = False
+                forget_stalled(self.runtime, self.id)
         self._set_state(state)
 
     @property
@@ -941,7 +950,7 @@ class Run(Generic[Out]):
         self._absorb()
         if self._task is not None:
             return "running"
-        if self._error is not None:
+        if self._error is not None and not self._stalled:
             return "failed"
         return self._state.status if self._state else "running"
 
@@ -970,9 +979,11 @@ class Run(Generic[Out]):
         return None
 
     def exception(self) -> BaseException | None:
+        """The failure once failed (``RunCancelledError`` once cancelled), else None; for a run
+        whose driving here stopped on a journal error while the journal says ``running`` (a failed
+        commit: ``runtime.recover()`` finishes it), that error."""
         if self._error is not None:
             return self._error
-        """The failure once failed (``RunCancelledError`` once cancelled), else None."""
         state = self._state
         return state.exception() if state is not None and state.status in ("failed", "cancelled") else None
 
@@ -1007,6 +1018,8 @@ class Run(Generic[Out]):
         elif self.status in ("failed", "cancelled"):
             exc = self.exception()
             extra = f", error={type(exc).__name__}: {exc}" if exc else ""
+        elif self._stalled and self._error is not None:
+            extra = f", stopped here by {type(self._error).__name__} (runtime.recover() finishes it)"
         return f"<Run {self.id} {self.status}{extra}>"
 
     # -- driving --------------------------------------------------------------------------------
@@ -1016,12 +1029,14 @@ class Run(Generic[Out]):
         try:
             outcome = run_or_schedule(coro)
         except BaseException as exc:
-            self._error = exc
-            self._signal()
+            self._failed(exc)
             raise
         if isinstance(outcome, asyncio.Future):
             self._task = outcome
             self._error = None
+            if self._stalled:
+                self._stalled = False
+                forget_stalled(self.runtime, self.id)
             outcome.add_done_callback(self._finished)
             self._signal()
             return outcome
@@ -1043,10 +1058,23 @@ class Run(Generic[Out]):
             self.last_error, self._refused = exc, None
             self._set_state(self.runtime.result(self.id))
         elif exc is not None:
-            self._error = exc
-            self._signal()
+            self._failed(exc)
         else:
             self._set_state(task.result())
+
+    def _failed(self, exc: BaseException) -> None:
+        """The driving here raised ``exc``. A journal error recorded nothing of the failure: when
+        the journal says ``running``, so does this run (with ``exc`` at hand), until recovered."""
+        self._error = exc
+        if isinstance(exc, JournalError):
+            try:
+                state = self.runtime.result(self.id)
+            except Exception:  # not journaled at all, or unreadable now: failed here
+                state = None
+            if state is not None and state.status == "running":
+                self._state, self._stalled = state, True
+                note_stalled(self.runtime, self.id, exc)
+        self._signal()
 
     def resume(self, gate_id: str, payload: Any) -> Any:
         """Answer the gate ``gate_id`` with ``payload`` and let the run go on (``Gate.resolve`` calls
@@ -1186,7 +1214,7 @@ class Run(Generic[Out]):
             self._changed = asyncio.Event()
         if self.status not in stops and not self.moving and self.submitted:
             self.follow()  # a worker drives it: be woken by the journal
-        while self.status not in stops:
+        while self.status not in stops and not self._stalled:
             self._changed.clear()
             # Wake up every WAKE_SECONDS even when nothing changed: ipykernel turns Kernel > Interrupt
             # into a cancel of the cell that is only seen once the event loop wakes up, so a quiet run
