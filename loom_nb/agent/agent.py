@@ -28,6 +28,7 @@ from loom_nb.agent.config import (
     Routes,
     Skill,
 )
+from loom_nb.agent.follow import follow_journal, log_unexpected
 from loom_nb.agent.llm import llm_effect, summarizer_effect
 from loom_nb.agent.loop import agent_loop
 from loom_nb.agent.output import OutputMode, OutputSpec, output_text
@@ -1175,39 +1176,20 @@ class Run(Generic[Out]):
         running loop that sleeps on the journal's ``LISTEN`` channel (no polling) and, at each
         commit of this execution, hands the new events to ``runtime.observers`` (the live view) and
         reads the run's state again (``on_change`` listeners, ``wait``). It ends once the run is
-        settled. None when the journal is not shared (PostgreSQL) or no loop runs; the one task
-        when already following. ``wait`` follows a submitted run by itself (one LISTEN connection
+        settled; a dropped connection is opened again and the journal read again
+        (``loom_nb.agent.follow``). None when the journal is not shared (PostgreSQL) or no loop
+        runs; the one task when already following. ``wait`` follows a submitted run by itself (one LISTEN connection
         per followed run: call it for another run another process drives)."""
         journal: Any = self.runtime.journal
         if not hasattr(journal, "async_listener") or not in_running_loop():
             return None
         if self._follower is None or self._follower.done():
             self._follower = asyncio.ensure_future(self._follow(journal))
+            self._follower.add_done_callback(log_unexpected)
         return self._follower
 
     async def _follow(self, journal: Any) -> None:
-        conn = await journal.async_listener()
-        last = self.runtime.journal.read(self.id)
-        seen = [last[-1].seq if last else 0]
-
-        def handed_on(event: Event) -> None:  # this process's own commits (an answer) are handed on already
-            seen[0] = max(seen[0], event.seq)
-
-        stop_tracking = self.runtime.observe(handed_on, execution_id=self.id)
-        try:
-            self.refresh()  # what committed before LISTEN began
-            while self.status not in TERMINAL_STATUSES or self.moving:
-                async for note in conn.notifies():
-                    if note.payload == self.id:
-                        break
-                if not self.moving:
-                    self.refresh()  # before the read: the events handed on hold all the state shows
-                new = [e for e in self.runtime.journal.read(self.id) if e.seq > seen[0]]
-                if new:
-                    self.runtime.observers.notify_events(new)
-        finally:
-            stop_tracking()
-            await conn.close()
+        await follow_journal(self, journal)
 
     async def _wait_for(self, stops: frozenset[str]) -> None:
         if self._changed is None:
@@ -1216,6 +1198,8 @@ class Run(Generic[Out]):
             self.follow()  # a worker drives it: be woken by the journal
         while self.status not in stops and not self._stalled:
             self._changed.clear()
+            if self._follower is not None and self._follower.done() and not self.moving:
+                self.follow()  # a follower that stopped on an error it did not expect: follow again
             # Wake up every WAKE_SECONDS even when nothing changed: ipykernel turns Kernel > Interrupt
             # into a cancel of the cell that is only seen once the event loop wakes up, so a quiet run
             # would otherwise leave the interrupt pending until its next event.
