@@ -11,12 +11,12 @@ session survives a kernel restart: ``agent.session("thread-1")`` in a new proces
 
 from __future__ import annotations
 
-import threading
 import weakref
 from typing import TYPE_CHECKING, Any
 
 from loom_nb.agent.carry import conversation, last_model_node
 from loom_nb.errors import UsageError
+from loom_nb.kernel.async_bridge import caller_thread
 from loom_nb.messages import Message
 from loom_nb.runtime import Runtime, default_runtime
 
@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 #: The thread that started a session run on each runtime (its loop's thread in a notebook): a
 #: runtime's journal connection and the locks of its runs serve one thread, so a ``start`` from
 #: another thread is refused while that one lives.
-_HOME_THREADS: weakref.WeakKeyDictionary[Runtime, threading.Thread] = weakref.WeakKeyDictionary()
+_HOME_THREADS: weakref.WeakKeyDictionary[Runtime, Any] = weakref.WeakKeyDictionary()
 
 #: The prefix of a session run's execution id: ``session:<agent name>:<session id>:<index>``.
 SESSION_PREFIX = "session:"
@@ -138,7 +138,7 @@ class Session:
 
     def _on_home_thread(self) -> None:
         """Refuse a start from another thread than the one that started this runtime's session runs."""
-        here = threading.current_thread()
+        here = caller_thread()
         home = _HOME_THREADS.get(self.runtime)
         if home is None or not home.is_alive():
             _HOME_THREADS[self.runtime] = here
