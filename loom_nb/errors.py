@@ -36,6 +36,7 @@
     │   ├── ProviderTimeout        no answer in time, or the connection failed (retryable)
     │   ├── ProviderProtocolError  a malformed response or stream
     │   │   └── ProviderStreamCut  a stream that ended cleanly before its last event (retryable)
+    │   ├── AnswerTooLargeError    a model step's answer passed the agent's ``max_answer_chars``
     │   └── OutputValidationError  the final answer failed the agent's output type on every retry
     ├── FlowNotFoundError          a flow name no cell has registered (also a UsageError)
     ├── RunCancelledError          awaiting a run that was cancelled (``execution_cancelled``)
@@ -299,6 +300,12 @@ class ProviderStreamCut(ProviderProtocolError):
     """
 
     retryable = True
+
+
+class AnswerTooLargeError(ProviderError):
+    """A model step's answer text passed the agent's ``max_answer_chars`` (``loom_nb.agent.bounds``):
+    the step fails (not retried) and the run stops. The message names the execution, the step and
+    the limit."""
 
 
 class OutputValidationError(ProviderError):

@@ -28,15 +28,17 @@ from loom_nb.agent.config import (
     Routes,
     Skill,
 )
+from loom_nb.agent.follow import follow_journal, log_unexpected
 from loom_nb.agent.llm import llm_effect, summarizer_effect
 from loom_nb.agent.loop import agent_loop
 from loom_nb.agent.output import OutputMode, OutputSpec, output_text
 from loom_nb.agent.session import Session
+from loom_nb.agent.stalls import forget_stalled, note_stalled, refuse_again
 from loom_nb.agent.versions import AgentVersions
 from loom_nb.effects.retry import RetryPolicy
 from loom_nb.effects.ring import EffectRing
 from loom_nb.effects.tool import Tool
-from loom_nb.errors import LoomError, UsageError, WaitInterrupted
+from loom_nb.errors import JournalError, LoomError, UsageError, WaitInterrupted
 from loom_nb.journal import step_ids
 from loom_nb.journal.canonical import digest_value, to_jsonable
 from loom_nb.journal.events import TERMINAL_STATUSES, Event, EventKind
@@ -109,7 +111,7 @@ class Agent(Generic[Deps, Out]):
         **options: The other ``AgentConfig`` fields, documented there (``AgentOptions``): ``system``,
             ``max_turns``, ``compaction``, ``claim_check``, ``needs_approval``, ``refusal_text``,
             ``skill_selector``, ``memory``, ``recall_limit``, ``stream``, ``chunk_min_chars``,
-            ``parallel_tools``, ``tool_timeout``.
+            ``parallel_tools``, ``tool_timeout``, ``max_tool_calls``, ``max_answer_chars``.
     """
 
     @overload
@@ -296,7 +298,12 @@ class Agent(Generic[Deps, Out]):
         return await agent_loop(ctx, self._versions.for_run(ctx), input)
 
     def as_tool(
-        self, *, name: str | None = None, description: str | None = None, needs_approval: Any = False
+        self,
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        needs_approval: Any = False,
+        trusted: bool | None = None,
     ) -> AgentTool:
         """This agent as a tool another agent may call: each call runs it as a CHILD execution.
 
@@ -310,8 +317,13 @@ class Agent(Generic[Deps, Out]):
             name: The tool's name (default: the agent's name).
             description: What the calling model is told it does.
             needs_approval: As for ``loom.tool``: a gate before the child starts.
+            trusted: None (the default): the answer is tainted, and fenced for the calling model,
+                when the child's conversation held untrusted content (``AgentResult.tainted``);
+                True: never (the caller vouches for it); False: always.
         """
-        return AgentTool(self, name=name or self.name, description=description, needs_approval=needs_approval)
+        return AgentTool(
+            self, name=name or self.name, description=description, needs_approval=needs_approval, trusted=trusted
+        )
 
     def patch(
         self, change: str, *, tools: Sequence[Tool] | None = None, **options: Unpack[AgentOptions]
@@ -391,6 +403,8 @@ class Agent(Generic[Deps, Out]):
             return session.start(input, view=view, deps=deps)
         rt = runtime or default_runtime()
         self.register(rt)
+        # The same work stopped here by a failed commit and still running: recover it, never twice.
+        refuse_again(rt, self.flow_name, input, execution_id)
         if execution_id is None:
             eid = rt.ids.new_id()
         else:
@@ -539,7 +553,15 @@ class AgentTool(Tool):
         agent: The agent a call runs.
     """
 
-    def __init__(self, agent: Agent[Any], *, name: str, description: str | None, needs_approval: Any) -> None:
+    def __init__(
+        self,
+        agent: Agent[Any],
+        *,
+        name: str,
+        description: str | None,
+        needs_approval: Any,
+        trusted: bool | None = None,
+    ) -> None:
         def ask(input: str) -> str:
             """Ask the agent.
 
@@ -553,9 +575,20 @@ class AgentTool(Tool):
             name=name,
             description=description or f"Ask the agent {agent.name!r}.",
             needs_approval=needs_approval,
+            trusted=trusted is not False,
         )
         self.agent = agent
         self.child_flow = agent.flow_name
+        #: ``as_tool(trusted=True)``: the caller vouches for every answer, tainted or not.
+        self.vouched = trusted is True
+
+    def child_tainted(self, outcome: Any) -> bool:
+        """Whether the child's answer reaches the calling model tainted: always for
+        ``trusted=False``, never for ``trusted=True``, else when the child's result says it read
+        untrusted content (``AgentResult.tainted``)."""
+        if not self.trusted:
+            return True
+        return not self.vouched and isinstance(outcome, dict) and outcome.get("tainted") is True
 
     def child_input(self, arguments: dict[str, Any], runtime: Any) -> Any:
         """The child's input (the ``input`` argument); registers the agent on ``runtime`` first."""
@@ -823,6 +856,9 @@ class Run(Generic[Out]):
         self._refused: LoomError | None = None
         self._follower: asyncio.Future[None] | None = None
         self._submitted: bool | None = None
+        #: True while ``_error`` is a journal error that stopped this process's driving and the
+        #: journal says the run is ``running`` (nothing of the failure was recorded).
+        self._stalled = False
 
     def agent_of(self, execution_id: str) -> Agent[Any] | None:
         """The agent of ``execution_id``, this run or one of its (nested) sub-agents' child
@@ -883,6 +919,9 @@ class Run(Generic[Out]):
         state = self.runtime.result(self.id)
         if self._task is None and self._error is not None and state.status != "running":
             self._error = None
+            if self._stalled:
+                self._stalled = False
+                forget_stalled(self.runtime, self.id)
         self._set_state(state)
 
     @property
@@ -915,7 +954,7 @@ class Run(Generic[Out]):
         self._absorb()
         if self._task is not None:
             return "running"
-        if self._error is not None:
+        if self._error is not None and not self._stalled:
             return "failed"
         return self._state.status if self._state else "running"
 
@@ -944,9 +983,11 @@ class Run(Generic[Out]):
         return None
 
     def exception(self) -> BaseException | None:
+        """The failure once failed (``RunCancelledError`` once cancelled), else None; for a run
+        whose driving here stopped on a journal error while the journal says ``running`` (a failed
+        commit: ``runtime.recover()`` finishes it), that error."""
         if self._error is not None:
             return self._error
-        """The failure once failed (``RunCancelledError`` once cancelled), else None."""
         state = self._state
         return state.exception() if state is not None and state.status in ("failed", "cancelled") else None
 
@@ -981,6 +1022,8 @@ class Run(Generic[Out]):
         elif self.status in ("failed", "cancelled"):
             exc = self.exception()
             extra = f", error={type(exc).__name__}: {exc}" if exc else ""
+        elif self._stalled and self._error is not None:
+            extra = f", stopped here by {type(self._error).__name__} (runtime.recover() finishes it)"
         return f"<Run {self.id} {self.status}{extra}>"
 
     # -- driving --------------------------------------------------------------------------------
@@ -990,12 +1033,14 @@ class Run(Generic[Out]):
         try:
             outcome = run_or_schedule(coro)
         except BaseException as exc:
-            self._error = exc
-            self._signal()
+            self._failed(exc)
             raise
         if isinstance(outcome, asyncio.Future):
             self._task = outcome
             self._error = None
+            if self._stalled:
+                self._stalled = False
+                forget_stalled(self.runtime, self.id)
             outcome.add_done_callback(self._finished)
             self._signal()
             return outcome
@@ -1017,10 +1062,23 @@ class Run(Generic[Out]):
             self.last_error, self._refused = exc, None
             self._set_state(self.runtime.result(self.id))
         elif exc is not None:
-            self._error = exc
-            self._signal()
+            self._failed(exc)
         else:
             self._set_state(task.result())
+
+    def _failed(self, exc: BaseException) -> None:
+        """The driving here raised ``exc``. A journal error recorded nothing of the failure: when
+        the journal says ``running``, so does this run (with ``exc`` at hand), until recovered."""
+        self._error = exc
+        if isinstance(exc, JournalError):
+            try:
+                state = self.runtime.result(self.id)
+            except Exception:  # not journaled at all, or unreadable now: failed here
+                state = None
+            if state is not None and state.status == "running":
+                self._state, self._stalled = state, True
+                note_stalled(self.runtime, self.id, exc)
+        self._signal()
 
     def resume(self, gate_id: str, payload: Any) -> Any:
         """Answer the gate ``gate_id`` with ``payload`` and let the run go on (``Gate.resolve`` calls
@@ -1121,47 +1179,30 @@ class Run(Generic[Out]):
         running loop that sleeps on the journal's ``LISTEN`` channel (no polling) and, at each
         commit of this execution, hands the new events to ``runtime.observers`` (the live view) and
         reads the run's state again (``on_change`` listeners, ``wait``). It ends once the run is
-        settled. None when the journal is not shared (PostgreSQL) or no loop runs; the one task
-        when already following. ``wait`` follows a submitted run by itself (one LISTEN connection
+        settled; a dropped connection is opened again and the journal read again
+        (``loom_nb.agent.follow``). None when the journal is not shared (PostgreSQL) or no loop
+        runs; the one task when already following. ``wait`` follows a submitted run by itself (one LISTEN connection
         per followed run: call it for another run another process drives)."""
         journal: Any = self.runtime.journal
         if not hasattr(journal, "async_listener") or not in_running_loop():
             return None
         if self._follower is None or self._follower.done():
             self._follower = asyncio.ensure_future(self._follow(journal))
+            self._follower.add_done_callback(log_unexpected)
         return self._follower
 
     async def _follow(self, journal: Any) -> None:
-        conn = await journal.async_listener()
-        last = self.runtime.journal.read(self.id)
-        seen = [last[-1].seq if last else 0]
-
-        def handed_on(event: Event) -> None:  # this process's own commits (an answer) are handed on already
-            seen[0] = max(seen[0], event.seq)
-
-        stop_tracking = self.runtime.observe(handed_on, execution_id=self.id)
-        try:
-            self.refresh()  # what committed before LISTEN began
-            while self.status not in TERMINAL_STATUSES or self.moving:
-                async for note in conn.notifies():
-                    if note.payload == self.id:
-                        break
-                if not self.moving:
-                    self.refresh()  # before the read: the events handed on hold all the state shows
-                new = [e for e in self.runtime.journal.read(self.id) if e.seq > seen[0]]
-                if new:
-                    self.runtime.observers.notify_events(new)
-        finally:
-            stop_tracking()
-            await conn.close()
+        await follow_journal(self, journal)
 
     async def _wait_for(self, stops: frozenset[str]) -> None:
         if self._changed is None:
             self._changed = asyncio.Event()
         if self.status not in stops and not self.moving and self.submitted:
             self.follow()  # a worker drives it: be woken by the journal
-        while self.status not in stops:
+        while self.status not in stops and not self._stalled:
             self._changed.clear()
+            if self._follower is not None and self._follower.done() and not self.moving:
+                self.follow()  # a follower that stopped on an error it did not expect: follow again
             # Wake up every WAKE_SECONDS even when nothing changed: ipykernel turns Kernel > Interrupt
             # into a cancel of the cell that is only seen once the event loop wakes up, so a quiet run
             # would otherwise leave the interrupt pending until its next event.

@@ -10,21 +10,24 @@ _BOUNDARY = re.compile(r"[.!?;:](?:[\"')\]]*)\s+|\n")
 #: cannot take part in a boundary (a boundary ends with whitespace after a sentence mark, or is a
 #: newline), so it needs no scan.
 _MAY_BOUND = re.compile(r"[.!?;:\n]")
+_MARKS = ".!?;:"
 _CLOSERS = "\"')]"
 _may_bound = _MAY_BOUND.search  # bound once: it runs for every delta
+#: What the buffer's end holds of a boundary, as the text that stands for it before the next delta
+#: when that delta is scanned: nothing; a sentence mark (after any closing quotes or brackets)
+#: waiting for its whitespace; a boundary whose whitespace may go on in the next delta.
+_NONE, _MARKED, _SPACED = "", ".", ". "
 
 
-def _boundary_start(text: str, end: int) -> int:
-    """Where a boundary that ends past ``end`` can begin: back over trailing whitespace, closing
-    quotes or brackets, and one sentence mark."""
-    i = end
-    while i > 0 and text[i - 1].isspace():
-        i -= 1
-    while i > 0 and text[i - 1] in "\"')]":
-        i -= 1
-    if i > 0 and text[i - 1] in ".!?;:":
-        i -= 1
-    return i
+def _tail_of(text: str) -> str:
+    """What the end of ``text`` (scanned from its start) holds of a boundary: ``_NONE``,
+    ``_MARKED`` or ``_SPACED``. Costs time proportional to the trailing whitespace and closers."""
+    rest = text.rstrip()
+    spaced = len(rest) < len(text)
+    rest = rest.rstrip(_CLOSERS)
+    if not rest or rest[-1] not in _MARKS:
+        return _NONE
+    return _SPACED if spaced else _MARKED
 
 
 class DeltaChunker:
@@ -42,39 +45,52 @@ class DeltaChunker:
         self.emit = emit
         self.min_chars = min_chars
         self.chunks = 0
-        self._buffer = ""
-        self._scanned = 0  # the buffer before this offset was scanned already
-        self._cut = -1  # the last boundary found that ends at or past min_chars
+        self._parts: list[str] = []  # the buffer, joined only when a chunk is cut from it
+        self._length = 0
+        self._tail = _NONE  # what the buffer's end holds of a boundary (``_tail_of``)
 
     def __call__(self, delta: str) -> None:
         """Take one delta; emit up to the last sentence boundary once the buffer is long enough.
 
-        Only the new text (and a few characters before it, where a boundary may begin) is scanned,
-        so a long sentence costs O(its length) over all its deltas, not O(length) per delta.
+        Only the delta is scanned (after the one or two characters that stand for the boundary
+        the buffer's end may begin), and the buffer is joined only to cut a chunk, which every
+        character is part of at most twice: each delta costs time proportional to its own length,
+        whatever the buffer holds.
         """
-        if delta and _may_bound(delta) is None and not delta[0].isspace() and delta[0] not in _CLOSERS:
-            # No boundary can end in this delta: nothing to scan (a cut is only ever pending
-            # within one call, so none is pending here).
-            self._buffer += delta
-            self._scanned = len(self._buffer)
+        if not delta:
             return
-        start = _boundary_start(self._buffer, self._scanned)
-        self._buffer += delta
-        for match in _BOUNDARY.finditer(self._buffer, start):
-            if match.end() >= self.min_chars:
-                self._cut = match.end()
-        self._scanned = len(self._buffer)
-        if len(self._buffer) < self.min_chars or self._cut <= 0:
+        if _may_bound(delta) is None and not delta[0].isspace() and delta[0] not in _CLOSERS:
+            # No boundary can end in this delta, and none goes on past its first character.
+            self._parts.append(delta)
+            self._length += len(delta)
+            self._tail = _NONE
             return
-        chunk, self._buffer = self._buffer[: self._cut], self._buffer[self._cut :]
-        self._scanned, self._cut = 0, -1
+        text = self._tail + delta
+        base = self._length - len(self._tail)  # where ``text`` starts in the buffer
+        cut = -1
+        for match in _BOUNDARY.finditer(text):
+            end = base + match.end()
+            if end >= self.min_chars:
+                cut = end
+        self._parts.append(delta)
+        self._length += len(delta)
+        self._tail = _tail_of(text)
+        if cut <= 0:
+            return
+        buffered = "".join(self._parts)
+        chunk, rest = buffered[:cut], buffered[cut:]
+        self._parts = [rest] if rest else []
+        self._length = len(rest)
+        if not rest:
+            self._tail = _NONE  # a boundary that ended the chunk: the next text starts afresh
         self.chunks += 1
         self.emit(chunk)
 
     def flush(self) -> None:
         """Emit what is left."""
-        if self._buffer:
-            chunk, self._buffer = self._buffer, ""
+        if self._parts:
+            chunk = "".join(self._parts)
+            self._parts, self._length, self._tail = [], 0, _NONE
             self.chunks += 1
             self.emit(chunk)
 

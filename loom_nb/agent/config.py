@@ -9,6 +9,7 @@ from typing import Any, Generic, Literal, TypedDict
 from pydantic import BaseModel, ConfigDict, SerializerFunctionWrapHandler, model_serializer
 from typing_extensions import TypeVar
 
+from loom_nb.agent.bounds import MAX_ANSWER_CHARS, MAX_TOOL_CALLS
 from loom_nb.agent.output import OutputMode, OutputSpec, output_spec
 from loom_nb.effects.claimcheck import ClaimCheck
 from loom_nb.effects.tool import Tool
@@ -90,6 +91,10 @@ class AgentResult(BaseModel, Generic[Out]):
             ``max_turns``.
         turns: Model turns taken.
         usage: Token usage summed over model calls.
+        tainted: True when the conversation the answer was made from held untrusted content (a
+            result or error of a ``trusted=False`` tool, a summary of one, a tainted sub-agent's
+            answer): a lead reads such a sub-agent's answer fenced (``Agent.as_tool``). Journaled
+            only when True, so an untainted result is journaled as before the field existed.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -98,6 +103,14 @@ class AgentResult(BaseModel, Generic[Out]):
     stop_reason: Literal["end_turn", "refusal", "max_turns"]
     turns: int
     usage: Usage = Usage()
+    tainted: bool = False
+
+    @model_serializer(mode="wrap")
+    def _drop_untainted(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data: dict[str, Any] = handler(self)
+        if not data.get("tainted"):
+            data.pop("tainted", None)
+        return data
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -192,6 +205,8 @@ class AgentOptions(TypedDict, total=False):
     parallel_tools: bool
     tool_timeout: float | None
     output_retries: int
+    max_tool_calls: int
+    max_answer_chars: int
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -231,6 +246,10 @@ class AgentConfig:
         owner: Whose registrations of the model, compaction and tool effects the loop calls
             (``EffectSpec.owner``; ``loom.Agent`` sets its flow and version, so two agents' tools of
             one name each run their own body); None: the runtime's shared registrations.
+        max_tool_calls: Most tool calls one model turn may ask for; past it none of them runs (no
+            step, no gate) and each gets an error result the model can correct (``agent.bounds``).
+        max_answer_chars: Most characters of text one model step may answer; past it the step
+            fails with ``AnswerTooLargeError`` (counted as the text streams) and the run stops.
     """
 
     model: str | None = None
@@ -255,6 +274,8 @@ class AgentConfig:
     output_mode: OutputMode = "auto"
     output_retries: int = 2
     owner: str | None = None
+    max_tool_calls: int = MAX_TOOL_CALLS
+    max_answer_chars: int = MAX_ANSWER_CHARS
     _tools_by_name: dict[str, Tool] = field(default_factory=dict, init=False, repr=False, compare=False)
     _output: list[OutputSpec[Any]] = field(default_factory=list, init=False, repr=False, compare=False)
 
@@ -267,6 +288,10 @@ class AgentConfig:
             )
         if self.max_turns < 1:
             raise UsageError("max_turns must be at least 1")
+        for bound in ("max_tool_calls", "max_answer_chars"):
+            value = getattr(self, bound)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise UsageError(f"{bound} must be a whole number of at least 1, got {value!r}")
         if self.tool_timeout is not None and not self.tool_timeout > 0:
             raise UsageError(f"tool_timeout must be a positive number of seconds, got {self.tool_timeout!r}")
         names = [t.name for t in self.tools]

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from functools import partial
 from typing import Any
 
+from loom_nb.agent.bounds import AnswerBound, answer_too_large, too_many_calls
 from loom_nb.agent.carry import carried, session_of
 from loom_nb.agent.chunking import chunk_deltas
 from loom_nb.agent.compaction import BACKWARD_RULE, keep_rule_of, whole_calls
@@ -152,14 +153,20 @@ async def agent_loop(ctx: FlowContext, config: AgentConfig, input: Any) -> Agent
         if answers is not None:
             verdict = answers.check(response, node)
             if verdict is not None and verdict.final:
-                return AgentResult(output=verdict.value, stop_reason="end_turn", turns=turn + 1, usage=state.usage)
+                return AgentResult(
+                    output=verdict.value,
+                    stop_reason="end_turn",
+                    turns=turn + 1,
+                    usage=state.usage,
+                    tainted=_tainted(state),
+                )
             if verdict is not None:
                 for m in verdict.retry:
                     state.transcript.append(m)
                     state.pending.append(_msg(m))
                 continue
         if not message.tool_calls:
-            return _final(response, turns=turn + 1, usage=state.usage)
+            return _final(response, turns=turn + 1, usage=state.usage, tainted=_tainted(state))
         outcomes = await _run_tools(ctx, config, message.tool_calls, turn, node)
         for j, (call, (kind, payload)) in enumerate(zip(message.tool_calls, outcomes, strict=True)):
             if kind == "tool":
@@ -171,15 +178,22 @@ async def agent_loop(ctx: FlowContext, config: AgentConfig, input: Any) -> Agent
                 state.pending.append(_msg(payload))
     if answers is not None:
         answers.out_of_turns(config.max_turns)
-    return AgentResult(output=last_text, stop_reason="max_turns", turns=config.max_turns, usage=state.usage)
+    return AgentResult(
+        output=last_text, stop_reason="max_turns", turns=config.max_turns, usage=state.usage, tainted=_tainted(state)
+    )
 
 
-def _final(response: ModelResponse, *, turns: int, usage: Usage) -> AgentResult[str]:
+def _tainted(state: _Turn) -> bool:
+    """Whether the conversation the answer was made from holds untrusted content (6.9)."""
+    return any(m.tainted for m in state.transcript.messages)
+
+
+def _final(response: ModelResponse, *, turns: int, usage: Usage, tainted: bool) -> AgentResult[str]:
     message = response.message
     if message.refusal is not None or response.finish_reason == "refusal":
         output = message.text if message.refusal is None else message.refusal
-        return AgentResult(output=output, stop_reason="refusal", turns=turns, usage=usage)
-    return AgentResult(output=message.text, stop_reason="end_turn", turns=turns, usage=usage)
+        return AgentResult(output=output, stop_reason="refusal", turns=turns, usage=usage, tainted=tainted)
+    return AgentResult(output=message.text, stop_reason="end_turn", turns=turns, usage=usage, tainted=tainted)
 
 
 async def _call_model(
@@ -236,13 +250,22 @@ async def _model_step(
         # To the journal as the step's stream (its output holds the text: event format 2 keeps no
         # copy). A partial, not a closure: that would make ``ctx`` and ``node`` cells at every step.
         chunker = chunk_deltas(partial(ctx.stream, step_id=node), min_chars=config.chunk_min_chars)
+    # The bound fails the step once its streamed text passes max_answer_chars (agent/bounds.py).
+    sink = AnswerBound(config.max_answer_chars, ctx.execution_id, node, chunker)
+    live = not ctx.recorded(node)
     # The chunker only makes the step's held text (its output holds it once it completes): it may
     # be fed late, and not at all for an attempt that completes unobserved (``defer_deltas``).
     output = await ctx.execute(
-        model_id, request, step_id=node, record=record, on_delta=chunker, defer_deltas=True, owner=config.owner
+        model_id, request, step_id=node, record=record, on_delta=sink, defer_deltas=True, owner=config.owner
     )
     if chunker is not None:
         chunker.flush()
+    if live and sink.seen <= config.max_answer_chars:
+        # An answer that came whole (or was not fed to the sink): checked now. A recorded answer
+        # is not checked again, so a run recorded under a larger limit replays as recorded.
+        text = output.get("message", {}).get("text") if isinstance(output, dict) else None
+        if isinstance(text, str) and len(text) > config.max_answer_chars:
+            raise answer_too_large(ctx.execution_id, node, config.max_answer_chars, len(text))
     if contains_envelope(output):
         raise ClaimCheckError(
             f"the model effect {model_id!r} returned a claim-check envelope at step {node!r}: a model result "
@@ -404,6 +427,7 @@ async def _run_one(
     # Journaled inline in the next turn's input (like the error texts): changing it breaks the
     # replay of recorded runs.
     note = EDITED_NOTE.format(arguments=canonical_json(arguments)) if j in edited else ""
+    done: Any = None
     try:
         if tool.child_flow is not None:  # a sub-agent (``Agent.as_tool``): a child execution
             child_input = tool.child_input(arguments, ctx.runtime)
@@ -428,12 +452,25 @@ async def _run_one(
         message = Message.tool(call, text, is_error=True, tainted=not tool.trusted, trusted_prefix=len(note))
         outcomes[j] = ("message", message)
         return
-    if note or tool.child_flow is not None:
-        # A sub-agent's answer is no step output a reference could name: it goes inline.
+    if tool.child_flow is not None:
+        # A sub-agent's answer is no step output a reference could name: it goes inline, tainted
+        # when the child's conversation was (``AgentResult.tainted``) unless its tool vouches for it.
+        text = note + tool_result_text(output)
+        outcomes[j] = ("message", Message.tool(call, text, tainted=tool.child_tainted(done)))
+        return
+    if note:
         text = note + tool_result_text(output)
         outcomes[j] = ("message", Message.tool(call, text, tainted=not tool.trusted, trusted_prefix=len(note)))
         return
     outcomes[j] = ("tool", output)
+
+
+def _ran_any(ctx: FlowContext, turn: int, count: int) -> bool:
+    """Whether the journal holds a step or an approval gate of any of ``turn``'s ``count`` calls."""
+    return any(
+        ctx.recorded(step_ids.tool_step_id(turn, j)) or ctx.recorded(step_ids.approval_gate_id(turn, j))
+        for j in range(count)
+    )
 
 
 async def _run_tools(
@@ -443,6 +480,10 @@ async def _run_tools(
 
     A tool step's input is call ``j``'s arguments in the output of the model step ``node``: the
     journal may keep that reference instead of a copy (``input_ref``)."""
+    if len(calls) > config.max_tool_calls and not _ran_any(ctx, turn, len(calls)):
+        # Too many calls: none runs (no step, no gate); the model reads why (agent/bounds.py). A
+        # turn recorded before the limit changed, with calls that ran, goes on as recorded.
+        return [("message", m) for m in too_many_calls(calls, config.max_tool_calls)]
     outcomes: list[tuple[str, Any] | None] = [None] * len(calls)
     runnable: list[int] = []
     for j, call in enumerate(calls):

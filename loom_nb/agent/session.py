@@ -11,17 +11,24 @@ session survives a kernel restart: ``agent.session("thread-1")`` in a new proces
 
 from __future__ import annotations
 
+import weakref
 from typing import TYPE_CHECKING, Any
 
 from loom_nb.agent.carry import conversation, last_model_node
 from loom_nb.errors import UsageError
 from loom_nb.journal.ids import journal_id
+from loom_nb.kernel.async_bridge import caller_thread
 from loom_nb.messages import Message
 from loom_nb.runtime import Runtime, default_runtime
 
 if TYPE_CHECKING:
     from loom_nb.agent.agent import Agent, Run
     from loom_nb.agent.config import AgentResult
+
+#: The thread that started a session run on each runtime (its loop's thread in a notebook): a
+#: runtime's journal connection and the locks of its runs serve one thread, so a ``start`` from
+#: another thread is refused while that one lives.
+_HOME_THREADS: weakref.WeakKeyDictionary[Runtime, Any] = weakref.WeakKeyDictionary()
 
 #: The prefix of a session run's execution id: ``session:<agent name>:<session id>:<index>``.
 SESSION_PREFIX = "session:"
@@ -111,7 +118,17 @@ class Session:
         """
         if not isinstance(message, str):
             raise UsageError(f"a session run's input is the user's message (a string), got {type(message).__name__}")
+        self._on_home_thread()
         index = len(self)
+        # A run started here that has not written its start yet (a task not run so far) is the
+        # session's run ``index`` already: the journal does not show it, this kernel's Run does.
+        live = self.runtime.runs.get(self.execution_id(index))
+        if live is not None and live.status in ("running", "suspended"):
+            raise UsageError(
+                f"session {self.id!r}: run {live.id!r} is {live.status} (started and not finished); a session "
+                "takes one message at a time: `await` that run before the next start, or send each message "
+                "with `await session.run(message)`"
+            )
         previous = self._previous(index)
         return self.agent.start(
             session_input(message, self.id, previous, index),
@@ -120,6 +137,19 @@ class Session:
             view=view,
             deps=deps,
         )
+
+    def _on_home_thread(self) -> None:
+        """Refuse a start from another thread than the one that started this runtime's session runs."""
+        here = caller_thread()
+        home = _HOME_THREADS.get(self.runtime)
+        if home is None or not home.is_alive():
+            _HOME_THREADS[self.runtime] = here
+        elif home is not here:
+            raise UsageError(
+                f"session {self.id!r}: start was called from thread {here.name!r}, but this runtime's runs "
+                f"are driven on thread {home.name!r} (the kernel's loop): call it there, e.g. "
+                "`loop.call_soon_threadsafe(...)` or `asyncio.run_coroutine_threadsafe(session.run(...), loop)`"
+            )
 
     async def run(self, message: str, *, deps: Any = None) -> AgentResult:
         """Start the session's next run and wait for its result (approvals must come from elsewhere)."""

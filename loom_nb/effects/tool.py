@@ -78,6 +78,11 @@ class Tool:
         never run as a child). May register the child's flow on ``runtime``."""
         raise NotImplementedError(f"tool {self.name!r} does not run as a child execution")
 
+    def child_tainted(self, outcome: Any) -> bool:
+        """Whether the answer of a child execution that settled with ``outcome`` (its output)
+        reaches the model tainted: as the tool is trusted, unless a subclass knows better."""
+        return not self.trusted
+
     def __init__(
         self,
         fn: Callable[..., Any],

@@ -145,3 +145,9 @@ async def run_in_thread(fn: Callable[[], T], *, name: str) -> T:
 
     threading.Thread(target=work, name=name, daemon=True).start()
     return await future
+
+
+def caller_thread() -> threading.Thread:
+    """The thread calling (for an owner of loop-bound state that refuses calls from another thread:
+    ``Session.start``); the bridge is the one module that deals in threads."""
+    return threading.current_thread()

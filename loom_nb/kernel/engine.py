@@ -857,7 +857,12 @@ class Engine:
             )
         if resumed:
             events.append(Event(execution_id, seq + 1, EventKind.EXECUTION_RESUMED, None, now, {"gate_id": gate_id}))
-        self.journal.append(events)
+        try:
+            self.journal.append(events)
+        except BaseException:
+            if resumed and drive_here:
+                self._let_go(execution_id)  # the gate is still open: another process may answer it
+            raise
         h.extend(events)
         if resumed and drive_here:
             self._active.add(execution_id)  # so recover() leaves it to proceed()
