@@ -18,6 +18,7 @@ import ipywidgets as widgets
 
 from loom_nb.agent.agent import Gate
 from loom_nb.agent.config import APPROVAL_GATE
+from loom_nb.agent.tool_calls import ran_arguments
 from loom_nb.journal import step_ids
 from loom_nb.kernel.async_bridge import in_running_loop
 from loom_nb.kernel.context import IN_DOUBT_GATE
@@ -25,6 +26,7 @@ from loom_nb.notebook.click_feedback import SCOPE_CLASS, ClickFeedback
 from loom_nb.notebook.edit_form import ArgumentForm, ordered_arguments
 from loom_nb.notebook.formatting import (
     TextForm,
+    arguments_diff,
     call_text,
     clock_text,
     close_tree,
@@ -111,6 +113,8 @@ class GateCard(TextForm, widgets.VBox):  # type: ignore[misc]
         self.problem_box = html_widget("loom-card-problem")
         self.problem: str | None = None
         self.closed: str | None = None
+        #: The answer given, once known (the resume payload, as recorded).
+        self.answer: Any = None
         self._pending: asyncio.Future[None] | None = None
         self.feedback = ClickFeedback()
         super().__init__(children=[*self._build(), self.problem_box, self.status, self.feedback])
@@ -267,6 +271,7 @@ class GateCard(TextForm, widgets.VBox):  # type: ignore[misc]
     def resolved(self, payload: Any, at: float) -> None:
         """Show the journal's record of this gate's resolution (from whoever resolved it)."""
         self.show_problem(None)
+        self.answer = payload
         self._mark(describe_resolution(self.gate.kind, payload), at)
 
     # -- text -----------------------------------------------------------------------------------
@@ -383,14 +388,20 @@ class ApprovalCard(GateCard):
     def _approve(self) -> Any:
         if not self.editing:
             return self.gate.approve(self._reason())
-        return self.gate.approve(self._reason(), arguments=self.form.values())
+        arguments = self.form.values()
+        done = self.gate.approve(self._reason(), arguments=arguments)
+        self.answer = {"approved": True, "arguments": arguments}
+        return done
 
     def _reason(self) -> str | None:
         return self.reason.value.strip() or None
 
     def summary(self) -> str:
-        """The call on one line: ``tool(k=v, ...)``."""
-        return call_text(str(self.gate.tool), dict(ordered_arguments(self.gate.arguments, tool_schema(self.gate)[1])))
+        """The call on one line, with the arguments it runs with (``tool(k=v, ...)``; a person's
+        edit, once approved, and what it changed)."""
+        arguments, edited = ran_arguments(self.gate.arguments, self.answer)
+        line = call_text(str(self.gate.tool), dict(ordered_arguments(arguments, tool_schema(self.gate)[1])))
+        return line + (f" [edited: {arguments_diff(self.gate.arguments, arguments)}]" if edited else "")
 
     def commands(self) -> str:
         """The ``%loom resume`` commands that approve or refuse this gate from a cell."""
