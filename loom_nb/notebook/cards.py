@@ -470,6 +470,24 @@ class TurnApprovals(TextForm, widgets.VBox):  # type: ignore[misc]
         return "\n".join(c.text() for c in self.cards)
 
 
+#: What "It happened" records (the tool's result the model reads) when the person gave no output.
+NO_RESULT_GIVEN = "(no result given: a person marked the call as done)"
+
+
+def in_doubt_cause(cause: Any) -> str:
+    """Why a step is in doubt, from its gate's ``cause`` (the error that left the outcome unknown;
+    none when the process stopped mid-call), with the error's own words."""
+    if not isinstance(cause, dict):
+        return "The process stopped (a crash, a kill or a kernel restart) before the call's result was recorded"
+    kind = str(cause.get("type", "")).rpartition(":")[2].rpartition(".")[2]
+    message = short_text(str(cause.get("message", "")), 200)
+    what = {
+        "EffectTimeout": "The call ran past its timeout and was abandoned",
+        "McpServerGone": "The MCP server went away mid-call",
+    }.get(kind, "The call ended without telling whether it took effect")
+    return f"{what} ({kind}: {message})" if message else f"{what} ({kind})"
+
+
 class InDoubtCard(GateCard):
     """The card of an ``InDoubt`` gate (a non-idempotent step cut in flight): it happened (with
     its output), run it again, or record it as failed.
@@ -489,11 +507,12 @@ class InDoubtCard(GateCard):
         g = self.gate
         p = g.payload if isinstance(g.payload, dict) else {}
         step, effect = p.get("step_id", g.gate_id), p.get("effect", "?")
+        where = f"step {step}, attempt {p.get('attempt', 1)}"
         title = html_widget(
             "loom-card-title",
             f"<b>Did <code>{html.escape(visible(step_ids.tool_name(str(effect))))}</code> happen?</b> "
-            "The call was cut off before its result was recorded, and it is not safe to simply run it "
-            f"again. <small title='step {html.escape(visible(str(step)), quote=True)}'>(details)</small>",
+            f"{html.escape(visible(in_doubt_cause(p.get('cause'))))}, and it is not safe to simply run it "
+            f"again. <span class='loom-card-desc'>({html.escape(visible(where))})</span>",
         )
         body = html_widget("loom-card-arguments", f"<pre>{html.escape(visible_json(p.get('input')))}</pre>")
         self.output = _field(widgets.Text, "its output, if it happened (JSON or text)", "loom-output")
@@ -509,7 +528,8 @@ class InDoubtCard(GateCard):
         return [title, body, self.output, self.reason, widgets.HBox(self.buttons)]
 
     def _happened(self) -> Any:
-        return self.gate.happened(parse_json_or_text(self.output.value))
+        output = parse_json_or_text(self.output.value)
+        return self.gate.happened(NO_RESULT_GIVEN if output is None else output)
 
     def _fail(self) -> Any:
         return self.gate.fail(self.reason.value.strip() or None)
