@@ -185,8 +185,9 @@ def _lock_error(path: str, exc: BaseException) -> JournalLockedError:
     holder = _holder_text(path, match.group(1) if match else None)
     return JournalLockedError(
         f"the journal {path} is held by {holder}: DuckDB allows one process per file and refuses even a "
-        "read-only open beside it. Close that kernel or process first, or in it run runtime.snapshot('copy.duckdb') or %loom snapshot "
-        "copy.duckdb; then open the copy (or loom-nb journal snapshot SRC DST once nobody holds it). "
+        "read-only open beside it. Close that kernel or process first, or in it run "
+        "runtime.snapshot('copy.duckdb') or %loom snapshot copy.duckdb; then open the copy "
+        "(or loom-nb journal snapshot SRC DST once nobody holds it). "
         "To share runs live, use a PostgreSQL journal (LOOM_JOURNAL=postgresql://...)."
     )
 

@@ -23,7 +23,7 @@ def answer_text(payload: Any) -> str:
         what += " with edited arguments" if data["approved"] and data.get("arguments") is not None else ""
     elif isinstance(data.get("action"), str):
         actions = {"happened": "marked as happened", "run_again": "run again", "fail": "marked as failed"}
-        what = actions.get(data["action"], data["action"])
+        what = actions.get(data["action"], str(data["action"]))
     else:
         return "answered"
     reason = data.get("reason")
