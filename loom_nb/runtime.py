@@ -159,9 +159,10 @@ def set_default_runtime(runtime: Runtime | None) -> None:
 
 def note_open_failure(reason: str | None) -> None:
     """Remember why the default journal could not be opened (None forgets it), so that
-    ``default_runtime()`` repeats the cause rather than "run %load_ext loom_nb"."""
+    ``default_runtime()`` and the magics name the cause rather than "run %load_ext loom_nb": the
+    reason's first sentence only (the fix was said once, where the open failed)."""
     global _open_failure
-    _open_failure = reason
+    _open_failure = None if reason is None else reason.split(". ", 1)[0].rstrip(".")
 
 
 def open_failure() -> str | None:
@@ -177,8 +178,8 @@ def default_runtime() -> Runtime:
     """
     if (_default is None or _default.closed) and _open_failure is not None:
         raise UsageError(
-            f"no default runtime: %load_ext loom_nb could not open the journal: {_open_failure} "
-            "(then %loom open PATH, or pass runtime=loom.Runtime.open(...))"
+            f"no default runtime: %load_ext loom_nb could not open the journal: {_open_failure} (what to do is "
+            "in its output; %loom open PATH, or pass runtime=loom.Runtime.open(...))"
         )
     if _default is None or _default.closed:
         raise UsageError(

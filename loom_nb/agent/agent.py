@@ -47,7 +47,7 @@ from loom_nb.kernel.context import IN_DOUBT_GATE, InDoubtResolution
 from loom_nb.kernel.engine import ExecutionResult, require_execution_id
 from loom_nb.kernel.flow_context import FlowContext
 from loom_nb.kernel.flows import FLOWS
-from loom_nb.kernel.gates import OpenGate
+from loom_nb.kernel.gates import OpenGate, answer_text
 from loom_nb.providers.base import ModelProvider
 from loom_nb.runtime import Runtime, default_runtime
 
@@ -746,7 +746,10 @@ class Gate:
     def resolve(self, payload: Any) -> Any:
         """Resolve with any payload the gate's schema accepts; returns what ``Run`` resumes with."""
         if self.resolution is not None:
-            raise UsageError(f"gate {self.gate_id!r} was already resolved with {self.resolution!r}")
+            raise UsageError(
+                f"gate {self.gate_id!r} of execution {self.execution_id!r} is already decided: "
+                f"{answer_text(self.resolution)}, by an earlier call on this gate. A gate is answered once."
+            )
         self.resolution = payload
         try:
             if self.execution_id != self.run.id:

@@ -111,6 +111,9 @@ COLUMNS: Final[dict[str, dict[str, str]]] = {
         "call_id": "str",
         "name": "str",
         "arguments": "object",
+        "requested_arguments": "object",
+        "edited": "bool",
+        "answered_at": "datetime64[us]",
         "step_id": "str",
         "status": "str",
         "approved": "boolean",
@@ -181,7 +184,7 @@ COLUMNS: Final[dict[str, dict[str, str]]] = {
 #: JSON-text columns that the ``Frames`` methods decode into Python objects.
 DECODED: Final[dict[str, tuple[str, ...]]] = {
     "executions": ("input", "output"),
-    "tool_calls": ("arguments",),
+    "tool_calls": ("arguments", "requested_arguments"),
     "gates": ("payload", "answer"),
     "decisions": ("options", "choice", "probabilities"),
 }
@@ -459,31 +462,43 @@ outputs AS (
     FROM {src}
     WHERE kind = 'step_completed' AND {sql_matches("step_id", TOOL_STEP_PATTERN)}
     GROUP BY execution_id, step_id
+),
+answered AS (
+    -- agent/tool_calls.py's rule: the arguments that ran are a person's edit of an approved call
+    SELECT c.*, g.approved, g.reason, g.status AS gate_status, g.resolved_at,
+           CASE WHEN g.approved AND json_type(json_extract(g.answer, '$.arguments')) = 'OBJECT'
+                 AND CAST(json_extract(g.answer, '$.arguments') AS VARCHAR)
+                     IS DISTINCT FROM CAST(c.c -> '$.arguments' AS VARCHAR)
+                THEN json_extract(g.answer, '$.arguments') END AS edit
+    FROM calls AS c
+    LEFT JOIN gates AS g
+      ON g.execution_id = c.execution_id
+     AND g.gate_id = {sql_approval_gate_id("c.turn", "c.tool_index")}
 )
 SELECT c.execution_id, c.turn, c.tool_index, c.node,
        c.c ->> '$.id' AS call_id,
        c.c ->> '$.name' AS name,
-       CAST(c.c -> '$.arguments' AS VARCHAR) AS arguments,
+       CAST(coalesce(c.edit, c.c -> '$.arguments') AS VARCHAR) AS arguments,
+       CASE WHEN c.edit IS NOT NULL THEN CAST(c.c -> '$.arguments' AS VARCHAR) END AS requested_arguments,
+       c.edit IS NOT NULL AS edited,
+       c.resolved_at AS answered_at,
        s.step_id,
        coalesce(s.status,
-                CASE WHEN g.approved = false THEN 'refused'
-                     WHEN g.status = 'open' THEN 'waiting'
+                CASE WHEN c.approved = false THEN 'refused'
+                     WHEN c.gate_status = 'open' THEN 'waiting'
                      WHEN t.text IS NOT NULL THEN 'invalid'
                      ELSE 'not_run' END) AS status,
-       g.approved,
-       g.reason,
+       c.approved,
+       c.reason,
        left(CASE WHEN json_type(o.output) = 'VARCHAR' THEN o.output ->> '$'
                  ELSE CAST(o.output AS VARCHAR) END, 200) AS result_preview,
        CASE WHEN s.error_type IS NOT NULL THEN s.error_type || ': ' || s.error_message
-            WHEN g.approved IS DISTINCT FROM false THEN t.text END AS error,
+            WHEN c.approved IS DISTINCT FROM false THEN t.text END AS error,
        s.started_at, s.ended_at, s.duration_ms
-FROM calls AS c
+FROM answered AS c
 LEFT JOIN steps AS s
   ON s.execution_id = c.execution_id AND s.kind = 'tool'
  AND s.step_id = {sql_tool_step_id("c.turn", "c.tool_index")}
-LEFT JOIN gates AS g
-  ON g.execution_id = c.execution_id
- AND g.gate_id = {sql_approval_gate_id("c.turn", "c.tool_index")}
 LEFT JOIN told AS t
   ON t.execution_id = c.execution_id AND t.prev = c.node AND t.call_id = c.c ->> '$.id'
 LEFT JOIN outputs AS o

@@ -186,14 +186,11 @@ def _lock_error(path: str, exc: BaseException) -> JournalLockedError:
     match = _PID.search(str(exc))
     holder = _holder_text(path, match.group(1) if match else None)
     return JournalLockedError(
-        f"the journal {path} is held by {holder} (DuckDB allows one writing process per file, and "
-        "refuses even a read-only open beside it). Close that kernel or process first, then open it here. "
-        "Or, to analyse it meanwhile, make a consistent copy in the process that holds it: "
-        "runtime.snapshot('copy.duckdb') or %loom snapshot copy.duckdb; then open the copy (copying the file "
-        "itself misses what is still in its .wal; loom-nb journal snapshot SRC DST copies it once nobody holds "
-        "it). Or, to share runs live between notebooks and processes, use a PostgreSQL journal: "
-        "loom.Runtime.open('postgresql://user@host:5432/db'), or LOOM_JOURNAL=postgresql://... before "
-        "%load_ext loom_nb."
+        f"the journal {path} is held by {holder}: DuckDB allows one process per file and refuses even a "
+        "read-only open beside it. Close that kernel or process first, or in it run "
+        "runtime.snapshot('copy.duckdb') or %loom snapshot copy.duckdb; then open the copy "
+        "(or loom-nb journal snapshot SRC DST once nobody holds it). "
+        "To share runs live, use a PostgreSQL journal (LOOM_JOURNAL=postgresql://...)."
     )
 
 
@@ -204,6 +201,18 @@ def read_error(location: str, exc: BaseException, doing: str) -> JournalReadErro
     """The ``JournalError`` for a DuckDB error raised while opening or reading the journal file
     (every read goes through ``DuckDBJournal.reading``): what went wrong, the file, and the fix."""
     text = str(exc)
+    if "not a valid duckdb database file" in text.lower():
+        return JournalCorruptError(
+            f"the journal {location} is not a DuckDB file (another kind of file, or a journal whose header was "
+            f"overwritten) and could not {doing}: give the path of a .duckdb journal, or a new path for a new one. "
+            "If it was a journal: Move the file aside and restore it from a copy."
+        )
+    folder = os.path.dirname(os.path.abspath(location))
+    if location != ":memory:" and not os.path.isdir(folder):
+        return JournalReadError(
+            f"the journal {location} could not {doing}: its folder {folder} does not exist. "
+            "Create the folder first, or give a path in a folder that exists."
+        )
     if any(marker in text.lower() for marker in _DAMAGE):
         return JournalCorruptError(
             f"the journal {location} is damaged (truncated, overwritten or not a DuckDB file) and could "

@@ -593,12 +593,18 @@ class ExecutionContext:
             raise error
         return _UNSET  # run again
 
-    def _park_in_doubt(self, sid: str, effect_id: str, attempt: int, journaled: Any) -> NoReturn:
+    def _park_in_doubt(
+        self, sid: str, effect_id: str, attempt: int, journaled: Any, *, cause: dict[str, Any] | None = None
+    ) -> NoReturn:
         """Record ``attempt`` of step ``sid`` in doubt, open its ``InDoubt`` gate and suspend on it
-        (``step_in_doubt`` and the gate are committed together, with ``execution_suspended``)."""
+        (``step_in_doubt`` and the gate are committed together, with ``execution_suspended``).
+        ``cause``: the error that left the outcome unknown (a timeout, an MCP server gone), kept in
+        the gate's payload so the card names it; None when the process stopped mid-call (a crash)."""
         gid, _ = self._in_doubt_gate(sid, attempt)
         self.stage(EventKind.STEP_IN_DOUBT, sid, {"effect": effect_id, "attempt": attempt})
         payload = {"effect": effect_id, "step_id": sid, "input": journaled, "attempt": attempt}
+        if cause is not None:
+            payload["cause"] = cause
         name = schema_name(InDoubtResolution)
         ev = self.stage(EventKind.GATE_OPENED, gid, {"kind": IN_DOUBT_GATE, "payload": payload, "schema": name})
         self._new_gates[gid] = GateRecord(gid, IN_DOUBT_GATE, payload, name, ev.at)
@@ -694,7 +700,9 @@ class ExecutionContext:
         except Exception as exc:
             if isinstance(exc, OutcomeUnknownError) and not spec.idempotent:
                 # The effect cannot tell whether the call took effect: a person decides, as after a crash.
-                self._park_in_doubt(sid, effect_id, live.current, journaled)
+                error = error_to_data(exc)
+                cause = {"type": error["type"], "message": error["message"]}
+                self._park_in_doubt(sid, effect_id, live.current, journaled, cause=cause)
             self.stage(
                 EventKind.STEP_FAILED,
                 sid,

@@ -36,7 +36,7 @@ from loom_nb.kernel.context import IN_DOUBT_GATE, ExecutionContext, child_outcom
 from loom_nb.kernel.effect_registry import EffectInvoker, EffectRegistry, Principal
 from loom_nb.kernel.errors_codec import error_from_data, error_summary, error_to_data
 from loom_nb.kernel.flows import FLOWS, FlowFn, FlowRegistry
-from loom_nb.kernel.gates import OpenGate, Suspend, validate_payload
+from loom_nb.kernel.gates import OpenGate, Suspend, answer_text, validate_payload
 from loom_nb.kernel.history import GateRecord, History
 from loom_nb.kernel.journal_writer import JournalWriter
 from loom_nb.kernel.observers import Observers
@@ -835,8 +835,8 @@ class Engine:
             )
         if gate.resolved:
             raise UsageError(
-                f"gate {gate_id!r} of execution {execution_id!r} was already resolved "
-                f"with {gate.resolution!r}; a gate resolves once"
+                f"gate {gate_id!r} of execution {execution_id!r} is already decided: {answer_text(gate.resolution)}, "
+                "as the journal records it. A gate is answered once (run.gates lists the open ones)."
             )
         if h.status != "suspended":
             raise UsageError(

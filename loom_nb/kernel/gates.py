@@ -12,6 +12,24 @@ from loom_nb.journal.canonical import to_jsonable
 from loom_nb.kernel.qualified_names import find_loaded
 
 
+def answer_text(payload: Any) -> str:
+    """A gate's recorded answer in a few words, for a message (``approved``, ``refused (why)``,
+    ``marked as happened``...): never the payload's repr, which holds digests and every field."""
+    data = to_jsonable(payload)
+    if not isinstance(data, dict):
+        return "answered"
+    if isinstance(data.get("approved"), bool):
+        what = "approved" if data["approved"] else "refused"
+        what += " with edited arguments" if data["approved"] and data.get("arguments") is not None else ""
+    elif isinstance(data.get("action"), str):
+        actions = {"happened": "marked as happened", "run_again": "run again", "fail": "marked as failed"}
+        what = actions.get(data["action"], str(data["action"]))
+    else:
+        return "answered"
+    reason = data.get("reason")
+    return what + (f" ({str(reason)[:80]})" if reason else "")
+
+
 class Suspend(BaseException):
     """Raised inside a flow body when it must wait for gates. A ``BaseException`` so that a
     user's ``except Exception`` cannot swallow it.

@@ -18,6 +18,7 @@ import ipywidgets as widgets
 
 from loom_nb.agent.agent import Gate
 from loom_nb.agent.config import APPROVAL_GATE
+from loom_nb.agent.tool_calls import ran_arguments
 from loom_nb.journal import step_ids
 from loom_nb.kernel.async_bridge import in_running_loop
 from loom_nb.kernel.context import IN_DOUBT_GATE
@@ -25,6 +26,7 @@ from loom_nb.notebook.click_feedback import SCOPE_CLASS, ClickFeedback
 from loom_nb.notebook.edit_form import ArgumentForm, ordered_arguments
 from loom_nb.notebook.formatting import (
     TextForm,
+    arguments_diff,
     call_text,
     clock_text,
     close_tree,
@@ -111,6 +113,8 @@ class GateCard(TextForm, widgets.VBox):  # type: ignore[misc]
         self.problem_box = html_widget("loom-card-problem")
         self.problem: str | None = None
         self.closed: str | None = None
+        #: The answer given, once known (the resume payload, as recorded).
+        self.answer: Any = None
         self._pending: asyncio.Future[None] | None = None
         self.feedback = ClickFeedback()
         super().__init__(children=[*self._build(), self.problem_box, self.status, self.feedback])
@@ -267,6 +271,7 @@ class GateCard(TextForm, widgets.VBox):  # type: ignore[misc]
     def resolved(self, payload: Any, at: float) -> None:
         """Show the journal's record of this gate's resolution (from whoever resolved it)."""
         self.show_problem(None)
+        self.answer = payload
         self._mark(describe_resolution(self.gate.kind, payload), at)
 
     # -- text -----------------------------------------------------------------------------------
@@ -383,14 +388,20 @@ class ApprovalCard(GateCard):
     def _approve(self) -> Any:
         if not self.editing:
             return self.gate.approve(self._reason())
-        return self.gate.approve(self._reason(), arguments=self.form.values())
+        arguments = self.form.values()
+        done = self.gate.approve(self._reason(), arguments=arguments)
+        self.answer = {"approved": True, "arguments": arguments}
+        return done
 
     def _reason(self) -> str | None:
         return self.reason.value.strip() or None
 
     def summary(self) -> str:
-        """The call on one line: ``tool(k=v, ...)``."""
-        return call_text(str(self.gate.tool), dict(ordered_arguments(self.gate.arguments, tool_schema(self.gate)[1])))
+        """The call on one line, with the arguments it runs with (``tool(k=v, ...)``; a person's
+        edit, once approved, and what it changed)."""
+        arguments, edited = ran_arguments(self.gate.arguments, self.answer)
+        line = call_text(str(self.gate.tool), dict(ordered_arguments(arguments, tool_schema(self.gate)[1])))
+        return line + (f" [edited: {arguments_diff(self.gate.arguments, arguments)}]" if edited else "")
 
     def commands(self) -> str:
         """The ``%loom resume`` commands that approve or refuse this gate from a cell."""
@@ -459,6 +470,24 @@ class TurnApprovals(TextForm, widgets.VBox):  # type: ignore[misc]
         return "\n".join(c.text() for c in self.cards)
 
 
+#: What "It happened" records (the tool's result the model reads) when the person gave no output.
+NO_RESULT_GIVEN = "(no result given: a person marked the call as done)"
+
+
+def in_doubt_cause(cause: Any) -> str:
+    """Why a step is in doubt, from its gate's ``cause`` (the error that left the outcome unknown;
+    none when the process stopped mid-call), with the error's own words."""
+    if not isinstance(cause, dict):
+        return "The process stopped (a crash, a kill or a kernel restart) before the call's result was recorded"
+    kind = str(cause.get("type", "")).rpartition(":")[2].rpartition(".")[2]
+    message = short_text(str(cause.get("message", "")), 200)
+    what = {
+        "EffectTimeout": "The call ran past its timeout and was abandoned",
+        "McpServerGone": "The MCP server went away mid-call",
+    }.get(kind, "The call ended without telling whether it took effect")
+    return f"{what} ({kind}: {message})" if message else f"{what} ({kind})"
+
+
 class InDoubtCard(GateCard):
     """The card of an ``InDoubt`` gate (a non-idempotent step cut in flight): it happened (with
     its output), run it again, or record it as failed.
@@ -478,11 +507,12 @@ class InDoubtCard(GateCard):
         g = self.gate
         p = g.payload if isinstance(g.payload, dict) else {}
         step, effect = p.get("step_id", g.gate_id), p.get("effect", "?")
+        where = f"step {step}, attempt {p.get('attempt', 1)}"
         title = html_widget(
             "loom-card-title",
             f"<b>Did <code>{html.escape(visible(step_ids.tool_name(str(effect))))}</code> happen?</b> "
-            "The call was cut off before its result was recorded, and it is not safe to simply run it "
-            f"again. <small title='step {html.escape(visible(str(step)), quote=True)}'>(details)</small>",
+            f"{html.escape(visible(in_doubt_cause(p.get('cause'))))}, and it is not safe to simply run it "
+            f"again. <span class='loom-card-desc'>({html.escape(visible(where))})</span>",
         )
         body = html_widget("loom-card-arguments", f"<pre>{html.escape(visible_json(p.get('input')))}</pre>")
         self.output = _field(widgets.Text, "its output, if it happened (JSON or text)", "loom-output")
@@ -498,7 +528,8 @@ class InDoubtCard(GateCard):
         return [title, body, self.output, self.reason, widgets.HBox(self.buttons)]
 
     def _happened(self) -> Any:
-        return self.gate.happened(parse_json_or_text(self.output.value))
+        output = parse_json_or_text(self.output.value)
+        return self.gate.happened(NO_RESULT_GIVEN if output is None else output)
 
     def _fail(self) -> Any:
         return self.gate.fail(self.reason.value.strip() or None)

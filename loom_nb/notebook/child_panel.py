@@ -18,6 +18,7 @@ from typing import Any
 import ipywidgets as widgets
 
 from loom_nb.agent.config import APPROVAL_GATE
+from loom_nb.agent.tool_calls import tool_call
 from loom_nb.journal import step_ids
 from loom_nb.journal.events import Event, EventKind
 from loom_nb.journal.run_state import GateState, RunState, StepState
@@ -167,7 +168,8 @@ class ChildPanel(TextForm, widgets.VBox):  # type: ignore[misc]
         row = self.tool_rows.get(sid)
         if row is None:
             return
-        row.update(self.state.steps.get(sid), self.state.gates.get(step_ids.approval_gate_for(sid)))
+        gate = self.state.gates.get(step_ids.approval_gate_for(sid))
+        row.update(self.state.steps.get(sid), gate, tool_call(self.state, sid))
         if render:
             row.render()
 

@@ -59,6 +59,22 @@ def call_text(name: str, arguments: Any) -> str:
     return visible(f"{name}({short_text(inner, 100)})")
 
 
+def arguments_diff(requested: Any, ran: Any) -> str:
+    """What a person changed in a call's arguments, on one line: ``path: 'a' → 'b'`` per changed
+    argument, ``+name=value`` for an added one, ``-name`` for a removed one (invisible characters
+    shown escaped)."""
+    if not isinstance(requested, dict) or not isinstance(ran, dict):
+        return visible(f"{short_text(one_line(requested), 60)} → {short_text(one_line(ran), 60)}")
+    parts = [
+        f"{k}: {one_line(requested[k])!r} → {one_line(ran[k])!r}"
+        for k in requested
+        if k in ran and ran[k] != requested[k]
+    ]
+    parts += [f"+{k}={one_line(v)!r}" for k, v in ran.items() if k not in requested]
+    parts += [f"-{k}" for k in requested if k not in ran]
+    return visible(short_text(", ".join(parts), 160))
+
+
 def clock_text(at: float) -> str:
     """The local clock time of ``at`` (seconds since the epoch) as ``HH:MM:SS``: when a decision was
     recorded, as the cards and tool rows show it (never in a text form: it differs on every run)."""

@@ -193,7 +193,10 @@ class LoomMagics(Magics):
 
             failure = open_failure()
             if failure is not None:
-                raise IPythonUsageError(f"no journal is open: {failure} (%loom open PATH opens another file)")
+                raise IPythonUsageError(
+                    f"no journal is open: {failure} (what to do is in the output of %load_ext loom_nb; "
+                    "%loom open PATH opens another file)"
+                )
             raise IPythonUsageError("no journal is open: run %load_ext loom_nb or %loom open PATH")
         return runtime
 

@@ -10,11 +10,20 @@ from typing import Any
 
 from loom_nb.agent.config import APPROVAL_GATE
 from loom_nb.agent.output import FINAL_RESULT_TOOL, AnswerAttempt
+from loom_nb.agent.tool_calls import ToolCallRecord
 from loom_nb.journal.events import EventKind
 from loom_nb.journal.run_state import GateState, StepState
 from loom_nb.notebook.cards import describe_resolution
 from loom_nb.notebook.edit_form import ordered_arguments
-from loom_nb.notebook.formatting import call_text, clock_text, html_widget, one_line, result_value, short_text
+from loom_nb.notebook.formatting import (
+    arguments_diff,
+    call_text,
+    clock_text,
+    html_widget,
+    one_line,
+    result_value,
+    short_text,
+)
 from loom_nb.notebook.safe_text import visible
 
 
@@ -24,9 +33,11 @@ class ToolRow:
     Attributes:
         step_id: The tool step (``#turn:<i>:tool:<j>``).
         name: The tool's name.
-        arguments: Its arguments.
+        arguments: The arguments it ran with (``agent/tool_calls.py``): a person's edit, else the model's.
+        requested: The model's arguments, where a person edited them (else None); the row shows the change.
         status: ``awaiting approval``, ``approved``, ``refused``, ``running``, ``retrying``,
-            ``done``, ``failed`` or ``in doubt``.
+            ``done``, ``failed``, ``in doubt`` or ``invalid`` (arguments rejected before it could run).
+        waited: Seconds its step waited at an in-doubt gate for a person (not counted in ``duration``).
         widget: The HTML row (class ``loom-tool-row``).
     """
 
@@ -34,6 +45,8 @@ class ToolRow:
         self.step_id = step_id
         self.name = name
         self.arguments = arguments
+        self.requested: Any = None
+        self.waited = 0.0
         self.status = "running"
         self.attempt = 1
         self.started: float | None = None
@@ -48,10 +61,15 @@ class ToolRow:
 
     @property
     def duration(self) -> float | None:
-        """Seconds from the first start to the end, once ended."""
+        """Seconds from the first start to the end, once ended, less the time a person took to
+        answer its in-doubt gate (``waited``)."""
         if self.started is None or self.ended is None:
             return None
-        return max(self.ended - self.started, 0.0)
+        return max(self.ended - self.started - self.waited, 0.0)
+
+    def edit(self) -> str:
+        """What a person changed in the model's arguments (``path: 'a' → 'b'``), or ``""``."""
+        return "" if self.requested is None else arguments_diff(self.requested, self.arguments)
 
     def text(self) -> str:
         """The row as one line of text (without timings, so that it reads the same on every run):
@@ -62,14 +80,19 @@ class ToolRow:
         elif self.decision is not None and status != "refused":  # a refusal's reason is the preview
             status = f"{status}, {self.decision}"
         parts = [f"tool {call_text(self.name, self.arguments)}", status]
+        if self.requested is not None:
+            parts.append(f"[edited: {self.edit()}]")
         if self.attempt > 1:
             parts.append(f"attempt {self.attempt}")
         if self.preview:
             parts.append(f"-> {self.preview}")
         return " ".join(parts)
 
-    def update(self, step: StepState | None, gate: GateState | None) -> None:
-        """Take the row's status, attempt, timings and preview from its tool step and approval gate."""
+    def update(self, step: StepState | None, gate: GateState | None, call: ToolCallRecord | None = None) -> None:
+        """Take the row's status, attempt, timings and preview from its tool step and approval gate,
+        and the arguments that ran from its call's record (``agent.tool_calls.tool_call``)."""
+        if call is not None:
+            self._take_call(call, invalid=step is None and gate is None)
         answer = gate.resolution if gate is not None and gate.resolved else None
         if isinstance(answer, dict) and "approved" in answer:
             verb = describe_resolution(APPROVAL_GATE, {**answer, "reason": None})
@@ -97,10 +120,21 @@ class ToolRow:
             else:
                 self.status = "awaiting approval"
 
+    def _take_call(self, call: ToolCallRecord, *, invalid: bool) -> None:
+        self.waited = call.waited
+        if call.edited and self.requested is None:
+            shown = self.arguments if isinstance(self.arguments, dict) else {}
+            ran = call.arguments if isinstance(call.arguments, dict) else {}
+            # in the order the row shows the model's arguments (the tool's parameter order)
+            self.requested = call.requested
+            self.arguments = {k: ran[k] for k in shown if k in ran} | ran
+        if invalid and call.invalid is not None:
+            self.status, self.preview = "invalid", visible(short_text(call.invalid, 200))
+
     def render(self, now: float | None = None) -> None:
         """Copy the row's state into its widget; while it runs, a spinner and (given ``now``) the
         seconds since it started."""
-        state = self.status.split(" ")[0].replace("awaiting", "approval")
+        state = self.status.split(" ")[0].replace("awaiting", "approval").replace("invalid", "failed")
         extra = f" <span>attempt {self.attempt}</span>" if self.attempt > 1 else ""
         dur = f" <span>{self.duration:.2f} s</span>" if self.duration is not None else ""
         if self.status in ("running", "retrying") and self.ended is None:
@@ -112,8 +146,12 @@ class ToolRow:
         if self.decided is not None:  # the decided approval card, folded into the row
             shown = self.decided if self.status != "refused" else self.decided.split(" (", 1)[0]
             decided = f" <span class='loom-decision'>· {html.escape(shown)}</span>"
+        edit = ""
+        if self.requested is not None:
+            edit = f" <span class='loom-decision'>· edited: <code>{html.escape(self.edit())}</code></span>"
         self.widget.value = (
-            f"<code>{html.escape(call_text(self.name, self.arguments))}</code> {badge}{extra}{dur}{decided}{preview}"
+            f"<code>{html.escape(call_text(self.name, self.arguments))}</code> "
+            f"{badge}{extra}{dur}{decided}{edit}{preview}"
         )
 
 

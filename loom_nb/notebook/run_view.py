@@ -35,7 +35,8 @@ import ipywidgets as widgets
 from loom_nb.agent.agent import Run
 from loom_nb.agent.carry import session_of
 from loom_nb.agent.config import APPROVAL_GATE
-from loom_nb.agent.output import answer_attempts, output_text
+from loom_nb.agent.output import FINAL_RESULT_TOOL, answer_attempts, output_text
+from loom_nb.agent.tool_calls import tool_call, tool_calls
 from loom_nb.analysis.palette import css
 from loom_nb.journal import step_ids
 from loom_nb.journal.events import STATUS_OF_KIND, Event, EventKind
@@ -341,6 +342,7 @@ class RunView(TextForm, widgets.VBox):  # type: ignore[misc]
             finally:
                 self._loading = False
             self._load_children()
+            self._take_calls(every=True)
             for row in self.tool_rows.values():
                 row.render()
             self._render_progress()
@@ -562,11 +564,28 @@ class RunView(TextForm, widgets.VBox):  # type: ignore[misc]
             self.block(self._turn_of(sid)).add_row(row)
         return row
 
+    def _take_calls(self, *, every: bool = False) -> None:
+        """Make a row for each call rejected before it could run (``invalid``, with the error the
+        model read), and give it (``every``: every row, after a load) its call's record
+        (``agent.tool_calls``: the arguments that ran). The caller renders ``every`` row."""
+        for call in tool_calls(self.state):
+            row = self.tool_rows.get(call.step_id)
+            # a typed run's rejected answer has its own row (``AnswerRow``)
+            new = row is None and call.invalid is not None and call.name != FINAL_RESULT_TOOL
+            if new:
+                row = self._row(call.step_id, call.name, call.requested)
+            if row is not None and (new or every):
+                gate = self.state.gates.get(step_ids.approval_gate_for(call.step_id))
+                row.update(self.state.steps.get(call.step_id), gate, call)
+                if not every:
+                    row.render(self._clock())
+
     def _refresh_row(self, sid: str) -> None:
         row = self.tool_rows.get(sid)
         if row is None:
             return
-        row.update(self.state.steps.get(sid), self.state.gates.get(step_ids.approval_gate_for(sid)))
+        call = None if self._loading else tool_call(self.state, sid)
+        row.update(self.state.steps.get(sid), self.state.gates.get(step_ids.approval_gate_for(sid)), call)
         if not self._loading:
             row.render(self._clock())
             self._tick_soon()
@@ -575,6 +594,8 @@ class RunView(TextForm, widgets.VBox):  # type: ignore[misc]
         if kind == EventKind.STEP_STARTED and step.kind == step_ids.TOOL_KIND:
             self._row(step.step_id, step.tool or step.effect, step.input)
         elif kind == EventKind.STEP_STARTED and step.kind == step_ids.MODEL_KIND:
+            if not self._loading:
+                self._take_calls()  # the calls the previous turn rejected: its input holds their errors
             self._calling = self._last_model_step = step.step_id
             self.block(self._turn_of(step.step_id))
             if self.state.turns > self.turn:

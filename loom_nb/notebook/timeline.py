@@ -19,12 +19,13 @@ from typing import Any
 import anywidget
 import traitlets
 
+from loom_nb.agent.tool_calls import ToolCallRecord, tool_calls
 from loom_nb.analysis.palette import css
 from loom_nb.errors import UsageError
 from loom_nb.journal import step_ids
 from loom_nb.journal.events import TERMINAL_STATUSES, Event, EventKind
 from loom_nb.journal.run_state import GateState, RunState, StepState
-from loom_nb.notebook.formatting import TextForm
+from loom_nb.notebook.formatting import TextForm, call_text
 from loom_nb.notebook.safe_text import visible
 from loom_nb.notebook.throttle import Throttle
 from loom_nb.runtime import Runtime, default_runtime
@@ -111,7 +112,7 @@ class TimelineWidget(TextForm, anywidget.AnyWidget):
         if isinstance(touched, GateState) or (isinstance(touched, StepState) and touched.attempts):
             self._bar_ids.setdefault(e.step_id or "")
 
-    def _bar(self, bar_id: str) -> dict[str, Any]:
+    def _bar(self, bar_id: str, calls: dict[str, ToolCallRecord]) -> dict[str, Any]:
         step = self.state.steps.get(bar_id)
         if step is None:
             gate = self.state.gates[bar_id]
@@ -133,10 +134,14 @@ class TimelineWidget(TextForm, anywidget.AnyWidget):
             status = "retrying" if step.attempts > 1 else "running"
         kind = BAR_KIND.get(step.kind, step.kind)
         label = visible(f"{bar_id} {step.effect}".strip())
+        call = calls.get(bar_id)
+        if call is not None:  # the arguments that ran (a person's edit, else the model's)
+            label = f"{bar_id} {call_text(call.name, call.arguments)}" + (" · edited" if call.edited else "")
         return {"id": bar_id, "kind": kind, "label": label, "start": step.started_at, "end": end, "status": status}
 
     def _bars(self) -> list[dict[str, Any]]:
-        return [self._bar(bar_id) for bar_id in self._bar_ids]
+        calls = {c.step_id: c for c in tool_calls(self.state)}
+        return [self._bar(bar_id, calls) for bar_id in self._bar_ids]
 
     def _sync(self) -> None:
         self.origin = self._origin if self._origin is not None else 0.0

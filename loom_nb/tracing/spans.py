@@ -28,8 +28,9 @@ from opentelemetry.util.types import AttributeValue
 from pydantic import ValidationError
 
 from loom_nb.agent.carry import session_of
+from loom_nb.agent.tool_calls import ToolCallRecord, tool_call
 from loom_nb.journal import step_ids
-from loom_nb.journal.canonical import canonical_json
+from loom_nb.journal.canonical import canonical_json, digest_value
 from loom_nb.journal.events import Event, EventKind
 from loom_nb.journal.run_state import FAILED, GateState, RunState, StepState
 from loom_nb.messages import ModelResponse
@@ -61,6 +62,13 @@ LOOM_GATE_KIND: Final = "loom.gate.kind"
 LOOM_GATE_STATUS: Final = "loom.gate.status"
 LOOM_GATE_ANSWER: Final = "loom.gate.answer"
 LOOM_GATE_REASON: Final = "loom.gate.reason"
+#: True on a tool call's span and its approval gate's when a person edited its arguments before
+#: approving (set only then; the arguments themselves, like every content, are not exported).
+LOOM_TOOL_EDITED: Final = "loom.tool.edited"
+#: ``digest_value`` of the arguments a tool call ran with, and, when a person edited them, of the
+#: arguments the model asked for: which arguments ran, without exporting them.
+LOOM_TOOL_ARGUMENTS_DIGEST: Final = "loom.tool.arguments_digest"
+LOOM_TOOL_REQUESTED_DIGEST: Final = "loom.tool.requested_arguments_digest"
 LOOM_COST: Final = "loom.usage.cost"
 LOOM_RETRY_DELAY: Final = "loom.retry.delay"
 
@@ -306,6 +314,7 @@ def _step_spec(state: RunState, step: StepState, marks: list[SpanEventSpec], las
         attributes |= {gen_ai.GEN_AI_OPERATION_NAME: EXECUTE_TOOL, gen_ai.GEN_AI_TOOL_NAME: tool}
         attributes |= {gen_ai.GEN_AI_TOOL_TYPE: "function"}
         attributes |= _attributes({gen_ai.GEN_AI_TOOL_CALL_ID: _tool_call_id(state, step)})
+        attributes |= _edit_attributes(tool_call(state, step.step_id))
     else:
         name, client = step.effect, False
     end = step.ended_at if step.ended_at is not None else last_at
@@ -375,6 +384,8 @@ def _gate_spec(state: RunState, gate: GateState, last_at: float) -> SpanSpec:
     payload = gate.payload if isinstance(gate.payload, dict) else {}
     if gate.kind == step_ids.APPROVAL_GATE:
         attributes |= _attributes(payload, {"tool": gen_ai.GEN_AI_TOOL_NAME, "call_id": gen_ai.GEN_AI_TOOL_CALL_ID})
+        if gate.subject is not None and gate.resolved:
+            attributes |= _edit_attributes(tool_call(state, gate.subject))
     resolution = gate.resolution if isinstance(gate.resolution, dict) else {}
     if gate.resolved:
         attributes |= _attributes({LOOM_GATE_ANSWER: _answer(resolution), LOOM_GATE_REASON: resolution.get("reason")})
@@ -382,6 +393,18 @@ def _gate_spec(state: RunState, gate: GateState, last_at: float) -> SpanSpec:
     return SpanSpec(
         ("gate", gate.gate_id), _parent(gate.turn), f"gate {gate.kind}", False, gate.opened_at, end, attributes
     )
+
+
+def _edit_attributes(call: ToolCallRecord | None) -> Attributes:
+    """For a call a person edited before approving it: ``loom.tool.edited`` and the digests of the
+    arguments that ran and of the model's (``agent/tool_calls.py``); else nothing."""
+    if call is None or not call.edited:
+        return {}
+    return {
+        LOOM_TOOL_EDITED: True,
+        LOOM_TOOL_ARGUMENTS_DIGEST: digest_value(call.arguments),
+        LOOM_TOOL_REQUESTED_DIGEST: digest_value(call.requested),
+    }
 
 
 def _answer(resolution: Mapping[str, Any]) -> str | None:

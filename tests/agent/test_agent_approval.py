@@ -213,7 +213,10 @@ async def test_a_gate_resolves_once_and_a_bad_payload_is_refused_with_nothing_re
     assert rt.result(eid).status == "suspended"
 
     await rt.resume(eid, GATE, {"approved": True})
-    with pytest.raises(UsageError, match=r"gate '#turn:0:tool:0:approval' of execution 'exec-1' was already resolved"):
+    with pytest.raises(
+        UsageError,
+        match=r"gate '#turn:0:tool:0:approval' of execution 'exec-1' is already decided: approved, as the journal",
+    ):
         await rt.resume(eid, GATE, {"approved": True})
     assert log == ["delete /tmp/a"]
     with pytest.raises(UsageError, match=r"has no gate '#turn:9:tool:0:approval' \(open gates: none\)"):
@@ -237,7 +240,9 @@ async def test_in_a_notebook_the_gate_methods_refuse_a_second_resolution_and_a_b
     with pytest.raises(UsageError, match="is a AgentToolApproval gate, not InDoubt"):
         gate.happened("x")
     gate.refuse("not now")
-    with pytest.raises(UsageError, match=r"gate '#turn:0:tool:0:approval' was already resolved"):
+    with pytest.raises(
+        UsageError, match=r"'#turn:0:tool:0:approval' of execution .* is already decided: refused \(not now\), by"
+    ):
         gate.approve()
     result = await run
     assert result.output == "kept" and log == []

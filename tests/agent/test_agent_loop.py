@@ -442,8 +442,11 @@ def test_in_a_script_start_returns_a_suspended_run_and_approve_resumes_synchrono
         assert run.status == "completed"
         assert deleted == ["/tmp/stale.log"]
         assert run.result is not None and run.result.output == "Result: deleted /tmp/stale.log"
-        with pytest.raises(UsageError, match=r"gate '#turn:0:tool:0:approval' was already resolved with"):
+        with pytest.raises(
+            UsageError, match=r"gate '#turn:0:tool:0:approval' of execution .* is already decided: approved,"
+        ) as info:
             gate.approve()
+        assert "ApprovalDecision(" not in str(info.value) and "sha256" not in str(info.value)
         assert deleted == ["/tmp/stale.log"]
 
 

@@ -93,6 +93,23 @@ async def tidy_run(rt: loom.Runtime, *, wait: float = 60.0, agent: loom.Agent | 
     return run.id
 
 
+#: The arguments ``edited_run`` approves instead of the model's ``{"path": "/tmp/x/stale.log"}``.
+EDITED = {"path": "/tmp/x/renamed.log"}
+
+
+async def edited_run(rt: loom.Runtime) -> str:
+    """Run the tidy agent: approve the first delete with edited arguments (``EDITED``), refuse the
+    second. Returns the execution id."""
+    run = tidy_agent().start("Remove the stale files in /tmp/x", runtime=rt)
+    await run.wait(until="paused")
+    run.gates[0].approve("that one", arguments=dict(EDITED))
+    await asyncio.sleep(0)
+    await run.wait(until="paused")
+    run.gates[0].refuse("keep b")
+    await run
+    return run.id
+
+
 def messy_model() -> loom.ScriptedModel:
     """Calls an unknown tool and a failing one, then answers."""
 

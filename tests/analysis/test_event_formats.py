@@ -39,7 +39,17 @@ async def test_both_formats_give_the_same_frames(kind: str) -> None:
         assert list(one.columns) == list(two.columns), name
         assert one.dtypes.astype(str).tolist() == two.dtypes.astype(str).tolist(), name
     # the figures, where the formats agree (not the times: the fake clock ticks on each reading)
-    times = ("seq", "at", "started_at", "ended_at", "duration_ms", "opened_at", "resolved_at", "wait_seconds")
+    times = (
+        "seq",
+        "at",
+        "started_at",
+        "ended_at",
+        "duration_ms",
+        "opened_at",
+        "resolved_at",
+        "wait_seconds",
+        "answered_at",
+    )
     for name in ("turns", "tool_calls", "gates", "usage"):
         one, two = (comparable(getattr(f, name)(ids[v]), times) for v in (FORMAT_1, FORMAT_2))
         pd.testing.assert_frame_equal(one, two, obj=name)

@@ -14,14 +14,16 @@ import pandas as pd
 import pytest
 
 import loom_nb as loom
+from loom_nb.agent.tool_calls import tool_calls
 from loom_nb.journal import DuckDBJournal, InMemoryJournal
 from loom_nb.journal.events import EventKind
 from loom_nb.journal.run_state import RunState
+from loom_nb.journal.step_ids import tool_step_id
 from loom_nb.journal.store import JournalStore
 from loom_nb.messages import ModelRequest
 from loom_nb.testing import FakeClock, SequentialIds
 from tests.agent import golden_agent_flows
-from tests.analysis.support import JOURNALS, make_runtime, messy_run, retried_run, tidy_run
+from tests.analysis.support import EDITED, JOURNALS, edited_run, make_runtime, messy_run, retried_run, tidy_run
 from tests.kernel import golden_flows
 
 COMPARED = ("kind", "effect", "turn", "tool_index", "status", "attempts", "in_doubt")
@@ -63,7 +65,32 @@ def assert_fold_matches_sql(rt: loom.Runtime, execution_id: str) -> RunState:
         g.gate_id: (g.kind, "resolved" if g.resolved else "open", g.turn, g.tool_index) for g in state.gates.values()
     }
     assert fold_gates == sql_gates
+    assert fold_tool_calls(state) == sql_tool_calls(rt, execution_id)
     return state
+
+
+def fold_tool_calls(state: RunState) -> list[tuple[Any, ...]]:
+    """Each tool call as ``agent/tool_calls.py`` reads it from the fold (the arguments that ran)."""
+    return [
+        (c.step_id, c.name, c.arguments, c.requested if c.edited else None, c.edited, c.invalid)
+        for c in tool_calls(state)
+    ]
+
+
+def sql_tool_calls(rt: loom.Runtime, execution_id: str) -> list[tuple[Any, ...]]:
+    """The same, as the SQL ``tool_calls`` view gives them (``invalid``: the error of an invalid call)."""
+    frame = loom.frames(rt).tool_calls(execution_id)
+    return [
+        (
+            tool_step_id(int(r["turn"]), int(r["tool_index"])),
+            r["name"],
+            r["arguments"],
+            r["requested_arguments"],
+            bool(r["edited"]),
+            r["error"] if r["status"] == "invalid" else None,
+        )
+        for _, r in frame.iterrows()
+    ]
 
 
 @pytest.fixture(params=JOURNALS)
@@ -91,6 +118,15 @@ def test_golden_agent_journal(event_format: int) -> None:
 async def test_approved_and_refused_tools(rt: loom.Runtime) -> None:
     state = assert_fold_matches_sql(rt, await tidy_run(rt))
     assert [(g.resolution or {}).get("approved") for g in state.gates.values()] == [True, False]
+
+
+async def test_edited_approval_the_arguments_that_ran(rt: loom.Runtime) -> None:
+    state = assert_fold_matches_sql(rt, await edited_run(rt))
+    frame = loom.frames(rt).tool_calls(state.execution_id)
+    edited = frame[frame["edited"]]
+    assert edited["arguments"].tolist() == [EDITED]
+    assert edited["requested_arguments"].tolist() == [{"path": "/tmp/x/stale.log"}]
+    assert edited["answered_at"].notna().all()
 
 
 async def test_failed_and_unknown_tools(rt: loom.Runtime) -> None:

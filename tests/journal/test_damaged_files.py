@@ -74,3 +74,14 @@ def test_reading_a_closed_journal_says_to_open_it_again(journal_file: Path) -> N
     for read in (lambda: journal.read("e1"), journal.list_executions, lambda: journal.get_execution("e1")):
         with pytest.raises(JournalReadError, match=r"is closed .* open it again"):
             read()
+
+
+def test_a_text_file_is_not_a_duckdb_file_and_a_missing_folder_is_named(tmp_path: Path) -> None:
+    notes = tmp_path / "notes.txt"
+    notes.write_text("my notes\n")
+    with pytest.raises(JournalCorruptError, match=r"is not a DuckDB file") as info:
+        Runtime.open(notes).close()
+    assert "damaged" not in str(info.value) and "cannot be recovered" not in str(info.value)
+    with pytest.raises(JournalReadError, match=r"its folder .*nope does not exist\. Create the folder") as missing:
+        Runtime.open(tmp_path / "nope" / "loom.duckdb").close()
+    assert "another thread" not in str(missing.value)

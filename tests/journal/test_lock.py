@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -63,6 +64,8 @@ def test_second_process_gets_journal_locked_error(tmp_path: Path, how: str) -> N
     assert "(command " in message and "opened 20" in message  # the lock record names who opened it
     # how to make a consistent copy, in the process that holds it (copying the file misses its .wal)
     assert "runtime.snapshot('copy.duckdb') or %loom snapshot copy.duckdb; then open the copy" in message
+    said = re.sub(r" \(command .*?, opened [^)]*\)", "", message.replace(str(path), "P"))
+    assert len(said) <= 3 * 130, said  # three lines at most, besides the path and who holds it
     # DuckDB's own words do not reach the user
     assert "IO Error" not in message and "Could not set lock" not in message
 

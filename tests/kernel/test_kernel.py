@@ -183,12 +183,12 @@ async def test_resume_errors_name_the_execution_and_gate(rt: Engine) -> None:
         await rt.resume("e", "nope", {})
     suspended = await rt.resume("e", "first", {"n": 1})
     assert [g.gate_id for g in suspended.gates] == ["second"]
-    with pytest.raises(UsageError, match=r"gate 'first' of execution 'e' was already resolved"):
+    with pytest.raises(UsageError, match=r"gate 'first' of execution 'e' is already decided: answered"):
         await rt.resume("e", "first", {"n": 2})
     assert len(step_events(rt, "e", EventKind.GATE_RESOLVED)) == 1
     done = await rt.resume("e", "second", {"n": 3})
     assert done.output == {"n": 3}
-    with pytest.raises(UsageError, match="already resolved"):
+    with pytest.raises(UsageError, match="already decided"):
         await rt.resume("e", "second", {})
 
 

@@ -114,7 +114,8 @@ async def test_an_error_on_click_shows_on_the_card_and_reenables_it() -> None:
     assert isinstance(card, ApprovalCard)
     card.gate.resolution = "taken"  # as if this Gate object had been resolved already
     card.approve.click()
-    assert "UsageError: gate '#turn:1:tool:0:approval' was already resolved" in html.unescape(card.status.value)
+    assert "UsageError: gate '#turn:1:tool:0:approval' of execution" in html.unescape(card.status.value)
+    assert "is already decided: answered" in html.unescape(card.status.value)
     assert not card.approve.disabled and not card.decided
     card.gate.resolution = None
     card.approve.click()

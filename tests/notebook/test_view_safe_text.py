@@ -204,7 +204,7 @@ async def test_a_card_clicked_after_its_gate_was_answered_elsewhere_shows_the_an
     assert card.decision is not None and card.decision.startswith("approved (from the other process) at ")
     assert card.edit.disabled and card.approve.disabled and card.refuse.disabled
     assert not card.editing and card.form.layout.display == "none"
-    assert "already resolved" not in html.unescape(card.status.value)
+    assert "already decided" not in html.unescape(card.status.value)
     card.edit.click()
     assert not card.editing
     second = view.cards["#turn:1:tool:1:approval"]
