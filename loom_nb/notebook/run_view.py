@@ -11,7 +11,9 @@ resume twice, and shows the decision and when it was recorded — whoever made i
 ``%loom resume``).
 
 Every widget has a stable CSS class (``loom-run``, ``loom-run-status``, ``loom-turns``,
-``loom-stream``, ``loom-tools``, ``loom-tool-row``, ``loom-card``, ``loom-approval``,
+``loom-stream``, ``loom-body`` (the finished turns, capped), ``loom-current`` (the current turn
+and every waiting card, uncapped), ``loom-follow`` (a box that follows its tail), ``loom-tools``,
+``loom-tool-row``, ``loom-card``, ``loom-approval``,
 ``loom-in-doubt``, ``loom-approve``, ``loom-refuse``, ``loom-reason``, ``loom-output``,
 ``loom-happened``, ``loom-run-again``, ``loom-fail``, ``loom-card-status``, ``loom-answer``,
 ``loom-error``, ``loom-usage``, ``loom-thinking`` (the model's reasoning, collapsed), ``loom-session`` (a
@@ -62,6 +64,7 @@ from loom_nb.notebook.formatting import (
 from loom_nb.notebook.rows import AnswerRow, ToolRow
 from loom_nb.notebook.runs import attach, display, ensure_registered
 from loom_nb.notebook.safe_text import escape_bidi, markdown_html, visible
+from loom_nb.notebook.tail_follow import FOLLOW_CLASS, TailFollow
 from loom_nb.notebook.throttle import Throttle
 
 log = logging.getLogger("loom_nb")
@@ -85,7 +88,7 @@ STYLE = (
 .loom-badge-running { color: var(--loom-running); } .loom-badge-suspended { color: var(--loom-suspended); }
 .loom-badge-completed { color: var(--loom-completed); } .loom-badge-failed { color: var(--loom-failed); }
 .loom-badge-cancelled { color: var(--loom-cancelled); }
-.loom-body.loom-capped { max-height: 420px; overflow-y: auto; }
+.loom-body.loom-capped, .loom-current.loom-capped .loom-turn-text { max-height: 420px; overflow-y: auto; }
 .loom-run .widget-vbox > * { flex-shrink: 0; } /* a capped body scrolls; its children never squash */
 .loom-turn { border-top: 1px solid var(--jp-border-color2, #e0e0e0); padding: 2px 0; }
 .loom-turn-head { font-size: 11px; color: var(--loom-muted); }
@@ -159,6 +162,7 @@ class TurnBlock(widgets.VBox):  # type: ignore[misc]
         self.text = ""
         self.head = html_widget("loom-turn-head", f"turn {turn + 1}", shared=True)
         self.body = html_widget("loom-turn-text")
+        self.body.add_class(FOLLOW_CLASS)  # capped while its turn is current: it follows its streamed tail
         self.thinking = html_widget("loom-thinking", shared=True)
         self.calling = html_widget("loom-calling", shared=True)
         self.tools = shared_box()
@@ -181,6 +185,14 @@ class TurnBlock(widgets.VBox):  # type: ignore[misc]
         # a turn whose only text is the answer (shown below the turns) shows nothing of its own
         empty = hidden and not self.tools.children and not self.cards.children and not self.thinking.value
         self.layout.display = "none" if empty else ""
+
+    def waiting(self) -> bool:
+        """Whether a card of the turn waits for a person (its own cards, or a sub-agent's under
+        one of its tool rows)."""
+        cards: list[GateCard] = list(self.approvals.cards) if self.approvals is not None else []
+        cards += [c for c in self.cards.children if isinstance(c, GateCard)]
+        cards += [c for w in self.tools.children if isinstance(w, ChildPanel) for c in w.cards.values()]
+        return any(c.decision is None and not c.closed for c in cards)
 
     def add_row(self, row: ToolRow | AnswerRow) -> None:
         """Add a tool row (or a typed answer's row)."""
@@ -215,9 +227,11 @@ class TurnBlock(widgets.VBox):  # type: ignore[misc]
 # -- the run view ---------------------------------------------------------------------------------
 class RunView(TextForm, widgets.VBox):  # type: ignore[misc]
     """The live view of one run, in order: per model turn its text (Markdown), then its tool rows
-    and gate cards (``TurnBlock``); the answer once; errors; usage. The turns sit in a box of capped
-    height (``Show all`` lifts the cap); a spinner and the elapsed time mark the running step; a
-    live line counts the streamed chunks and the tokens so far.
+    and gate cards (``TurnBlock``); the answer once; errors; usage. The finished turns sit in a box
+    of capped height, the current turn and every waiting card below it, uncapped (``_place``); the
+    capped boxes follow their tail in the page (``TailFollow``; ``Show all`` lifts the caps); a
+    spinner and the elapsed time mark the running step; a live line counts the streamed chunks and
+    the tokens so far.
 
     Args:
         run: The run to watch.
@@ -236,7 +250,9 @@ class RunView(TextForm, widgets.VBox):  # type: ignore[misc]
         deltas: Streamed deltas received.
         status: The status badge (class ``loom-run-status``).
         progress: The turn progress bar (class ``loom-turns``).
-        body: The turns (class ``loom-body``; ``loom-capped`` while its height is capped).
+        body: The finished turns (class ``loom-body``; ``loom-capped`` while its height is capped).
+        current: The turns from the first one holding a waiting card (or the last turn) on, uncapped
+            (class ``loom-current``; ``loom-capped`` while each turn's text is capped).
         expand: The Show all / Cap height button (class ``loom-expand``).
         capped: Whether the turns' height is capped.
         answer: The final answer, rendered as Markdown (class ``loom-answer``).
@@ -292,6 +308,10 @@ class RunView(TextForm, widgets.VBox):  # type: ignore[misc]
         self.body = shared_box()
         self.body.add_class("loom-body")
         self.body.add_class("loom-capped")
+        self.body.add_class(FOLLOW_CLASS)
+        self.current = shared_box()
+        self.current.add_class("loom-current")
+        self.current.add_class("loom-capped")
         self.capped = True
         self.expand = widgets.Button(
             description="Show all",
@@ -311,7 +331,8 @@ class RunView(TextForm, widgets.VBox):  # type: ignore[misc]
         self.stop.add_class("loom-stop")
         self.stop.on_click(self._on_stop)
         style = shared_model("run_view_style", lambda: html_widget("loom-style", STYLE, shared=True))
-        header = widgets.HBox([style, self.title, self.status, self.progress, self.turn_label, self.stop])
+        follow = shared_model("tail_follow", TailFollow)
+        header = widgets.HBox([style, follow, self.title, self.status, self.progress, self.turn_label, self.stop])
         header.layout.flex_flow = "row wrap"  # a long execution id pushes Stop to a second line, never out of view
         header.layout.align_items = "center"
         header.add_class("loom-header")
@@ -320,6 +341,7 @@ class RunView(TextForm, widgets.VBox):  # type: ignore[misc]
                 header,
                 self.session,
                 self.body,
+                self.current,
                 self.expand,
                 self.cards_box,
                 self.answer,
@@ -358,8 +380,22 @@ class RunView(TextForm, widgets.VBox):  # type: ignore[misc]
         found = self.blocks.get(turn)
         if found is None:
             found = self.blocks[turn] = TurnBlock(turn)
-            self.body.children = tuple(self.blocks[t] for t in sorted(self.blocks))
+            self._place()
         return found
+
+    def _place(self) -> None:
+        """Put the finished turns in the capped box (``body``) and the rest below it, uncapped
+        (``current``): the last turn and every turn from the first one that holds a waiting card
+        on, so no card that waits for a person is ever inside a box that scrolls."""
+        turns = sorted(self.blocks)
+        live = [t for t in turns if self.blocks[t].waiting()] + turns[-1:]
+        first = min(live) if live else 0
+        done = tuple(self.blocks[t] for t in turns if t < first)
+        rest = tuple(self.blocks[t] for t in turns if t >= first)
+        if self.body.children != done:
+            self.body.children = done
+        if self.current.children != rest:
+            self.current.children = rest
 
     @staticmethod
     def _turn_of(step_id: str | None) -> int:
@@ -369,10 +405,11 @@ class RunView(TextForm, widgets.VBox):  # type: ignore[misc]
         """Lift (or put back) the cap on the turns' height."""
         capped = self.capped
         self.capped = not capped
-        if capped:
-            self.body.remove_class("loom-capped")
-        else:
-            self.body.add_class("loom-capped")
+        for box in (self.body, self.current):
+            if capped:
+                box.remove_class("loom-capped")
+            else:
+                box.add_class("loom-capped")
         self.expand.description = "Cap height" if capped else "Show all"
 
     # -- inputs from the runtime ----------------------------------------------------------------
@@ -475,6 +512,8 @@ class RunView(TextForm, widgets.VBox):  # type: ignore[misc]
         row.status, row.preview = panel.row_status, panel.preview
         if not self._loading:
             row.render()
+        if e.kind == EventKind.GATE_RESOLVED:
+            self._place()
 
     def panel(self, child_id: str) -> ChildPanel:
         """The panel of the direct child ``child_id`` (made, under its tool row, on first use)."""
@@ -531,6 +570,7 @@ class RunView(TextForm, widgets.VBox):  # type: ignore[misc]
                 block = self.blocks.get(self._turn_of(gate.gate_id))
                 if block is not None and block.approvals is not None:
                     block.approvals.refresh()
+                self._place()
         is_approval = gate.kind == APPROVAL_GATE and step_ids.parse_step_id(gate.gate_id).kind == step_ids.APPROVAL
         if not is_approval or gate.subject is None:
             return
@@ -684,6 +724,7 @@ class RunView(TextForm, widgets.VBox):  # type: ignore[misc]
         self.title.value = f"<span class='loom-title'>loom run <code>{html.escape(run.id)}</code></span>"
         if status == "suspended":
             self._show_gates(run)
+            self._place()
         elif status == "completed":
             result = run.result
             if result is not None:
