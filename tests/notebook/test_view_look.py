@@ -12,7 +12,7 @@ import pytest
 
 import loom_nb as loom
 from loom_nb.agent.agent import Run
-from loom_nb.analysis.palette import BACKGROUND, DARK, LIGHT, THEMES, contrast_ratio, css, parse_color
+from loom_nb.analysis.palette import BACKGROUND, BUTTONS, DARK, LIGHT, THEMES, contrast_ratio, css, parse_color
 from loom_nb.journal.run_state import RunState
 from loom_nb.messages import ModelRequest
 from loom_nb.notebook.cards import ApprovalCard, TurnApprovals
@@ -192,6 +192,16 @@ def test_every_palette_colour_has_aa_contrast_on_its_theme(theme: str) -> None:
     background = BACKGROUND[theme]
     for role, colour in THEMES[theme].items():
         assert contrast_ratio(colour, background) >= 4.5, (theme, role, colour)
+
+
+@pytest.mark.parametrize("theme", ["light", "dark"])
+def test_every_filled_button_has_aa_contrast_and_the_views_use_it(theme: str) -> None:
+    for style, (fill, text) in BUTTONS[theme].items():
+        assert contrast_ratio(text, fill) >= 4.5, (theme, style, fill, text)
+    sheet = css()
+    for style in BUTTONS[theme]:
+        assert f".loom-run .jupyter-button.mod-{style}," in sheet and f"var(--loom-button-{style}-text)" in sheet
+    assert contrast_ratio("#ffffff", "#388e3c") < 4.5 and contrast_ratio("#ffffff", "#f57c00") < 4.5  # JupyterLab's
 
 
 def test_contrast_ratio_matches_wcag_reference_values() -> None:
