@@ -22,6 +22,7 @@ from loom_nb.journal import step_ids
 from loom_nb.kernel.async_bridge import in_running_loop
 from loom_nb.kernel.context import IN_DOUBT_GATE
 from loom_nb.notebook.click_feedback import SCOPE_CLASS, ClickFeedback
+from loom_nb.notebook.confirm import NO_FEEDBACK, ConfirmBar
 from loom_nb.notebook.edit_form import ArgumentForm, ordered_arguments
 from loom_nb.notebook.formatting import (
     TextForm,
@@ -399,7 +400,9 @@ class ApprovalCard(GateCard):
 
 
 class TurnApprovals(TextForm, widgets.VBox):  # type: ignore[misc]
-    """The approval cards of one turn, with Approve all / Refuse all when there are several.
+    """The approval cards of one turn, with Approve all / Refuse all when there are several. Each
+    asks to confirm first (``confirm``: "Approve all 3 calls?"), then clicks every waiting card's
+    own button in order.
 
     Args:
         cards: The turn's approval cards.
@@ -414,11 +417,15 @@ class TurnApprovals(TextForm, widgets.VBox):  # type: ignore[misc]
         self.cards = list(cards)
         self.approve_all = _button("Approve all", "loom-approve-all", "success", "check")
         self.refuse_all = _button("Refuse all", "loom-refuse-all", "danger", "times")
-        self.approve_all.on_click(lambda _: self.decide(approve=True))
-        self.refuse_all.on_click(lambda _: self.decide(approve=False))
+        for b in (self.approve_all, self.refuse_all):
+            b.add_class(NO_FEEDBACK)  # it only asks: the confirming click is the one sent
+        self.approve_all.on_click(lambda _: self.ask(approve=True))
+        self.refuse_all.on_click(lambda _: self.ask(approve=False))
         self.feedback = ClickFeedback()
         self.heading = html_widget("loom-turn-approvals-title", "")
+        self._confirm: ConfirmBar | None = None  # made on the first Approve all / Refuse all click
         self.bar = widgets.HBox([self.heading, self.approve_all, self.refuse_all, self.feedback])
+        self.bar.layout.flex_flow = "row wrap"
         self.bar.add_class(SCOPE_CLASS)
         super().__init__(children=[self.bar, *self.cards])
         self.add_class("loom-turn-approvals")
@@ -442,16 +449,51 @@ class TurnApprovals(TextForm, widgets.VBox):  # type: ignore[misc]
         return [c for c in self.cards if not c.decided and not c.closed]
 
     def refresh(self) -> None:
-        """Show the bar while two or more cards wait; hide it otherwise."""
+        """Show the bar while two or more cards wait; hide it (and its question) otherwise."""
         waiting = self.open_cards()
         self.bar.layout.display = "" if len(waiting) > 1 else "none"
         self.heading.value = f"<b>{len(waiting)} calls wait for your approval</b>"
+        if len(waiting) < 2 and self._confirm is not None and self._confirm.asking:
+            self._confirm.cancel()
+
+    @property
+    def confirm(self) -> ConfirmBar:
+        """The question Approve all / Refuse all ask (a ``ConfirmBar`` on its own line in the bar),
+        made on first use."""
+        if self._confirm is None:
+            self._confirm = ConfirmBar()
+            self._confirm.layout.width = "100%"
+            self.bar.children = (*self.bar.children, self._confirm)
+        return self._confirm
+
+    def ask(self, *, approve: bool) -> None:
+        """The Approve all / Refuse all click: ask to confirm (for two or more waiting cards; one
+        is decided at once), then ``decide``."""
+        self.feedback.ack()
+        n = len(self.open_cards())
+        if n < 2:
+            self.decide(approve=approve)
+            return
+        self.approve_all.disabled = self.refuse_all.disabled = True
+        verb = "Approve" if approve else "Refuse"
+        question = f"{verb} all {n} calls? Each runs (or is refused) as if its own {verb} were clicked."
+        self.confirm.ask(
+            question,
+            f"{verb} {n} calls",
+            lambda: self.decide(approve=approve),
+            style="success" if approve else "danger",
+            on_no=self._unlock,
+        )
+
+    def _unlock(self) -> None:
+        self.approve_all.disabled = self.refuse_all.disabled = False
 
     def decide(self, *, approve: bool) -> None:
         """Approve (or refuse) every card still waiting, in order, through each card's button."""
         self.feedback.ack()
         for card in self.open_cards():
             (card.approve if approve else card.refuse).click()
+        self._unlock()
         self.refresh()
 
     def text(self) -> str:

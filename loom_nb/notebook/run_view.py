@@ -18,9 +18,9 @@ and every waiting card, uncapped), ``loom-follow`` (a box that follows its tail)
 ``loom-happened``, ``loom-run-again``, ``loom-fail``, ``loom-card-status``, ``loom-answer``,
 ``loom-error``, ``loom-usage``, ``loom-thinking`` (the model's reasoning, collapsed), ``loom-session`` (a
 session run: its session, index and the run it continues), ``loom-stop`` (the Stop button:
-``run.cancel()``), ``loom-child`` (a sub-agent's steps and cards under its tool row)), and every
-object a useful ``text/plain`` form for front ends
-without widgets (plain IPython, nbval).
+``run.cancel()`` once confirmed in ``loom-stop-confirm``), ``loom-stopped`` (a cancelled run's
+line), ``loom-child`` (a sub-agent's steps and cards under its tool row)), and every object a
+useful ``text/plain`` form for front ends without widgets (plain IPython, nbval).
 """
 
 from __future__ import annotations
@@ -53,6 +53,7 @@ from loom_nb.notebook.cards import (
     run_tool_schema,
 )
 from loom_nb.notebook.child_panel import ChildPanel, direct_child
+from loom_nb.notebook.confirm import ConfirmBar
 from loom_nb.notebook.edit_form import ordered_arguments
 from loom_nb.notebook.formatting import (
     TextForm,
@@ -97,7 +98,11 @@ STYLE = (
 .loom-markdown p { margin: 2px 0; } .loom-markdown pre { white-space: pre-wrap; }
 .loom-answer .loom-markdown { font-size: 14px; }
 .loom-link-host, .loom-markdown .loom-image { color: var(--loom-muted); font-size: 12px; }
-.loom-error pre { white-space: pre-wrap; margin: 2px 0; font-size: 13px; }
+.loom-error pre { white-space: pre-wrap; word-break: normal; overflow-wrap: break-word; margin: 2px 0;
+  font-size: 13px; }
+.loom-stopped { color: var(--jp-content-font-color1, inherit); font-size: 13px; }
+.loom-confirm { border: 1px solid var(--loom-waiting); border-radius: 4px; padding: 2px 6px; margin: 2px 0; }
+.loom-confirm-question { margin-right: 8px; }
 .loom-tool-row { font-size: 12px; }
 .loom-tool-row code { font-size: 12px; } .loom-decision { color: var(--loom-muted); }
 .loom-tool-done { color: var(--loom-done); } .loom-tool-cancelled { color: var(--loom-cancelled); }
@@ -257,6 +262,9 @@ class RunView(TextForm, widgets.VBox):  # type: ignore[misc]
         capped: Whether the turns' height is capped.
         answer: The final answer, rendered as Markdown (class ``loom-answer``).
         error: The failure, when failed (class ``loom-error``).
+        stopped: Why the run stopped, when cancelled, in neutral words (class ``loom-stopped``).
+        stop: The Stop button (class ``loom-stop``): asks in ``confirm_stop`` first.
+        confirm_stop: The question Stop asks (a ``ConfirmBar``, class ``loom-stop-confirm``).
         usage: Token usage (class ``loom-usage``).
         live: Streamed chunks and tokens so far, while the run runs (class ``loom-live``).
     """
@@ -327,9 +335,11 @@ class RunView(TextForm, widgets.VBox):  # type: ignore[misc]
         self.error = html_widget("loom-error", shared=True)
         self.usage = html_widget("loom-usage", shared=True)
         self.live = html_widget("loom-live", shared=True)
-        self.stop = widgets.Button(description="Stop", icon="stop", tooltip="Cancel this run for good")
+        self.stop = widgets.Button(description="Stop", icon="stop", tooltip="Cancel this run for good (asks first)")
         self.stop.add_class("loom-stop")
         self.stop.on_click(self._on_stop)
+        self._confirm_stop: ConfirmBar | None = None  # made on the first Stop click
+        self.stopped = html_widget("loom-stopped", shared=True)
         style = shared_model("run_view_style", lambda: html_widget("loom-style", STYLE, shared=True))
         follow = shared_model("tail_follow", TailFollow)
         header = widgets.HBox([style, follow, self.title, self.status, self.progress, self.turn_label, self.stop])
@@ -346,6 +356,7 @@ class RunView(TextForm, widgets.VBox):  # type: ignore[misc]
                 self.cards_box,
                 self.answer,
                 self.error,
+                self.stopped,
                 self.live,
                 self.usage,
             ]
@@ -673,7 +684,30 @@ class RunView(TextForm, widgets.VBox):  # type: ignore[misc]
         except Exception:  # a view must never break the run's listeners
             log.exception("loom_nb: the live view of run %s failed to update", run.id)
 
+    @property
+    def confirm_stop(self) -> ConfirmBar:
+        """The question Stop asks (class ``loom-stop-confirm``), made under the header on first use."""
+        if self._confirm_stop is None:
+            self._confirm_stop = ConfirmBar()
+            self._confirm_stop.add_class("loom-stop-confirm")
+            first, *rest = widgets.VBox.children.get(self)  # the header, then the rest
+            self.children = (first, self._confirm_stop, *rest)
+        return self._confirm_stop
+
     def _on_stop(self, _: Any) -> None:
+        """The Stop click: ask to confirm (``confirm_stop``), then ``_stop_now``."""
+        if self.run.status in ("completed", "failed", "cancelled"):
+            return
+        self.stop.disabled = True
+        self.confirm_stop.ask(
+            "Stop this run for good? It cannot go on afterwards (a tool call cut mid-way is recorded in doubt).",
+            "Stop now",
+            self._stop_now,
+            no="Keep running",
+            on_no=lambda: setattr(self.stop, "disabled", False),
+        )
+
+    def _stop_now(self) -> None:
         self.stop.disabled, self.stop.description = True, "Stopping…"
         try:
             self.run.cancel("stopped from the live view")
@@ -708,6 +742,8 @@ class RunView(TextForm, widgets.VBox):  # type: ignore[misc]
             if self._unsubscribe is not None:  # still watching: fold what has not reached the view yet
                 self._catch_up()
             self.stop.layout.display = "none"
+            if self._confirm_stop is not None and self._confirm_stop.asking:
+                self._confirm_stop.cancel()
             for card in self.cards.values():
                 card.close(f"closed: the run {status}")
             for panel in self.child_panels.values():
@@ -737,10 +773,17 @@ class RunView(TextForm, widgets.VBox):  # type: ignore[misc]
                 self._usage["turns"] = result.turns
                 self.turn = max(self.turn, result.turns)
             self._settled()
-        elif status in ("failed", "cancelled"):
+        elif status == "cancelled":  # a person's choice, not an error: said in neutral words
+            reason = self.state.cancel_reason
+            why = f" ({html.escape(visible(reason))})" if reason else ""
+            self.stopped.value = (
+                f"<b>Stopped</b>{why}: the run is cancelled for good and does not go on; start a new run to try again."
+            )
+            self._settled()
+        elif status == "failed":
             exc = run.exception()
             text = f"{type(exc).__name__}: {exc}" if exc is not None else status
-            self.error.value = f"<b>{status.capitalize()}</b><pre>{html.escape(visible(text))}</pre>"
+            self.error.value = f"<b>Failed</b><pre>{html.escape(visible(text))}</pre>"
             self._settled()
 
     def _has_card(self, gate: Any) -> bool:

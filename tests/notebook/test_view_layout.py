@@ -29,7 +29,10 @@ async def test_three_waiting_cards_are_never_inside_the_capped_box() -> None:
     view.block(1)
     assert view.body.children == () and view.current.children == (view.blocks[0], view.blocks[1])
     cards[0].approve.click()
-    view.blocks[0].approvals.approve_all.click()  # type: ignore[union-attr]
+    group = view.blocks[0].approvals
+    assert group is not None
+    group.approve_all.click()
+    group.confirm.yes.click()
     await run
 
 

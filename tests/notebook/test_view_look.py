@@ -129,7 +129,14 @@ async def test_approve_all_answers_every_gate_of_the_turn() -> None:
     group = block.approvals
     assert isinstance(group, TurnApprovals) and len(group.cards) == 3
     assert group.bar.layout.display == "" and "3 calls wait for your approval" in group.bar.children[0].value
+    group.approve_all.click()  # asks first
+    assert group.confirm.asking and "Approve all 3 calls?" in group.confirm.question.value
+    assert group.confirm.yes.description == "Approve 3 calls" and group.approve_all.disabled
+    assert all(c.decision is None for c in group.cards)
+    group.confirm.no.click()  # Cancel: nothing decided, the buttons back
+    assert not group.confirm.asking and not group.approve_all.disabled and all(c.decision is None for c in group.cards)
     group.approve_all.click()
+    group.confirm.yes.click()
     assert (await run).output == "Sent."
     assert all(c.decision is not None and c.decision.startswith("approved at") for c in group.cards)
     assert group.bar.layout.display == "none"
@@ -140,6 +147,8 @@ async def test_refuse_all_refuses_every_gate() -> None:
     group = view.blocks[0].approvals
     assert group is not None
     group.refuse_all.click()
+    assert "Refuse all 2 calls?" in group.confirm.question.value and group.confirm.yes.button_style == "danger"
+    group.confirm.yes.click()
     await run
     assert all(c.decision is not None and c.decision.startswith("refused") for c in group.cards)
 
