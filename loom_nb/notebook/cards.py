@@ -45,8 +45,9 @@ def _button(description: str, cls: str, style: str, icon: str = "") -> Any:
     return b
 
 
-def _field(kind: Any, placeholder: str, cls: str) -> Any:
-    field = kind(placeholder=placeholder)
+def _field(kind: Any, label: str, placeholder: str, cls: str) -> Any:
+    """An input with a real label (its ``description``, a ``<label>`` tied to it) and a hint."""
+    field = kind(description=label, placeholder=placeholder, style={"description_width": "initial"})
     field.add_class(cls)
     return field
 
@@ -130,7 +131,7 @@ class GateCard(TextForm, widgets.VBox):  # type: ignore[misc]
             "loom-card-payload",
             payload,
         )
-        self.payload_box = _field(widgets.Textarea, "resume payload (JSON)", "loom-payload")
+        self.payload_box = _field(widgets.Textarea, "Payload", "the resume payload (JSON or text)", "loom-payload")
         resume = _button("Resume", "loom-resume", "primary")
         resume.on_click(
             lambda _: self.act("resumed", lambda: self.gate.resolve(parse_json_or_text(self.payload_box.value)))
@@ -357,7 +358,7 @@ class ApprovalCard(GateCard):
         args = html_widget("loom-card-arguments", arguments_html(g.arguments, schema))
         self.form = ArgumentForm(g.arguments, schema)
         self.form.layout.display = "none"
-        self.reason = _field(widgets.Text, "reason (optional; the model is told on refusal)", "loom-reason")
+        self.reason = _field(widgets.Text, "Reason", "optional; the model is told on refusal", "loom-reason")
         self.approve = _button("Approve", "loom-approve", "success", "check")
         self.refuse = _button("Refuse", "loom-refuse", "danger", "times")
         self.edit = _button("Edit", "loom-edit", "", "pencil")
@@ -476,7 +477,8 @@ class TurnApprovals(TextForm, widgets.VBox):  # type: ignore[misc]
             return
         self.approve_all.disabled = self.refuse_all.disabled = True
         verb = "Approve" if approve else "Refuse"
-        question = f"{verb} all {n} calls? Each runs (or is refused) as if its own {verb} were clicked."
+        how = "runs" if approve else "is refused"
+        question = f"{verb} all {n} calls? Each {how} as if its own {verb} were clicked."
         self.confirm.ask(
             question,
             f"{verb} {n} calls",
@@ -527,8 +529,8 @@ class InDoubtCard(GateCard):
             f"again. <small title='step {html.escape(visible(str(step)), quote=True)}'>(details)</small>",
         )
         body = html_widget("loom-card-arguments", f"<pre>{html.escape(visible_json(p.get('input')))}</pre>")
-        self.output = _field(widgets.Text, "its output, if it happened (JSON or text)", "loom-output")
-        self.reason = _field(widgets.Text, "reason (optional)", "loom-reason")
+        self.output = _field(widgets.Text, "Its output", "if it happened (JSON or text)", "loom-output")
+        self.reason = _field(widgets.Text, "Reason", "optional", "loom-reason")
         self.happened = _button("It happened", "loom-happened", "success", "check")
         self.run_again = _button("Run again", "loom-run-again", "warning", "redo")
         self.fail = _button("Fail it", "loom-fail", "danger", "times")

@@ -38,7 +38,6 @@ from loom_nb.agent.agent import Run
 from loom_nb.agent.carry import session_of
 from loom_nb.agent.config import APPROVAL_GATE
 from loom_nb.agent.output import answer_attempts, output_text
-from loom_nb.analysis.palette import css
 from loom_nb.journal import step_ids
 from loom_nb.journal.events import STATUS_OF_KIND, Event, EventKind
 from loom_nb.journal.run_state import GateState, RunState, StepState
@@ -53,7 +52,7 @@ from loom_nb.notebook.cards import (
     run_tool_schema,
 )
 from loom_nb.notebook.child_panel import ChildPanel, direct_child
-from loom_nb.notebook.confirm import ConfirmBar
+from loom_nb.notebook.confirm import NO_FEEDBACK, ConfirmBar
 from loom_nb.notebook.edit_form import ordered_arguments
 from loom_nb.notebook.formatting import (
     TextForm,
@@ -65,70 +64,11 @@ from loom_nb.notebook.formatting import (
 from loom_nb.notebook.rows import AnswerRow, ToolRow
 from loom_nb.notebook.runs import attach, display, ensure_registered
 from loom_nb.notebook.safe_text import escape_bidi, markdown_html, visible
-from loom_nb.notebook.tail_follow import FOLLOW_CLASS, TailFollow
 from loom_nb.notebook.throttle import Throttle
+from loom_nb.notebook.view_page import FOLLOW_CLASS, ViewPage
+from loom_nb.notebook.view_style import STYLE
 
 log = logging.getLogger("loom_nb")
-
-STYLE = (
-    "<style>\n"
-    + css()
-    + """
-.loom-run { border-left: 3px solid var(--loom-model); padding-left: 8px; margin: 4px 0;
-  color: var(--jp-content-font-color1, inherit); }
-.loom-title, .loom-turn-label, .loom-run-status { font-weight: 600; white-space: nowrap; }
-.loom-turn-label { font-weight: normal; }
-.loom-turns { min-width: 120px; }
-.loom-run .loom-turns .progress-bar { background-color: var(--loom-running); }
-.loom-run .loom-turns .progress-bar-success { background-color: var(--loom-completed); }
-.loom-run .loom-turns .progress-bar-warning { background-color: var(--loom-waiting); }
-.loom-run .loom-turns .progress-bar-danger { background-color: var(--loom-failed); }
-.loom-run .loom-stop { min-width: 76px; flex-shrink: 0; }
-.loom-badge { padding: 0 8px; border-radius: 9px; border: 1px solid currentColor; font-size: 12px;
-  background: var(--jp-layout-color0, transparent); }
-.loom-badge-running { color: var(--loom-running); } .loom-badge-suspended { color: var(--loom-suspended); }
-.loom-badge-completed { color: var(--loom-completed); } .loom-badge-failed { color: var(--loom-failed); }
-.loom-badge-cancelled { color: var(--loom-cancelled); }
-.loom-body.loom-capped, .loom-current.loom-capped .loom-turn-text { max-height: 420px; overflow-y: auto; }
-.loom-run .widget-vbox > * { flex-shrink: 0; } /* a capped body scrolls; its children never squash */
-.loom-turn { border-top: 1px solid var(--jp-border-color2, #e0e0e0); padding: 2px 0; }
-.loom-turn-head { font-size: 11px; color: var(--loom-muted); }
-.loom-markdown { font-family: var(--jp-content-font-family, sans-serif); font-size: 13px;
-  overflow-wrap: break-word; word-break: normal; white-space: normal; }
-.loom-markdown p { margin: 2px 0; } .loom-markdown pre { white-space: pre-wrap; }
-.loom-answer .loom-markdown { font-size: 14px; }
-.loom-link-host, .loom-markdown .loom-image { color: var(--loom-muted); font-size: 12px; }
-.loom-error pre { white-space: pre-wrap; word-break: normal; overflow-wrap: break-word; margin: 2px 0;
-  font-size: 13px; }
-.loom-stopped { color: var(--jp-content-font-color1, inherit); font-size: 13px; }
-.loom-confirm { border: 1px solid var(--loom-waiting); border-radius: 4px; padding: 2px 6px; margin: 2px 0; }
-.loom-confirm-question { margin-right: 8px; }
-.loom-tool-row { font-size: 12px; }
-.loom-tool-row code { font-size: 12px; } .loom-decision { color: var(--loom-muted); }
-.loom-tool-done { color: var(--loom-done); } .loom-tool-cancelled { color: var(--loom-cancelled); }
-.loom-tool-failed, .loom-tool-refused { color: var(--loom-failed); }
-.loom-tool-running, .loom-tool-approval, .loom-tool-retrying, .loom-tool-in { color: var(--loom-waiting); }
-.loom-spinner { display: inline-block; width: 9px; height: 9px; margin: 0 4px; border-radius: 50%;
-  border: 2px solid currentColor; border-right-color: transparent; animation: loom-spin 0.8s linear infinite;
-  vertical-align: -1px; }
-@keyframes loom-spin { to { transform: rotate(360deg); } }
-.loom-card { border: 1px solid var(--loom-waiting); border-radius: 4px; padding: 6px; margin: 4px 0; }
-.loom-card pre { margin: 2px 0; font-size: 12px; white-space: pre-wrap; }
-.loom-card-desc { font-size: 12px; color: var(--loom-muted); font-weight: normal; }
-.loom-args th { text-align: left; vertical-align: top; padding-right: 8px; font-weight: 600; }
-.loom-args td { text-align: left; }
-.loom-card.loom-decided, .loom-card.loom-closed { border-color: var(--jp-border-color1, #9e9e9e); padding: 2px 6px; }
-.loom-click-feedback { font-size: 12px; color: var(--loom-muted); }
-.loom-click-feedback[data-state='busy'] { color: var(--loom-waiting); }
-.loom-answer { border-top: 1px solid var(--jp-border-color2, #ddd); }
-.loom-error { color: var(--loom-failed); }
-.loom-usage, .loom-live { color: var(--loom-muted); font-size: 12px; }
-.loom-thinking summary { color: var(--loom-muted); cursor: pointer; font-size: 12px; }
-.loom-thinking pre { white-space: pre-wrap; color: var(--loom-muted); font-size: 12px; }
-.loom-child { margin-left: 16px; padding-left: 6px; border-left: 2px solid var(--jp-border-color2, #ddd); }
-.loom-child-head { font-size: 11px; color: var(--loom-muted); } .loom-tool-waiting { color: var(--loom-waiting); }
-</style>"""
-)
 
 
 def thinking_text(block: dict[str, Any]) -> str:
@@ -234,7 +174,7 @@ class RunView(TextForm, widgets.VBox):  # type: ignore[misc]
     """The live view of one run, in order: per model turn its text (Markdown), then its tool rows
     and gate cards (``TurnBlock``); the answer once; errors; usage. The finished turns sit in a box
     of capped height, the current turn and every waiting card below it, uncapped (``_place``); the
-    capped boxes follow their tail in the page (``TailFollow``; ``Show all`` lifts the caps); a
+    capped boxes follow their tail in the page (``ViewPage``; ``Show all`` lifts the caps); a
     spinner and the elapsed time mark the running step; a live line counts the streamed chunks and
     the tokens so far.
 
@@ -337,11 +277,12 @@ class RunView(TextForm, widgets.VBox):  # type: ignore[misc]
         self.live = html_widget("loom-live", shared=True)
         self.stop = widgets.Button(description="Stop", icon="stop", tooltip="Cancel this run for good (asks first)")
         self.stop.add_class("loom-stop")
+        self.stop.add_class(NO_FEEDBACK)  # it only asks
         self.stop.on_click(self._on_stop)
         self._confirm_stop: ConfirmBar | None = None  # made on the first Stop click
         self.stopped = html_widget("loom-stopped", shared=True)
         style = shared_model("run_view_style", lambda: html_widget("loom-style", STYLE, shared=True))
-        follow = shared_model("tail_follow", TailFollow)
+        follow = shared_model("view_page", ViewPage)
         header = widgets.HBox([style, follow, self.title, self.status, self.progress, self.turn_label, self.stop])
         header.layout.flex_flow = "row wrap"  # a long execution id pushes Stop to a second line, never out of view
         header.layout.align_items = "center"

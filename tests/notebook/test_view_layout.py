@@ -9,7 +9,7 @@ from typing import Any
 from loom_nb.notebook.cards import GateCard
 from loom_nb.notebook.formatting import widget_tree
 from loom_nb.notebook.run_view import RunView
-from loom_nb.notebook.tail_follow import FOLLOW_CLASS, TailFollow
+from loom_nb.notebook.view_page import FOLLOW_CLASS, ViewPage
 from tests.notebook.support import TidyAgent, make_runtime
 from tests.notebook.test_view_look import CALL, mail_agent, paused
 
@@ -63,10 +63,10 @@ async def test_the_capped_boxes_follow_their_tail_in_the_page() -> None:
     await run.wait(until="paused")
     assert FOLLOW_CLASS in view.body._dom_classes
     assert all(FOLLOW_CLASS in b.body._dom_classes for b in view.blocks.values())  # a turn's streamed text
-    follows = [w for w in widget_tree(view) if isinstance(w, TailFollow)]
+    follows = [w for w in widget_tree(view) if isinstance(w, ViewPage)]
     assert len(follows) == 1
     other = RunView(t.agent.start("tidy again", runtime=run.runtime))
-    assert [w for w in widget_tree(other) if isinstance(w, TailFollow)] == follows  # one shared model
+    assert [w for w in widget_tree(other) if isinstance(w, ViewPage)] == follows  # one shared model
     await other.run.wait(until="paused")
     view.cards["#turn:1:tool:0:approval"].approve.click()  # type: ignore[attr-defined]
     await run

@@ -262,3 +262,13 @@ async def test_the_answer_is_shown_once_even_when_the_last_text_was_rendered_bef
     view.blocks[2].body.layout.display = ""
     view._on_change(run)  # the completion seen again: the view settles once more
     assert view.blocks[2].body.layout.display == "none"
+
+
+async def test_every_input_of_a_card_has_a_label_not_only_a_placeholder() -> None:
+    run, view = await paused(mail_agent([CALL]))
+    (card,) = view.cards.values()
+    assert isinstance(card, ApprovalCard)
+    assert card.reason.description == "Reason" and card.reason.placeholder.startswith("optional")
+    assert [f.description for f in card.form.fields.values()] == ["to", "subject", "body", "urgent"]
+    card.approve.click()
+    await run
