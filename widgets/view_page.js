@@ -7,7 +7,8 @@
 //   `role=status` (polite), an error `role=alert`, so a screen reader hears what changed;
 // - keys: Escape closes the question a confirmation asks (focus back on the button that asked) or
 //   an open Edit form; a question that appears takes the focus on its cancelling button, and once
-//   it goes, the button that asked takes it back.
+//   it goes, the button that asked takes it back;
+// - Show all: shown only while a capped box overflows (or to put the cap back).
 // No JupyterLab extension is needed: the module ships with the widget.
 
 const AT_END = 8; // px from the end that still count as "at the end"
@@ -89,10 +90,22 @@ function render({ el }) {
     }
   }
 
+  function showExpand() {
+    // Show all only where it lifts something: a capped box whose content overflows it
+    const expand = root.querySelector(".loom-expand");
+    const body = root.querySelector(".loom-body");
+    if (!expand || !body) return;
+    const capped = body.classList.contains("loom-capped");
+    const boxes = [body, ...root.querySelectorAll(".loom-current.loom-capped .loom-turn-text")];
+    const display = !capped || boxes.some(b => b.scrollHeight > b.clientHeight + 1) ? "" : "none";
+    if (expand.style.display !== display) expand.style.display = display;
+  }
+
   function update() {
     frame = 0;
     if (!root) return;
     follow();
+    showExpand();
     mark();
     focusQuestions();
   }

@@ -105,7 +105,8 @@ class TurnBlock(widgets.VBox):  # type: ignore[misc]
     def __init__(self, turn: int) -> None:
         self.turn = turn
         self.text = ""
-        self.head = html_widget("loom-turn-head", f"turn {turn + 1}", shared=True)
+        # counted from 1, with the id its steps have (``#turn:0`` is turn 1), as traces and frames name it
+        self.head = html_widget("loom-turn-head", f"turn {turn + 1} · <code>#turn:{turn}</code>", shared=True)
         self.body = html_widget("loom-turn-text")
         self.body.add_class(FOLLOW_CLASS)  # capped while its turn is current: it follows its streamed tail
         self.thinking = html_widget("loom-thinking", shared=True)
@@ -689,6 +690,9 @@ class RunView(TextForm, widgets.VBox):  # type: ignore[misc]
                 card.close(f"closed: the run {status}")
             for panel in self.child_panels.values():
                 panel.close_cards(f"closed: the run {status}")
+            for block in self.blocks.values():  # no Approve all above closed cards
+                if block.approvals is not None:
+                    block.approvals.refresh()
             if status == "cancelled":  # calls the cancel cut before they ran (or finished)
                 for row in self.tool_rows.values():
                     if row.status in ("awaiting approval", "approved", "running", "retrying"):
@@ -821,6 +825,10 @@ class RunView(TextForm, widgets.VBox):  # type: ignore[misc]
         return agent.config.max_turns if agent is not None else None
 
     def _render_progress(self) -> None:
+        if self.run.status in ("completed", "failed", "cancelled"):  # the turns it took, not a share of the limit
+            self.progress.max = self.progress.value = max(self.turn, 1)
+            self.turn_label.value = f"{self.turn} turn" + ("" if self.turn == 1 else "s")
+            return
         top = self._max_turns() or max(self.turn, 1)
         self.progress.max = max(top, self.turn, 1)
         self.progress.value = self.turn
@@ -836,7 +844,9 @@ class RunView(TextForm, widgets.VBox):  # type: ignore[misc]
             self.live.value = ""
             return
         out = self._usage.get("output_tokens") or 0
-        self.live.value = html.escape(f"{self.deltas} chunk(s) streamed · {out} output tokens in completed calls")
+        parts = [f"{self.deltas} chunk(s) streamed"] if self.deltas else []  # a model that does not stream: no count
+        parts += [f"{out} output tokens in completed calls"] if out else []
+        self.live.value = html.escape(" · ".join(parts))
 
     def _render_text(self) -> None:
         result = self.run.result if self.run.status == "completed" else None

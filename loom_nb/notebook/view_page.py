@@ -11,7 +11,8 @@ A ``ViewPage`` sits in a run view (the element of class ``loom-run``). In the pa
   ``role=alert``;
 - gives a card its keyboard path: Tab walks its inputs (each labelled) and buttons, Enter or Space
   presses a button, Escape closes a confirmation's question (``ConfirmBar``) or an open Edit form;
-  a question takes the focus on its cancelling button, and the button that asked takes it back.
+  a question takes the focus on its cancelling button, and the button that asked takes it back;
+- shows Show all only while a capped box overflows (and Cap height once the cap is lifted).
 
 It has no state in the kernel: every run view shows the one shared widget (``formatting.shared_model``).
 """

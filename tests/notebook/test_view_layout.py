@@ -70,3 +70,25 @@ async def test_the_capped_boxes_follow_their_tail_in_the_page() -> None:
     await other.run.wait(until="paused")
     view.cards["#turn:1:tool:0:approval"].approve.click()  # type: ignore[attr-defined]
     await run
+
+
+async def test_a_finished_run_says_the_turns_it_took_and_no_zero_chunk_count() -> None:
+    t = TidyAgent()
+    run = t.agent.start("tidy", runtime=make_runtime())
+    view = RunView(run)
+    await run.wait(until="paused")
+    assert view.turn_label.value == "turn 2/20"
+    assert "0 chunk(s)" not in view.live.value  # the scripted model here did not stream
+    assert "turn 2 · <code>#turn:1</code>" in view.blocks[1].head.value  # the id its steps have
+    view.cards["#turn:1:tool:0:approval"].approve.click()  # type: ignore[attr-defined]
+    await run
+    assert view.turn_label.value == "3 turns" and view.progress.value == view.progress.max == 3
+
+
+async def test_a_cancelled_run_shows_no_approve_all_above_its_closed_cards() -> None:
+    run, view = await paused(mail_agent([CALL, {**CALL, "to": "b@example.com"}]))
+    group = view.blocks[0].approvals
+    assert group is not None and group.bar.layout.display == ""
+    await run.cancel("changed my mind")
+    await run.wait()
+    assert all(c.closed for c in group.cards) and group.bar.layout.display == "none"

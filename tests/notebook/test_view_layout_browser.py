@@ -53,6 +53,7 @@ def test_three_waiting_cards_are_all_visible_without_scrolling_in_the_view(
                 assert part.evaluate(CLIPPED_BY) == [], (i, part)
         bar = page.locator(".loom-turn-approvals .loom-approve-all")
         assert bar.evaluate(CLIPPED_BY) == []
+        expect(page.locator(".loom-run .loom-expand")).to_be_hidden()  # nothing capped overflows: no Show all
         cards.nth(2).locator(".loom-approve").click()  # the last card, clicked where it is
         expect(page.locator(".loom-tool-row .loom-decision")).to_have_count(1, timeout=30_000)
         expect(page.locator(".loom-run .loom-approval")).to_have_count(2, timeout=30_000)
@@ -112,6 +113,7 @@ def test_a_streaming_turn_keeps_its_tail_in_view_unless_the_reader_scrolls_up(
         expect(view.locator(".loom-run-status")).to_contain_text("running", timeout=60_000)
         # long enough to overflow its box
         page.wait_for_function(f"() => {{ const t = ({TAIL})(); return t && t.box; }}", timeout=60_000)
+        expect(view.locator(".loom-expand")).to_be_visible()  # the text overflows its cap: Show all lifts it
         for _ in range(3):  # while it streams, the tail stays in view
             page.wait_for_timeout(700)
             tail = page.evaluate(TAIL)
