@@ -21,7 +21,8 @@ function render({ model, el }) {
     const scope = el.closest(".loom-feedback-scope");
     const button = event.target instanceof Element ? event.target.closest("button") : null;
     if (!scope || !button || button.disabled || button.closest(".loom-feedback-scope") !== scope) return;
-    if (button.classList.contains("loom-edit")) return; // Edit only opens the form
+    // Edit only opens the form; a button of class loom-no-feedback only asks a question
+    if (button.classList.contains("loom-edit") || button.classList.contains("loom-no-feedback")) return;
     waiting = true;
     say("sent…", "sent");
     // after the button's own handler has sent the click to the kernel

@@ -8,7 +8,9 @@ theme, each with a contrast of at least 4.5:1 (WCAG AA for text) against that th
 the dark background, so the palette keeps its own per-theme values and takes from ``--jp-*`` only
 the background, the text colours and the fonts. ``css()`` writes the palette as CSS custom
 properties (``--loom-<role>``) for the light theme, switched to the dark values under JupyterLab's
-``body[data-jp-theme-light='false']``; the plots, drawn on white, use ``LIGHT``.
+``body[data-jp-theme-light='false']``; the plots, drawn on white, use ``LIGHT``. The filled buttons
+(Approve, Refuse, It happened, Run again...) take their fill and text from ``BUTTONS``, at least
+4.5:1 in each theme.
 
     from loom_nb.analysis.palette import LIGHT, contrast_ratio
     contrast_ratio(LIGHT["failed"], "#ffffff")   # 5.6
@@ -60,6 +62,27 @@ DARK: dict[str, str] = {
 #: The themes, by name (``light`` / ``dark``).
 THEMES: dict[str, dict[str, str]] = {"light": LIGHT, "dark": DARK}
 
+#: The filled buttons' colours per theme, by ipywidgets ``button_style``: ``(fill, text)``, the text
+#: at least 4.5:1 on the fill. JupyterLab's own fills (``--jp-success-color1`` #388E3C,
+#: ``--jp-warn-color1`` #F57C00) under white text are 4.12:1 and 2.70:1 in the light theme.
+BUTTONS: dict[str, dict[str, tuple[str, str]]] = {
+    "light": {
+        "success": ("#2e7d32", "#ffffff"),
+        "warning": ("#b45309", "#ffffff"),
+        "danger": ("#c62828", "#ffffff"),
+        "primary": ("#1565c0", "#ffffff"),
+    },
+    "dark": {
+        "success": ("#81c784", "#111111"),
+        "warning": ("#ffb74d", "#111111"),
+        "danger": ("#ef9a9a", "#111111"),
+        "primary": ("#64b5f6", "#111111"),
+    },
+}
+
+#: The views whose filled buttons take the palette's colours (``css``).
+VIEWS = ".loom-run, .loom-batch, .loom-recovery"
+
 
 def _channel(c: int) -> float:
     s = c / 255
@@ -100,9 +123,31 @@ def contrast_ratio(foreground: str, background: str) -> float:
     return (hi + 0.05) / (lo + 0.05)
 
 
+def _variables(theme: str) -> str:
+    roles = [f"--loom-{role}: {value};" for role, value in THEMES[theme].items()]
+    buttons = [
+        f"--loom-button-{style}: {fill}; --loom-button-{style}-text: {text};"
+        for style, (fill, text) in BUTTONS[theme].items()
+    ]
+    return " ".join(roles + buttons)
+
+
 def css() -> str:
-    """The palette as CSS custom properties (``--loom-<role>``): light values on ``:root``, dark
-    values under JupyterLab's dark theme (``body[data-jp-theme-light='false']``)."""
-    light = " ".join(f"--loom-{role}: {value};" for role, value in LIGHT.items())
-    dark = " ".join(f"--loom-{role}: {value};" for role, value in DARK.items())
-    return f":root {{ {light} }}\nbody[data-jp-theme-light='false'] {{ {dark} }}"
+    """The palette as CSS custom properties (``--loom-<role>``, ``--loom-button-<style>`` and
+    ``--loom-button-<style>-text``): light values on ``:root``, dark values under JupyterLab's dark
+    theme (``body[data-jp-theme-light='false']``); and the rules that give the filled buttons of the
+    views (``VIEWS``) the palette's fill and text (pressed too)."""
+    rules = []
+    for style in BUTTONS["light"]:
+        scoped = ", ".join(
+            f"{view} .jupyter-button.mod-{style}{state}"
+            for view in VIEWS.split(", ")
+            for state in ("", ".mod-active", ":active")
+        )
+        rules.append(
+            f"{scoped} {{ background-color: var(--loom-button-{style}); color: var(--loom-button-{style}-text); }}"
+        )
+    return (
+        f":root {{ {_variables('light')} }}\nbody[data-jp-theme-light='false'] {{ {_variables('dark')} }}\n"
+        + "\n".join(rules)
+    )

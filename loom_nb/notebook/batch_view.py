@@ -96,7 +96,7 @@ class BatchView(TextForm, widgets.VBox):  # type: ignore[misc]
         self.style = html_widget("loom-style", STYLE)
         self.progress = html_widget("loom-batch-progress", bar_html(batch.counts, n))
         self.counts = html_widget("loom-batch-counts")
-        self.reason = widgets.Text(placeholder="reason (optional)")
+        self.reason = widgets.Text(description="Reason", placeholder="optional", style={"description_width": "initial"})
         self.reason.add_class("loom-batch-reason")
         self.approve_all = widgets.Button(description="Approve all", button_style="success", icon="check")
         self.approve_all.add_class("loom-approve-all")

@@ -23,6 +23,7 @@ from loom_nb.journal import step_ids
 from loom_nb.kernel.async_bridge import in_running_loop
 from loom_nb.kernel.context import IN_DOUBT_GATE
 from loom_nb.notebook.click_feedback import SCOPE_CLASS, ClickFeedback
+from loom_nb.notebook.confirm import NO_FEEDBACK, ConfirmBar
 from loom_nb.notebook.edit_form import ArgumentForm, ordered_arguments
 from loom_nb.notebook.formatting import (
     TextForm,
@@ -46,8 +47,9 @@ def _button(description: str, cls: str, style: str, icon: str = "") -> Any:
     return b
 
 
-def _field(kind: Any, placeholder: str, cls: str) -> Any:
-    field = kind(placeholder=placeholder)
+def _field(kind: Any, label: str, placeholder: str, cls: str) -> Any:
+    """An input with a real label (its ``description``, a ``<label>`` tied to it) and a hint."""
+    field = kind(description=label, placeholder=placeholder, style={"description_width": "initial"})
     field.add_class(cls)
     return field
 
@@ -133,7 +135,7 @@ class GateCard(TextForm, widgets.VBox):  # type: ignore[misc]
             "loom-card-payload",
             payload,
         )
-        self.payload_box = _field(widgets.Textarea, "resume payload (JSON)", "loom-payload")
+        self.payload_box = _field(widgets.Textarea, "Payload", "the resume payload (JSON or text)", "loom-payload")
         resume = _button("Resume", "loom-resume", "primary")
         resume.on_click(
             lambda _: self.act("resumed", lambda: self.gate.resolve(parse_json_or_text(self.payload_box.value)))
@@ -361,7 +363,7 @@ class ApprovalCard(GateCard):
         args = html_widget("loom-card-arguments", arguments_html(g.arguments, schema))
         self.form = ArgumentForm(g.arguments, schema)
         self.form.layout.display = "none"
-        self.reason = _field(widgets.Text, "reason (optional; the model is told on refusal)", "loom-reason")
+        self.reason = _field(widgets.Text, "Reason", "optional; the model is told on refusal", "loom-reason")
         self.approve = _button("Approve", "loom-approve", "success", "check")
         self.refuse = _button("Refuse", "loom-refuse", "danger", "times")
         self.edit = _button("Edit", "loom-edit", "", "pencil")
@@ -410,7 +412,9 @@ class ApprovalCard(GateCard):
 
 
 class TurnApprovals(TextForm, widgets.VBox):  # type: ignore[misc]
-    """The approval cards of one turn, with Approve all / Refuse all when there are several.
+    """The approval cards of one turn, with Approve all / Refuse all when there are several. Each
+    asks to confirm first (``confirm``: "Approve all 3 calls?"), then clicks every waiting card's
+    own button in order.
 
     Args:
         cards: The turn's approval cards.
@@ -425,11 +429,15 @@ class TurnApprovals(TextForm, widgets.VBox):  # type: ignore[misc]
         self.cards = list(cards)
         self.approve_all = _button("Approve all", "loom-approve-all", "success", "check")
         self.refuse_all = _button("Refuse all", "loom-refuse-all", "danger", "times")
-        self.approve_all.on_click(lambda _: self.decide(approve=True))
-        self.refuse_all.on_click(lambda _: self.decide(approve=False))
+        for b in (self.approve_all, self.refuse_all):
+            b.add_class(NO_FEEDBACK)  # it only asks: the confirming click is the one sent
+        self.approve_all.on_click(lambda _: self.ask(approve=True))
+        self.refuse_all.on_click(lambda _: self.ask(approve=False))
         self.feedback = ClickFeedback()
         self.heading = html_widget("loom-turn-approvals-title", "")
+        self._confirm: ConfirmBar | None = None  # made on the first Approve all / Refuse all click
         self.bar = widgets.HBox([self.heading, self.approve_all, self.refuse_all, self.feedback])
+        self.bar.layout.flex_flow = "row wrap"
         self.bar.add_class(SCOPE_CLASS)
         super().__init__(children=[self.bar, *self.cards])
         self.add_class("loom-turn-approvals")
@@ -453,16 +461,52 @@ class TurnApprovals(TextForm, widgets.VBox):  # type: ignore[misc]
         return [c for c in self.cards if not c.decided and not c.closed]
 
     def refresh(self) -> None:
-        """Show the bar while two or more cards wait; hide it otherwise."""
+        """Show the bar while two or more cards wait; hide it (and its question) otherwise."""
         waiting = self.open_cards()
         self.bar.layout.display = "" if len(waiting) > 1 else "none"
         self.heading.value = f"<b>{len(waiting)} calls wait for your approval</b>"
+        if len(waiting) < 2 and self._confirm is not None and self._confirm.asking:
+            self._confirm.cancel()
+
+    @property
+    def confirm(self) -> ConfirmBar:
+        """The question Approve all / Refuse all ask (a ``ConfirmBar`` on its own line in the bar),
+        made on first use."""
+        if self._confirm is None:
+            self._confirm = ConfirmBar()
+            self._confirm.layout.width = "100%"
+            self.bar.children = (*self.bar.children, self._confirm)
+        return self._confirm
+
+    def ask(self, *, approve: bool) -> None:
+        """The Approve all / Refuse all click: ask to confirm (for two or more waiting cards; one
+        is decided at once), then ``decide``."""
+        self.feedback.ack()
+        n = len(self.open_cards())
+        if n < 2:
+            self.decide(approve=approve)
+            return
+        self.approve_all.disabled = self.refuse_all.disabled = True
+        verb = "Approve" if approve else "Refuse"
+        how = "runs" if approve else "is refused"
+        question = f"{verb} all {n} calls? Each {how} as if its own {verb} were clicked."
+        self.confirm.ask(
+            question,
+            f"{verb} {n} calls",
+            lambda: self.decide(approve=approve),
+            style="success" if approve else "danger",
+            on_no=self._unlock,
+        )
+
+    def _unlock(self) -> None:
+        self.approve_all.disabled = self.refuse_all.disabled = False
 
     def decide(self, *, approve: bool) -> None:
         """Approve (or refuse) every card still waiting, in order, through each card's button."""
         self.feedback.ack()
         for card in self.open_cards():
             (card.approve if approve else card.refuse).click()
+        self._unlock()
         self.refresh()
 
     def text(self) -> str:
@@ -515,8 +559,8 @@ class InDoubtCard(GateCard):
             f"again. <span class='loom-card-desc'>({html.escape(visible(where))})</span>",
         )
         body = html_widget("loom-card-arguments", f"<pre>{html.escape(visible_json(p.get('input')))}</pre>")
-        self.output = _field(widgets.Text, "its output, if it happened (JSON or text)", "loom-output")
-        self.reason = _field(widgets.Text, "reason (optional)", "loom-reason")
+        self.output = _field(widgets.Text, "Its output", "if it happened (JSON or text)", "loom-output")
+        self.reason = _field(widgets.Text, "Reason", "optional", "loom-reason")
         self.happened = _button("It happened", "loom-happened", "success", "check")
         self.run_again = _button("Run again", "loom-run-again", "warning", "redo")
         self.fail = _button("Fail it", "loom-fail", "danger", "times")

@@ -4,7 +4,6 @@ escaped, ``safe_text.visible``) and reading back exactly what will run."""
 
 from __future__ import annotations
 
-import html
 import json
 from typing import Any
 
@@ -60,10 +59,9 @@ class ArgumentForm(widgets.VBox):  # type: ignore[misc]
             self.kinds[name], self.fields[name] = kind, field
             if isinstance(field, widgets.Text | widgets.Textarea):
                 self._given[name] = (field.value, value)
-            label = widgets.HTML(
-                value=f"<code>{html.escape(visible(name))}</code>", layout=widgets.Layout(width="110px")
-            )
-            rows.append(widgets.HBox([label, field]))
+            field.description = visible(name)  # its label (a <label> tied to the input), not a placeholder
+            field.style.description_width = "110px"
+            rows.append(field)
         super().__init__(children=rows)
         self.add_class("loom-arg-form")
 
@@ -71,7 +69,7 @@ class ArgumentForm(widgets.VBox):  # type: ignore[misc]
     def _field(kind: str, value: Any) -> Any:
         wide = widgets.Layout(width="min(560px, 80%)")
         if kind == "boolean" and isinstance(value, bool):
-            return widgets.Checkbox(value=value, indent=False)
+            return widgets.Checkbox(value=value, indent=True)
         if kind == "integer" and isinstance(value, int) and not isinstance(value, bool):
             return widgets.IntText(value=value, layout=wide)
         if kind in ("number", "integer") and isinstance(value, int | float) and not isinstance(value, bool):

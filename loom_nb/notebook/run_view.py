@@ -11,14 +11,16 @@ resume twice, and shows the decision and when it was recorded — whoever made i
 ``%loom resume``).
 
 Every widget has a stable CSS class (``loom-run``, ``loom-run-status``, ``loom-turns``,
-``loom-stream``, ``loom-tools``, ``loom-tool-row``, ``loom-card``, ``loom-approval``,
+``loom-stream``, ``loom-body`` (the finished turns, capped), ``loom-current`` (the current turn
+and every waiting card, uncapped), ``loom-follow`` (a box that follows its tail), ``loom-tools``,
+``loom-tool-row``, ``loom-card``, ``loom-approval``,
 ``loom-in-doubt``, ``loom-approve``, ``loom-refuse``, ``loom-reason``, ``loom-output``,
 ``loom-happened``, ``loom-run-again``, ``loom-fail``, ``loom-card-status``, ``loom-answer``,
 ``loom-error``, ``loom-usage``, ``loom-thinking`` (the model's reasoning, collapsed), ``loom-session`` (a
 session run: its session, index and the run it continues), ``loom-stop`` (the Stop button:
-``run.cancel()``), ``loom-child`` (a sub-agent's steps and cards under its tool row)), and every
-object a useful ``text/plain`` form for front ends
-without widgets (plain IPython, nbval).
+``run.cancel()`` once confirmed in ``loom-stop-confirm``), ``loom-stopped`` (a cancelled run's
+line), ``loom-child`` (a sub-agent's steps and cards under its tool row)), and every object a
+useful ``text/plain`` form for front ends without widgets (plain IPython, nbval).
 """
 
 from __future__ import annotations
@@ -37,7 +39,6 @@ from loom_nb.agent.carry import session_of
 from loom_nb.agent.config import APPROVAL_GATE
 from loom_nb.agent.output import FINAL_RESULT_TOOL, answer_attempts, output_text
 from loom_nb.agent.tool_calls import tool_call, tool_calls
-from loom_nb.analysis.palette import css
 from loom_nb.journal import step_ids
 from loom_nb.journal.events import STATUS_OF_KIND, Event, EventKind
 from loom_nb.journal.run_state import GateState, RunState, StepState
@@ -52,6 +53,7 @@ from loom_nb.notebook.cards import (
     run_tool_schema,
 )
 from loom_nb.notebook.child_panel import ChildPanel, direct_child
+from loom_nb.notebook.confirm import NO_FEEDBACK, ConfirmBar
 from loom_nb.notebook.edit_form import ordered_arguments
 from loom_nb.notebook.formatting import (
     TextForm,
@@ -64,64 +66,10 @@ from loom_nb.notebook.rows import AnswerRow, ToolRow
 from loom_nb.notebook.runs import attach, display, ensure_registered
 from loom_nb.notebook.safe_text import escape_bidi, markdown_html, visible
 from loom_nb.notebook.throttle import Throttle
+from loom_nb.notebook.view_page import FOLLOW_CLASS, ViewPage
+from loom_nb.notebook.view_style import STYLE
 
 log = logging.getLogger("loom_nb")
-
-STYLE = (
-    "<style>\n"
-    + css()
-    + """
-.loom-run { border-left: 3px solid var(--loom-model); padding-left: 8px; margin: 4px 0;
-  color: var(--jp-content-font-color1, inherit); }
-.loom-title, .loom-turn-label, .loom-run-status { font-weight: 600; white-space: nowrap; }
-.loom-turn-label { font-weight: normal; }
-.loom-turns { min-width: 120px; }
-.loom-run .loom-turns .progress-bar { background-color: var(--loom-running); }
-.loom-run .loom-turns .progress-bar-success { background-color: var(--loom-completed); }
-.loom-run .loom-turns .progress-bar-warning { background-color: var(--loom-waiting); }
-.loom-run .loom-turns .progress-bar-danger { background-color: var(--loom-failed); }
-.loom-run .loom-stop { min-width: 76px; flex-shrink: 0; }
-.loom-badge { padding: 0 8px; border-radius: 9px; border: 1px solid currentColor; font-size: 12px;
-  background: var(--jp-layout-color0, transparent); }
-.loom-badge-running { color: var(--loom-running); } .loom-badge-suspended { color: var(--loom-suspended); }
-.loom-badge-completed { color: var(--loom-completed); } .loom-badge-failed { color: var(--loom-failed); }
-.loom-badge-cancelled { color: var(--loom-cancelled); }
-.loom-body.loom-capped { max-height: 420px; overflow-y: auto; }
-.loom-run .widget-vbox > * { flex-shrink: 0; } /* a capped body scrolls; its children never squash */
-.loom-turn { border-top: 1px solid var(--jp-border-color2, #e0e0e0); padding: 2px 0; }
-.loom-turn-head { font-size: 11px; color: var(--loom-muted); }
-.loom-markdown { font-family: var(--jp-content-font-family, sans-serif); font-size: 13px;
-  overflow-wrap: break-word; word-break: normal; white-space: normal; }
-.loom-markdown p { margin: 2px 0; } .loom-markdown pre { white-space: pre-wrap; }
-.loom-answer .loom-markdown { font-size: 14px; }
-.loom-link-host, .loom-markdown .loom-image { color: var(--loom-muted); font-size: 12px; }
-.loom-error pre { white-space: pre-wrap; margin: 2px 0; font-size: 13px; }
-.loom-tool-row { font-size: 12px; }
-.loom-tool-row code { font-size: 12px; } .loom-decision { color: var(--loom-muted); }
-.loom-tool-done { color: var(--loom-done); } .loom-tool-cancelled { color: var(--loom-cancelled); }
-.loom-tool-failed, .loom-tool-refused { color: var(--loom-failed); }
-.loom-tool-running, .loom-tool-approval, .loom-tool-retrying, .loom-tool-in { color: var(--loom-waiting); }
-.loom-spinner { display: inline-block; width: 9px; height: 9px; margin: 0 4px; border-radius: 50%;
-  border: 2px solid currentColor; border-right-color: transparent; animation: loom-spin 0.8s linear infinite;
-  vertical-align: -1px; }
-@keyframes loom-spin { to { transform: rotate(360deg); } }
-.loom-card { border: 1px solid var(--loom-waiting); border-radius: 4px; padding: 6px; margin: 4px 0; }
-.loom-card pre { margin: 2px 0; font-size: 12px; white-space: pre-wrap; }
-.loom-card-desc { font-size: 12px; color: var(--loom-muted); font-weight: normal; }
-.loom-args th { text-align: left; vertical-align: top; padding-right: 8px; font-weight: 600; }
-.loom-args td { text-align: left; }
-.loom-card.loom-decided, .loom-card.loom-closed { border-color: var(--jp-border-color1, #9e9e9e); padding: 2px 6px; }
-.loom-click-feedback { font-size: 12px; color: var(--loom-muted); }
-.loom-click-feedback[data-state='busy'] { color: var(--loom-waiting); }
-.loom-answer { border-top: 1px solid var(--jp-border-color2, #ddd); }
-.loom-error { color: var(--loom-failed); }
-.loom-usage, .loom-live { color: var(--loom-muted); font-size: 12px; }
-.loom-thinking summary { color: var(--loom-muted); cursor: pointer; font-size: 12px; }
-.loom-thinking pre { white-space: pre-wrap; color: var(--loom-muted); font-size: 12px; }
-.loom-child { margin-left: 16px; padding-left: 6px; border-left: 2px solid var(--jp-border-color2, #ddd); }
-.loom-child-head { font-size: 11px; color: var(--loom-muted); } .loom-tool-waiting { color: var(--loom-waiting); }
-</style>"""
-)
 
 
 def thinking_text(block: dict[str, Any]) -> str:
@@ -158,8 +106,10 @@ class TurnBlock(widgets.VBox):  # type: ignore[misc]
     def __init__(self, turn: int) -> None:
         self.turn = turn
         self.text = ""
-        self.head = html_widget("loom-turn-head", f"turn {turn + 1}", shared=True)
+        # counted from 1, with the id its steps have (``#turn:0`` is turn 1), as traces and frames name it
+        self.head = html_widget("loom-turn-head", f"turn {turn + 1} · <code>#turn:{turn}</code>", shared=True)
         self.body = html_widget("loom-turn-text")
+        self.body.add_class(FOLLOW_CLASS)  # capped while its turn is current: it follows its streamed tail
         self.thinking = html_widget("loom-thinking", shared=True)
         self.calling = html_widget("loom-calling", shared=True)
         self.tools = shared_box()
@@ -182,6 +132,14 @@ class TurnBlock(widgets.VBox):  # type: ignore[misc]
         # a turn whose only text is the answer (shown below the turns) shows nothing of its own
         empty = hidden and not self.tools.children and not self.cards.children and not self.thinking.value
         self.layout.display = "none" if empty else ""
+
+    def waiting(self) -> bool:
+        """Whether a card of the turn waits for a person (its own cards, or a sub-agent's under
+        one of its tool rows)."""
+        cards: list[GateCard] = list(self.approvals.cards) if self.approvals is not None else []
+        cards += [c for c in self.cards.children if isinstance(c, GateCard)]
+        cards += [c for w in self.tools.children if isinstance(w, ChildPanel) for c in w.cards.values()]
+        return any(c.decision is None and not c.closed for c in cards)
 
     def add_row(self, row: ToolRow | AnswerRow) -> None:
         """Add a tool row (or a typed answer's row)."""
@@ -216,9 +174,11 @@ class TurnBlock(widgets.VBox):  # type: ignore[misc]
 # -- the run view ---------------------------------------------------------------------------------
 class RunView(TextForm, widgets.VBox):  # type: ignore[misc]
     """The live view of one run, in order: per model turn its text (Markdown), then its tool rows
-    and gate cards (``TurnBlock``); the answer once; errors; usage. The turns sit in a box of capped
-    height (``Show all`` lifts the cap); a spinner and the elapsed time mark the running step; a
-    live line counts the streamed chunks and the tokens so far.
+    and gate cards (``TurnBlock``); the answer once; errors; usage. The finished turns sit in a box
+    of capped height, the current turn and every waiting card below it, uncapped (``_place``); the
+    capped boxes follow their tail in the page (``ViewPage``; ``Show all`` lifts the caps); a
+    spinner and the elapsed time mark the running step; a live line counts the streamed chunks and
+    the tokens so far.
 
     Args:
         run: The run to watch.
@@ -237,11 +197,16 @@ class RunView(TextForm, widgets.VBox):  # type: ignore[misc]
         deltas: Streamed deltas received.
         status: The status badge (class ``loom-run-status``).
         progress: The turn progress bar (class ``loom-turns``).
-        body: The turns (class ``loom-body``; ``loom-capped`` while its height is capped).
+        body: The finished turns (class ``loom-body``; ``loom-capped`` while its height is capped).
+        current: The turns from the first one holding a waiting card (or the last turn) on, uncapped
+            (class ``loom-current``; ``loom-capped`` while each turn's text is capped).
         expand: The Show all / Cap height button (class ``loom-expand``).
         capped: Whether the turns' height is capped.
         answer: The final answer, rendered as Markdown (class ``loom-answer``).
         error: The failure, when failed (class ``loom-error``).
+        stopped: Why the run stopped, when cancelled, in neutral words (class ``loom-stopped``).
+        stop: The Stop button (class ``loom-stop``): asks in ``confirm_stop`` first.
+        confirm_stop: The question Stop asks (a ``ConfirmBar``, class ``loom-stop-confirm``).
         usage: Token usage (class ``loom-usage``).
         live: Streamed chunks and tokens so far, while the run runs (class ``loom-live``).
     """
@@ -293,6 +258,10 @@ class RunView(TextForm, widgets.VBox):  # type: ignore[misc]
         self.body = shared_box()
         self.body.add_class("loom-body")
         self.body.add_class("loom-capped")
+        self.body.add_class(FOLLOW_CLASS)
+        self.current = shared_box()
+        self.current.add_class("loom-current")
+        self.current.add_class("loom-capped")
         self.capped = True
         self.expand = widgets.Button(
             description="Show all",
@@ -308,11 +277,15 @@ class RunView(TextForm, widgets.VBox):  # type: ignore[misc]
         self.error = html_widget("loom-error", shared=True)
         self.usage = html_widget("loom-usage", shared=True)
         self.live = html_widget("loom-live", shared=True)
-        self.stop = widgets.Button(description="Stop", icon="stop", tooltip="Cancel this run for good")
+        self.stop = widgets.Button(description="Stop", icon="stop", tooltip="Cancel this run for good (asks first)")
         self.stop.add_class("loom-stop")
+        self.stop.add_class(NO_FEEDBACK)  # it only asks
         self.stop.on_click(self._on_stop)
+        self._confirm_stop: ConfirmBar | None = None  # made on the first Stop click
+        self.stopped = html_widget("loom-stopped", shared=True)
         style = shared_model("run_view_style", lambda: html_widget("loom-style", STYLE, shared=True))
-        header = widgets.HBox([style, self.title, self.status, self.progress, self.turn_label, self.stop])
+        follow = shared_model("view_page", ViewPage)
+        header = widgets.HBox([style, follow, self.title, self.status, self.progress, self.turn_label, self.stop])
         header.layout.flex_flow = "row wrap"  # a long execution id pushes Stop to a second line, never out of view
         header.layout.align_items = "center"
         header.add_class("loom-header")
@@ -321,10 +294,12 @@ class RunView(TextForm, widgets.VBox):  # type: ignore[misc]
                 header,
                 self.session,
                 self.body,
+                self.current,
                 self.expand,
                 self.cards_box,
                 self.answer,
                 self.error,
+                self.stopped,
                 self.live,
                 self.usage,
             ]
@@ -360,8 +335,22 @@ class RunView(TextForm, widgets.VBox):  # type: ignore[misc]
         found = self.blocks.get(turn)
         if found is None:
             found = self.blocks[turn] = TurnBlock(turn)
-            self.body.children = tuple(self.blocks[t] for t in sorted(self.blocks))
+            self._place()
         return found
+
+    def _place(self) -> None:
+        """Put the finished turns in the capped box (``body``) and the rest below it, uncapped
+        (``current``): the last turn and every turn from the first one that holds a waiting card
+        on, so no card that waits for a person is ever inside a box that scrolls."""
+        turns = sorted(self.blocks)
+        live = [t for t in turns if self.blocks[t].waiting()] + turns[-1:]
+        first = min(live) if live else 0
+        done = tuple(self.blocks[t] for t in turns if t < first)
+        rest = tuple(self.blocks[t] for t in turns if t >= first)
+        if self.body.children != done:
+            self.body.children = done
+        if self.current.children != rest:
+            self.current.children = rest
 
     @staticmethod
     def _turn_of(step_id: str | None) -> int:
@@ -371,10 +360,11 @@ class RunView(TextForm, widgets.VBox):  # type: ignore[misc]
         """Lift (or put back) the cap on the turns' height."""
         capped = self.capped
         self.capped = not capped
-        if capped:
-            self.body.remove_class("loom-capped")
-        else:
-            self.body.add_class("loom-capped")
+        for box in (self.body, self.current):
+            if capped:
+                box.remove_class("loom-capped")
+            else:
+                box.add_class("loom-capped")
         self.expand.description = "Cap height" if capped else "Show all"
 
     # -- inputs from the runtime ----------------------------------------------------------------
@@ -477,6 +467,8 @@ class RunView(TextForm, widgets.VBox):  # type: ignore[misc]
         row.status, row.preview = panel.row_status, panel.preview
         if not self._loading:
             row.render()
+        if e.kind == EventKind.GATE_RESOLVED:
+            self._place()
 
     def panel(self, child_id: str) -> ChildPanel:
         """The panel of the direct child ``child_id`` (made, under its tool row, on first use)."""
@@ -533,6 +525,7 @@ class RunView(TextForm, widgets.VBox):  # type: ignore[misc]
                 block = self.blocks.get(self._turn_of(gate.gate_id))
                 if block is not None and block.approvals is not None:
                     block.approvals.refresh()
+                self._place()
         is_approval = gate.kind == APPROVAL_GATE and step_ids.parse_step_id(gate.gate_id).kind == step_ids.APPROVAL
         if not is_approval or gate.subject is None:
             return
@@ -654,7 +647,30 @@ class RunView(TextForm, widgets.VBox):  # type: ignore[misc]
         except Exception:  # a view must never break the run's listeners
             log.exception("loom_nb: the live view of run %s failed to update", run.id)
 
+    @property
+    def confirm_stop(self) -> ConfirmBar:
+        """The question Stop asks (class ``loom-stop-confirm``), made under the header on first use."""
+        if self._confirm_stop is None:
+            self._confirm_stop = ConfirmBar()
+            self._confirm_stop.add_class("loom-stop-confirm")
+            first, *rest = widgets.VBox.children.get(self)  # the header, then the rest
+            self.children = (first, self._confirm_stop, *rest)
+        return self._confirm_stop
+
     def _on_stop(self, _: Any) -> None:
+        """The Stop click: ask to confirm (``confirm_stop``), then ``_stop_now``."""
+        if self.run.status in ("completed", "failed", "cancelled"):
+            return
+        self.stop.disabled = True
+        self.confirm_stop.ask(
+            "Stop this run for good? It cannot go on afterwards (a tool call cut mid-way is recorded in doubt).",
+            "Stop now",
+            self._stop_now,
+            no="Keep running",
+            on_no=lambda: setattr(self.stop, "disabled", False),
+        )
+
+    def _stop_now(self) -> None:
         self.stop.disabled, self.stop.description = True, "Stopping…"
         try:
             self.run.cancel("stopped from the live view")
@@ -689,10 +705,15 @@ class RunView(TextForm, widgets.VBox):  # type: ignore[misc]
             if self._unsubscribe is not None:  # still watching: fold what has not reached the view yet
                 self._catch_up()
             self.stop.layout.display = "none"
+            if self._confirm_stop is not None and self._confirm_stop.asking:
+                self._confirm_stop.cancel()
             for card in self.cards.values():
                 card.close(f"closed: the run {status}")
             for panel in self.child_panels.values():
                 panel.close_cards(f"closed: the run {status}")
+            for block in self.blocks.values():  # no Approve all above closed cards
+                if block.approvals is not None:
+                    block.approvals.refresh()
             if status == "cancelled":  # calls the cancel cut before they ran (or finished)
                 for row in self.tool_rows.values():
                     if row.status in ("awaiting approval", "approved", "running", "retrying"):
@@ -705,6 +726,7 @@ class RunView(TextForm, widgets.VBox):  # type: ignore[misc]
         self.title.value = f"<span class='loom-title'>loom run <code>{html.escape(run.id)}</code></span>"
         if status == "suspended":
             self._show_gates(run)
+            self._place()
         elif status == "completed":
             result = run.result
             if result is not None:
@@ -717,10 +739,17 @@ class RunView(TextForm, widgets.VBox):  # type: ignore[misc]
                 self._usage["turns"] = result.turns
                 self.turn = max(self.turn, result.turns)
             self._settled()
-        elif status in ("failed", "cancelled"):
+        elif status == "cancelled":  # a person's choice, not an error: said in neutral words
+            reason = self.state.cancel_reason
+            why = f" ({html.escape(visible(reason))})" if reason else ""
+            self.stopped.value = (
+                f"<b>Stopped</b>{why}: the run is cancelled for good and does not go on; start a new run to try again."
+            )
+            self._settled()
+        elif status == "failed":
             exc = run.exception()
             text = f"{type(exc).__name__}: {exc}" if exc is not None else status
-            self.error.value = f"<b>{status.capitalize()}</b><pre>{html.escape(visible(text))}</pre>"
+            self.error.value = f"<b>Failed</b><pre>{html.escape(visible(text))}</pre>"
             self._settled()
 
     def _has_card(self, gate: Any) -> bool:
@@ -817,6 +846,10 @@ class RunView(TextForm, widgets.VBox):  # type: ignore[misc]
         return agent.config.max_turns if agent is not None else None
 
     def _render_progress(self) -> None:
+        if self.run.status in ("completed", "failed", "cancelled"):  # the turns it took, not a share of the limit
+            self.progress.max = self.progress.value = max(self.turn, 1)
+            self.turn_label.value = f"{self.turn} turn" + ("" if self.turn == 1 else "s")
+            return
         top = self._max_turns() or max(self.turn, 1)
         self.progress.max = max(top, self.turn, 1)
         self.progress.value = self.turn
@@ -832,7 +865,9 @@ class RunView(TextForm, widgets.VBox):  # type: ignore[misc]
             self.live.value = ""
             return
         out = self._usage.get("output_tokens") or 0
-        self.live.value = html.escape(f"{self.deltas} chunk(s) streamed · {out} output tokens in completed calls")
+        parts = [f"{self.deltas} chunk(s) streamed"] if self.deltas else []  # a model that does not stream: no count
+        parts += [f"{out} output tokens in completed calls"] if out else []
+        self.live.value = html.escape(" · ".join(parts))
 
     def _render_text(self) -> None:
         result = self.run.result if self.run.status == "completed" else None

@@ -91,7 +91,6 @@ def main(out: Path) -> None:
             run = page.locator(".loom-run")
             expect(run.locator(".loom-approval")).to_be_visible(timeout=60_000)
             shoot(run, out / "approval-card.png")
-            run.locator(".loom-expand").click()  # lift the height cap: the whole form shows
             run.locator(".loom-edit").click()
             run.locator(".loom-arg-form .loom-arg-to input").fill("ann@example.com")
             shoot(run, out / "approval-edit.png")

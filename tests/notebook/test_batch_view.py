@@ -112,7 +112,7 @@ async def test_a_card_that_leaves_the_view_is_closed_with_its_layout_and_style_m
     ann, bob = view.gate_box.children
     gone, kept = tree(ann), tree(bob)
     kinds = {type(w).__name__ for w in gone}
-    assert {"Layout", "HTMLStyle", "ButtonStyle", "Button", "Text"} <= kinds and len(gone) > 40
+    assert {"Layout", "HTMLStyle", "ButtonStyle", "Button", "Text"} <= kinds and len(gone) > 30
     next(iter(view.cards.values())).approve.click()
     await asyncio.sleep(0)
     await batch.items[0].run.wait(timeout=10)

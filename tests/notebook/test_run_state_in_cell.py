@@ -107,7 +107,8 @@ async def test_run_cancel_stops_a_running_run_and_its_cut_tool_goes_in_doubt() -
     row = steps[steps.step_id == "#turn:0:tool:0"].iloc[0]
     assert row.status == "in_doubt"
     assert loom.frames(rt).executions().status.tolist() == ["cancelled"]
-    assert "cancelled" in view.status.value and "RunCancelledError" in view.error.value
+    assert "cancelled" in view.status.value and view.error.value == ""  # stopped: not an error
+    assert view.stopped.value.startswith("<b>Stopped</b> (changed my mind): the run is cancelled for good")
     assert view.stop.layout.display == "none"
     assert "cancelled" in repr(view).splitlines()[0]
 
@@ -119,9 +120,18 @@ async def test_the_stop_button_cancels_a_suspended_run() -> None:
     view = RunView(run)
     await run.wait(until="paused")
     card = view.cards[GATE]
+    view.stop.click()  # asks first: nothing is cancelled yet
+    assert view.stop.disabled and view.confirm_stop.asking and view.confirm_stop.layout.display == ""
+    assert "Stop this run for good?" in view.confirm_stop.question.value
+    view.confirm_stop.no.click()  # Keep running
+    assert not view.confirm_stop.asking and view.confirm_stop.layout.display == "none" and not view.stop.disabled
+    await asyncio.sleep(0.05)
+    assert run.status == "suspended"
     view.stop.click()
-    assert view.stop.disabled
+    view.confirm_stop.yes.click()  # Stop now
+    assert view.stop.disabled and view.stop.description == "Stopping…"
     await asyncio.wait_for(run.wait(), 5)
+    assert "Stopped" in view.stopped.value and view.error.value == ""
     assert run.status == "cancelled" and run.gates == []
     events = rt.journal.read(run.id)
     assert events[-1].kind == "execution_cancelled" and events[-1].data == {"reason": "stopped from the live view"}

@@ -37,6 +37,25 @@ if run.status == "cancelled":
 """
 
 
+#: The words of an element's text that the browser broke across two lines.
+BROKEN_WORDS = """
+(el) => {
+  const out = [];
+  const walker = document.createTreeWalker(el, NodeFilter.SHOW_TEXT);
+  for (let n = walker.nextNode(); n; n = walker.nextNode()) {
+    for (const m of n.textContent.matchAll(/\\S+/g)) {
+      const r = document.createRange();
+      r.setStart(n, m.index);
+      r.setEnd(n, m.index + m[0].length);
+      const lines = new Set([...r.getClientRects()].filter(x => x.width > 0).map(x => Math.round(x.top)));
+      if (lines.size > 1) out.push(m[0]);
+    }
+  }
+  return out;
+}
+"""
+
+
 def computed_colour(page: Any, selector: str) -> str:
     """The text colour the browser resolved for ``selector`` (read again while the output is being
     redrawn: a display update renders the view anew)."""
@@ -71,9 +90,26 @@ def test_stop_cancels_a_streaming_run(lab: Lab, browser: Any, tmp_path: Path) ->
         assert label["width"] < 60, label  # "turns" as wide as the word: the bar is not pushed right
         if bar["y"] > header["y"] + 1:  # wrapped under the title: it starts at the header's left edge
             assert bar["x"] - header["x"] < 8, (bar, header)
+        view.locator(".loom-stop").click()  # asks first; the run goes on meanwhile
+        confirm = view.locator(".loom-stop-confirm")
+        expect(confirm).to_contain_text("Stop this run for good?", timeout=10_000)
+        expect(view.locator(".loom-stop")).to_be_disabled()
+        page.wait_for_timeout(1_000)
+        assert view.locator(".loom-run-status").inner_text() == "running"
+        confirm.locator(".loom-confirm-no").click()  # Keep running
+        expect(confirm).to_be_hidden(timeout=10_000)
+        expect(view.locator(".loom-stop")).to_be_enabled()
         view.locator(".loom-stop").click()
+        confirm.locator(".loom-confirm-yes").click()  # Stop now
         expect(view.locator(".loom-run-status")).to_contain_text("cancelled", timeout=30_000)
-        expect(view.locator(".loom-error")).to_contain_text("RunCancelledError")
+        # a neutral line, not a red error: "Stopped (stopped from the live view): ..."
+        stopped = view.locator(".loom-stopped")
+        expect(stopped).to_contain_text("Stopped (stopped from the live view): the run is cancelled for good")
+        assert view.locator(".loom-error").inner_text().strip() == ""
+        assert "RunCancelledError" not in view.inner_text()
+        assert stopped.evaluate(BROKEN_WORDS) == []  # no word wrapped mid-way
+        colour = computed_colour(page, ".loom-run .loom-stopped")
+        assert parse_color(colour) != parse_color(THEMES[theme]["failed"]), colour
         badge = computed_colour(page, ".loom-run .loom-badge")
         assert parse_color(badge) == parse_color(THEMES[theme]["cancelled"]), badge  # the theme's palette
         expect(view.locator(".loom-stop")).to_be_hidden()

@@ -93,6 +93,7 @@ async def test_a_view_rebuilt_from_the_journal_nests_the_child_and_its_card_answ
 async def test_cancelling_the_parent_from_its_view_closes_the_nested_card() -> None:
     rt, run, view, _ = await paused()
     view.stop.click()
+    view.confirm_stop.yes.click()
     await run.wait()
     assert run.status == "cancelled" and rt.result(CHILD).status == "cancelled"
     card = view.child_panels[CHILD].cards[(CHILD, APPROVAL)]

@@ -12,7 +12,7 @@ import pytest
 
 import loom_nb as loom
 from loom_nb.agent.agent import Run
-from loom_nb.analysis.palette import BACKGROUND, DARK, LIGHT, THEMES, contrast_ratio, css, parse_color
+from loom_nb.analysis.palette import BACKGROUND, BUTTONS, DARK, LIGHT, THEMES, contrast_ratio, css, parse_color
 from loom_nb.journal.run_state import RunState
 from loom_nb.messages import ModelRequest
 from loom_nb.notebook.cards import ApprovalCard, TurnApprovals
@@ -129,7 +129,14 @@ async def test_approve_all_answers_every_gate_of_the_turn() -> None:
     group = block.approvals
     assert isinstance(group, TurnApprovals) and len(group.cards) == 3
     assert group.bar.layout.display == "" and "3 calls wait for your approval" in group.bar.children[0].value
+    group.approve_all.click()  # asks first
+    assert group.confirm.asking and "Approve all 3 calls?" in group.confirm.question.value
+    assert group.confirm.yes.description == "Approve 3 calls" and group.approve_all.disabled
+    assert all(c.decision is None for c in group.cards)
+    group.confirm.no.click()  # Cancel: nothing decided, the buttons back
+    assert not group.confirm.asking and not group.approve_all.disabled and all(c.decision is None for c in group.cards)
     group.approve_all.click()
+    group.confirm.yes.click()
     assert (await run).output == "Sent."
     assert all(c.decision is not None and c.decision.startswith("approved at") for c in group.cards)
     assert group.bar.layout.display == "none"
@@ -140,6 +147,8 @@ async def test_refuse_all_refuses_every_gate() -> None:
     group = view.blocks[0].approvals
     assert group is not None
     group.refuse_all.click()
+    assert "Refuse all 2 calls?" in group.confirm.question.value and group.confirm.yes.button_style == "danger"
+    group.confirm.yes.click()
     await run
     assert all(c.decision is not None and c.decision.startswith("refused") for c in group.cards)
 
@@ -194,6 +203,16 @@ def test_every_palette_colour_has_aa_contrast_on_its_theme(theme: str) -> None:
         assert contrast_ratio(colour, background) >= 4.5, (theme, role, colour)
 
 
+@pytest.mark.parametrize("theme", ["light", "dark"])
+def test_every_filled_button_has_aa_contrast_and_the_views_use_it(theme: str) -> None:
+    for style, (fill, text) in BUTTONS[theme].items():
+        assert contrast_ratio(text, fill) >= 4.5, (theme, style, fill, text)
+    sheet = css()
+    for style in BUTTONS[theme]:
+        assert f".loom-run .jupyter-button.mod-{style}," in sheet and f"var(--loom-button-{style}-text)" in sheet
+    assert contrast_ratio("#ffffff", "#388e3c") < 4.5 and contrast_ratio("#ffffff", "#f57c00") < 4.5  # JupyterLab's
+
+
 def test_contrast_ratio_matches_wcag_reference_values() -> None:
     assert contrast_ratio("#000000", "#ffffff") == pytest.approx(21.0)
     assert contrast_ratio("#777777", "#ffffff") == pytest.approx(4.48, abs=0.01)  # a known WCAG example
@@ -243,3 +262,13 @@ async def test_the_answer_is_shown_once_even_when_the_last_text_was_rendered_bef
     view.blocks[2].body.layout.display = ""
     view._on_change(run)  # the completion seen again: the view settles once more
     assert view.blocks[2].body.layout.display == "none"
+
+
+async def test_every_input_of_a_card_has_a_label_not_only_a_placeholder() -> None:
+    run, view = await paused(mail_agent([CALL]))
+    (card,) = view.cards.values()
+    assert isinstance(card, ApprovalCard)
+    assert card.reason.description == "Reason" and card.reason.placeholder.startswith("optional")
+    assert [f.description for f in card.form.fields.values()] == ["to", "subject", "body", "urgent"]
+    card.approve.click()
+    await run
