@@ -27,7 +27,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from loom_nb.agent.agent import Run
+from loom_nb.agent.run import Run
 from loom_nb.notebook.run_view import RunView
 from tests.notebook.support import KernelSession, kernel_button_ids, last_json, make_runtime
 
@@ -81,7 +81,7 @@ print(json.dumps(_out))
 """
 
 KERNEL_DELTAS = """
-from loom_nb.agent.agent import Run
+from loom_nb.agent.run import Run
 from loom_nb.notebook.run_view import RunView
 _res = {{}}
 for _label, _interval, _n in (("throttled", 0.05, {deltas}), ("unthrottled", 0.0, {unthrottled})):

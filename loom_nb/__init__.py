@@ -92,9 +92,8 @@ from loom_nb.providers.anthropic import AnthropicMessages
 from loom_nb.providers.openai import OpenAIChat
 from loom_nb.providers.responses import OpenAIResponses
 from loom_nb.runtime import Runtime, default_runtime, set_default_runtime
+from loom_nb.version import __version__
 from loom_nb.worker import Worker
-
-__version__ = "0.1.0"
 
 
 def frames(runtime: Runtime | None = None) -> Any:
@@ -130,14 +129,14 @@ def timeline(execution_id: str, *, runtime: Runtime | None = None) -> Any:
 
 def load_ipython_extension(ipython: Any) -> None:
     """``%load_ext loom_nb``: open the default runtime and register the magics."""
-    from loom_nb.notebook.extension import load_ipython_extension as _load
+    from loom_nb.notebook.magics import load_ipython_extension as _load
 
     _load(ipython)
 
 
 def unload_ipython_extension(ipython: Any) -> None:
     """``%unload_ext loom_nb``: close the default runtime."""
-    from loom_nb.notebook.extension import unload_ipython_extension as _unload
+    from loom_nb.notebook.magics import unload_ipython_extension as _unload
 
     _unload(ipython)
 

@@ -23,7 +23,8 @@ from loom_nb.journal.store import JournalStore
 from loom_nb.kernel.engine import Engine, EngineOptions
 
 if TYPE_CHECKING:
-    from loom_nb.agent.agent import Agent, Run
+    from loom_nb.agent.agent import Agent
+    from loom_nb.agent.run import Run
 
 
 class RuntimeOptions(EngineOptions, total=False):

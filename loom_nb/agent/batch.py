@@ -28,6 +28,7 @@ from collections.abc import Callable, Coroutine, Generator, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Literal, TextIO
 
 from loom_nb.agent.config import APPROVAL_GATE, AgentResult
+from loom_nb.agent.run import Gate, Run
 from loom_nb.errors import LoomError, UsageError
 from loom_nb.journal import step_ids
 from loom_nb.journal.events import TERMINAL_STATUSES
@@ -35,8 +36,8 @@ from loom_nb.kernel.async_bridge import in_running_loop, run_or_schedule
 from loom_nb.kernel.engine import ExecutionResult, require_execution_id
 from loom_nb.runtime import Runtime
 
-if TYPE_CHECKING:
-    from loom_nb.agent.agent import Agent, Gate, Run
+if TYPE_CHECKING:  # the agent's ``map`` calls this module; the batch only names the agent
+    from loom_nb.agent.agent import Agent
 
 log = logging.getLogger("loom_nb")
 
@@ -442,8 +443,6 @@ def map_agent(
     deps: Any = None,
 ) -> Batch:
     """``Agent.map``'s body (documented there)."""
-    from loom_nb.agent.agent import Run  # the facade imports this module
-
     if on not in ("here", "workers"):
         raise UsageError(f"map(on=...) is 'here' (this process runs the batch) or 'workers', not {on!r}")
     if on == "workers" and deps is not None:

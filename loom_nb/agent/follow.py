@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from loom_nb.journal.events import TERMINAL_STATUSES, Event
 
 if TYPE_CHECKING:
-    from loom_nb.agent.agent import Run
+    from loom_nb.agent.run import Run
 
 log = logging.getLogger("loom_nb")
 

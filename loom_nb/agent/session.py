@@ -22,8 +22,9 @@ from loom_nb.messages import Message
 from loom_nb.runtime import Runtime, default_runtime
 
 if TYPE_CHECKING:
-    from loom_nb.agent.agent import Agent, Run
+    from loom_nb.agent.agent import Agent
     from loom_nb.agent.config import AgentResult
+    from loom_nb.agent.run import Run
 
 #: The thread that started a session run on each runtime (its loop's thread in a notebook): a
 #: runtime's journal connection and the locks of its runs serve one thread, so a ``start`` from

@@ -231,6 +231,11 @@ class ExecutionDiff:
         return f"ExecutionDiff({self.a!r} vs {self.b!r}: {len(self.steps)} steps, {where})"
 
 
+#: The plots ``Frames.plot_*`` draw, by name: ``loom_nb.analysis.plots`` fills it when it is imported
+#: (the ``loom_nb.analysis`` package imports it first), so plots import frames and never the reverse.
+PLOTS: dict[str, Callable[..., Figure]] = {}
+
+
 class Frames:
     """The journal of one runtime as pandas DataFrames (one method per SQL view).
 
@@ -718,21 +723,15 @@ class Frames:
 
     def plot_timeline(self, execution_id: str) -> Figure:
         """A Gantt chart of one execution's steps, gates and decisions (see ``plots.plot_timeline``)."""
-        from loom_nb.analysis.plots import plot_timeline
-
-        return plot_timeline(execution_id, frames=self)
+        return PLOTS["timeline"](execution_id, frames=self)
 
     def plot_log_growth(self, execution_id: str) -> Figure:
         """Bytes journaled per turn and cumulative (see ``plots.plot_log_growth``)."""
-        from loom_nb.analysis.plots import plot_log_growth
-
-        return plot_log_growth(execution_id, frames=self)
+        return PLOTS["log_growth"](execution_id, frames=self)
 
     def plot_usage(self, execution_id: str | None = None) -> Figure:
         """Tokens and cost per execution, or per turn of one execution (see ``plots.plot_usage``)."""
-        from loom_nb.analysis.plots import plot_usage
-
-        return plot_usage(execution_id, frames=self)
+        return PLOTS["usage"](execution_id, frames=self)
 
 
 def frames(runtime: Runtime | None = None) -> Frames:

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from loom_nb.analysis.frames import PLOTS
+from loom_nb.analysis.frames import frames as make_frames
 from loom_nb.analysis.palette import LIGHT
 from loom_nb.errors import UsageError
 
@@ -43,11 +45,7 @@ def _figure(width: float, height: float) -> Figure:
 
 
 def _frames(frames: Frames | None, runtime: Runtime | None) -> Frames:
-    if frames is not None:
-        return frames
-    from loom_nb.analysis.frames import frames as make
-
-    return make(runtime)
+    return frames if frames is not None else make_frames(runtime)
 
 
 def _nonempty(frame: Any, execution_id: str, what: str) -> Any:
@@ -246,3 +244,6 @@ def plot_usage(
     ax.legend(handles=handles, loc="upper left", fontsize=8)
     ax.set_title(title)
     return fig
+
+
+PLOTS.update(timeline=plot_timeline, log_growth=plot_log_growth, usage=plot_usage)

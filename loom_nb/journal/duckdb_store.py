@@ -24,8 +24,9 @@ from typing import Any
 
 import duckdb
 
+import loom_nb.journal.same_file as same_file
+import loom_nb.journal.versions as versions
 from loom_nb.errors import JournalCorruptError, JournalError, JournalLockedError, JournalReadError, UsageError
-from loom_nb.journal import same_file, versions
 from loom_nb.journal.canonical import canonical_json
 from loom_nb.journal.events import ContentBlob, Event, ExecutionRecord
 from loom_nb.journal.hints import fix_for

@@ -22,8 +22,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
+import loom_nb.journal.versions as versions
 from loom_nb.errors import JournalError, JournalReadError, UsageError
-from loom_nb.journal import versions
 from loom_nb.journal.canonical import canonical_json
 from loom_nb.journal.events import ContentBlob, Event, ExecutionRecord
 from loom_nb.journal.hints import fix_for

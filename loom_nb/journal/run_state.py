@@ -19,7 +19,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from loom_nb.journal import step_ids
+import loom_nb.journal.step_ids as step_ids
 from loom_nb.journal.canonical import digest_value
 from loom_nb.journal.event_format import FORMAT_1, format_of, resolve_ref, usage_of_output
 from loom_nb.journal.events import STATUS_OF_KIND, Event, EventKind

@@ -16,11 +16,12 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from loom_nb.errors import FlowNotFoundError, NonDeterminismError, ReplayDivergedError
-from loom_nb.kernel.context import ExecutionContext
+from loom_nb.journal.events import EventKind
+from loom_nb.kernel.context import IN_DOUBT_GATE, ExecutionContext
 from loom_nb.kernel.gates import Suspend
 from loom_nb.kernel.history import History
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the engine imports this module (check and replay use ``recorded_trace``)
     from loom_nb.kernel.engine import Engine
 
 #: The fix ``check`` suggests for a flow whose code changed under a recorded run.
@@ -29,6 +30,24 @@ PATCH_FIX = (
     "agent: `agent.patch('<change>', ...)`) so recorded runs keep the old path and new runs take the "
     "new one; or restore the old code; or fork the run before this step (or start a new one)"
 )
+
+
+def recorded_trace(history: History) -> list[tuple[str, str]]:
+    """The order in which the recorded run asked for steps, gates, decisions and values."""
+    trace: list[tuple[str, str]] = []
+    seen: set[str] = set()
+    for e in history.events:
+        sid = e.step_id or ""
+        if e.kind == EventKind.STEP_STARTED and sid not in seen:
+            seen.add(sid)
+            trace.append(("step", sid))
+        elif e.kind == EventKind.GATE_OPENED and e.data.get("kind") != IN_DOUBT_GATE:
+            trace.append(("gate", sid))
+        elif e.kind == EventKind.DECISION_RECORDED:
+            trace.append(("decision", sid))
+        elif e.kind == EventKind.VALUE_RECORDED:
+            trace.append(("value", sid))
+    return trace
 
 
 @dataclass(frozen=True)
@@ -158,8 +177,6 @@ def _first_difference(asked: Sequence[tuple[str, str]], recorded: Sequence[tuple
 async def check_execution(engine: Engine, history: History) -> ExecutionCheck:
     """Replay one execution purely from its log with the code now loaded and say whether, and where,
     it would diverge from its record."""
-    from loom_nb.kernel.engine import recorded_trace  # the engine imports this module
-
     findings: list[CheckFinding] = []
     try:
         body = engine.flows.get(history.flow)

@@ -31,8 +31,8 @@ from loom_nb.journal.event_format import CURRENT_FORMAT, with_format
 from loom_nb.journal.events import QUEUED_STATUS, TERMINAL_STATUSES, Event, EventKind, ExecutionRecord
 from loom_nb.journal.store import BatchedLookup, JournalStore, LeasingStore
 from loom_nb.kernel.async_bridge import run_sync
-from loom_nb.kernel.check import CheckHook, CheckReport, check_executions
-from loom_nb.kernel.context import IN_DOUBT_GATE, ExecutionContext, child_outcome_payload
+from loom_nb.kernel.check import CheckHook, CheckReport, check_executions, recorded_trace
+from loom_nb.kernel.context import ExecutionContext, child_outcome_payload
 from loom_nb.kernel.effect_registry import EffectInvoker, EffectRegistry, Principal
 from loom_nb.kernel.errors_codec import error_from_data, error_summary, error_to_data
 from loom_nb.kernel.flows import FLOWS, FlowFn, FlowRegistry
@@ -153,24 +153,6 @@ def _gate(execution_id: str, g: GateRecord) -> OpenGate:
         schema=g.schema,
         opened_at=g.opened_at,
     )
-
-
-def recorded_trace(history: History) -> list[tuple[str, str]]:
-    """The order in which the recorded run asked for steps, gates, decisions and values."""
-    trace: list[tuple[str, str]] = []
-    seen: set[str] = set()
-    for e in history.events:
-        sid = e.step_id or ""
-        if e.kind == EventKind.STEP_STARTED and sid not in seen:
-            seen.add(sid)
-            trace.append(("step", sid))
-        elif e.kind == EventKind.GATE_OPENED and e.data.get("kind") != IN_DOUBT_GATE:
-            trace.append(("gate", sid))
-        elif e.kind == EventKind.DECISION_RECORDED:
-            trace.append(("decision", sid))
-        elif e.kind == EventKind.VALUE_RECORDED:
-            trace.append(("value", sid))
-    return trace
 
 
 #: How many times a cancel recorded from outside the driving process reads the history again after

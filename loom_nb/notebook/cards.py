@@ -16,8 +16,8 @@ from typing import Any
 
 import ipywidgets as widgets
 
-from loom_nb.agent.agent import Gate
 from loom_nb.agent.config import APPROVAL_GATE
+from loom_nb.agent.run import Gate
 from loom_nb.agent.tool_calls import ran_arguments
 from loom_nb.journal import step_ids
 from loom_nb.kernel.async_bridge import in_running_loop

@@ -20,8 +20,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from loom_nb.agent.agent import RUN_HOOKS, Run
+from loom_nb.agent.agent import RUN_HOOKS
 from loom_nb.agent.batch import BATCH_HOOKS
+from loom_nb.agent.run import Run
 from loom_nb.errors import LoomError
 from loom_nb.journal import step_ids
 from loom_nb.journal.postgres_store import is_postgres_url, redacted_url
@@ -211,11 +212,9 @@ def show_run(run: Run) -> None:
         log.exception("loom_nb could not display the live view of run %s", run.id)
 
 
-def load_ipython_extension(ipython: Any) -> None:
-    """Open the default runtime, register ``%loom`` / ``%%loom_sql``, and show runs live."""
-    from loom_nb.notebook.magics import LoomMagics
-
-    ipython.register_magics(LoomMagics(ipython))
+def start(ipython: Any) -> None:
+    """Open the default runtime and show runs live (``%load_ext loom_nb`` runs it after registering
+    the magics, ``loom_nb.notebook.magics.load_ipython_extension``: the magics sit on top of this module)."""
     if show_run not in RUN_HOOKS:
         RUN_HOOKS.append(show_run)
     from loom_nb.notebook.batch_view import show_batch
@@ -236,8 +235,8 @@ def load_ipython_extension(ipython: Any) -> None:
         print(f"loom_nb: {exc} (%loom open PATH opens another file)", file=sys.stderr)
 
 
-def unload_ipython_extension(ipython: Any) -> None:
-    """Stop showing runs and close the runtime this extension opened."""
+def stop(ipython: Any) -> None:
+    """Stop showing runs and close the runtime this extension opened (``%unload_ext loom_nb``)."""
     global _opened
     while show_run in RUN_HOOKS:
         RUN_HOOKS.remove(show_run)

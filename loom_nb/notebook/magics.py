@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 from IPython.core.error import UsageError as IPythonUsageError
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 
-from loom_nb.agent.agent import Run
 from loom_nb.agent.config import APPROVAL_GATE
+from loom_nb.agent.run import Run
 from loom_nb.errors import FlowNotFoundError, LoomError
 from loom_nb.journal import step_ids
 from loom_nb.kernel.async_bridge import run_blocking, run_or_schedule
@@ -387,7 +387,7 @@ class LoomMagics(Magics):
                 print(line)
 
     def _cmd_trace(self, args: argparse.Namespace) -> None:
-        from loom_nb import tracing
+        import loom_nb.tracing as tracing
 
         if self._trace is not None:
             self._trace.stop()
@@ -403,3 +403,15 @@ class LoomMagics(Magics):
     def _cmd_snapshot(self, args: argparse.Namespace) -> None:
         info = self._runtime().snapshot(args.path, overwrite=args.overwrite)
         print(f"loom_nb: {info}; open it anywhere with loom.Runtime.open({str(info.path)!r})")
+
+
+def load_ipython_extension(ipython: Any) -> None:
+    """``%load_ext loom_nb``: register ``%loom`` / ``%%loom_sql``, open the default runtime, and show
+    runs live (``extension.start``)."""
+    ipython.register_magics(LoomMagics(ipython))
+    extension.start(ipython)
+
+
+def unload_ipython_extension(ipython: Any) -> None:
+    """``%unload_ext loom_nb``: stop showing runs and close the runtime the extension opened."""
+    extension.stop(ipython)

@@ -34,10 +34,10 @@ from typing import Any
 
 import ipywidgets as widgets
 
-from loom_nb.agent.agent import Run
 from loom_nb.agent.carry import session_of
 from loom_nb.agent.config import APPROVAL_GATE
 from loom_nb.agent.output import FINAL_RESULT_TOOL, answer_attempts, output_text
+from loom_nb.agent.run import Run
 from loom_nb.agent.tool_calls import tool_call, tool_calls
 from loom_nb.journal import step_ids
 from loom_nb.journal.events import STATUS_OF_KIND, Event, EventKind

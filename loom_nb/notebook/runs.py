@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from loom_nb.agent.agent import Agent, Run
+from loom_nb.agent.agent import Agent
+from loom_nb.agent.run import Run
 from loom_nb.errors import FlowNotFoundError, UsageError
 from loom_nb.runtime import Runtime
 

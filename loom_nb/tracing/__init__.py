@@ -155,7 +155,7 @@ def _tracer(tracer_provider: TracerProvider | None) -> Tracer:
         from loom_nb.tracing import spans  # noqa: F401  (the semantic conventions, checked here too)
     except ImportError as exc:
         raise UsageError(f"OpenTelemetry tracing needs the otel extra: {INSTALL_HINT}") from exc
-    import loom_nb
+    from loom_nb.version import __version__
 
     provider = tracer_provider if tracer_provider is not None else trace.get_tracer_provider()
     if isinstance(provider, trace.ProxyTracerProvider):
@@ -163,7 +163,7 @@ def _tracer(tracer_provider: TracerProvider | None) -> Tracer:
             "no OpenTelemetry tracer provider is set: pass tracer_provider=TracerProvider(...) "
             "(from opentelemetry.sdk.trace), or call opentelemetry.trace.set_tracer_provider(...) first"
         )
-    return provider.get_tracer("loom_nb", loom_nb.__version__)
+    return provider.get_tracer("loom_nb", __version__)
 
 
 def _emit(tracer: Tracer, events: Sequence[Event]) -> str:

@@ -205,7 +205,7 @@ async def test_the_child_run_follows_when_its_gate_is_answered_through_the_paren
     settles when the parent's ``Gate`` (or its view's card) answers the child's gate."""
     import asyncio
 
-    from loom_nb.agent.agent import Run
+    from loom_nb.agent.run import Run
 
     log: list[str] = []
     lead, _ = agents(log)
@@ -227,7 +227,7 @@ async def test_the_parent_run_follows_when_the_child_run_answers_its_gate(rt: Ru
     (woken by the engine once the child settles) settles too."""
     import asyncio
 
-    from loom_nb.agent.agent import Run
+    from loom_nb.agent.run import Run
 
     lead, _ = agents([])
     run = lead.start("go", runtime=rt, execution_id="lead-1")

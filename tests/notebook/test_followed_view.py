@@ -10,7 +10,7 @@ which ``Run.follow`` signals the run's new state and then hands on the events.
 from __future__ import annotations
 
 import loom_nb as loom
-from loom_nb.agent.agent import Run
+from loom_nb.agent.run import Run
 from loom_nb.journal import InMemoryJournal
 from loom_nb.kernel import FlowRegistry
 from loom_nb.notebook.run_view import RunView

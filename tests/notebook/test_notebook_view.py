@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 import loom_nb as loom
-from loom_nb.agent.agent import Run
+from loom_nb.agent.run import Run
 from loom_nb.journal import digest_value
 from loom_nb.kernel import ExecutionContext
 from loom_nb.messages import ModelRequest

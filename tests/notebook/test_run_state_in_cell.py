@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 import loom_nb as loom
-from loom_nb.agent.agent import Run
+from loom_nb.agent.run import Run
 from loom_nb.messages import ModelRequest
 from loom_nb.notebook.run_view import RecoveryView, RunView
 from loom_nb.notebook.runs import attach, run_for

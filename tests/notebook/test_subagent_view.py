@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 import loom_nb as loom
-from loom_nb.agent.agent import Run
+from loom_nb.agent.run import Run
 from loom_nb.messages import ModelResponse
 from loom_nb.notebook.cards import ApprovalCard
 from loom_nb.notebook.child_panel import ChildPanel

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 import loom_nb as loom
-from loom_nb.agent.agent import Run
+from loom_nb.agent.run import Run
 from loom_nb.analysis.palette import BACKGROUND, BUTTONS, DARK, LIGHT, THEMES, contrast_ratio, css, parse_color
 from loom_nb.journal.run_state import RunState
 from loom_nb.messages import ModelRequest

@@ -12,7 +12,7 @@ from html.parser import HTMLParser
 import pytest
 
 import loom_nb as loom
-from loom_nb.agent.agent import Run
+from loom_nb.agent.run import Run
 from loom_nb.journal import InMemoryJournal, digest_value
 from loom_nb.kernel import FlowRegistry
 from loom_nb.notebook.cards import ApprovalCard

@@ -275,7 +275,7 @@ def _at_store_precision(state: Any, stored: Any) -> Any:
 def test_the_live_view_follows_a_worker_run_and_its_approve_button_works(_postgres_server: str, tmp_path: Path) -> None:
     """A notebook's live view of a run a worker drives: it shows the worker's events as they commit
     (woken by LISTEN), and its card's Approve click wakes the worker, which finishes the run."""
-    from loom_nb.agent.agent import Run
+    from loom_nb.agent.run import Run
     from loom_nb.notebook.run_view import RunView
 
     url = stores.new_schema("view")
