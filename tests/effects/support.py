@@ -3,7 +3,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 from loom_nb.journal import Event, InMemoryJournal
@@ -69,3 +74,35 @@ def one_step(effect_id: str, value: Any = None) -> Flow:
 
 def model_response(text: str = "done", *, inp: int = 60, out: int = 30, cost: float | None = None) -> ModelResponse:
     return ModelResponse.text(text, usage=Usage(input_tokens=inp, output_tokens=out, cost=cost))
+
+
+def free_port() -> int:
+    """A port of 127.0.0.1 nothing listens on (now)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def serve_script_over_http(script: Path, *args: str, what: str) -> Iterator[int]:
+    """Run ``python script *args --http <port>`` on a free port of 127.0.0.1, wait until it accepts
+    connections, yield the port, and stop it afterwards (``what`` names it if it never starts)."""
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, str(script), *args[:1], "--http", str(port), *args[1:]],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                break
+            except OSError:
+                if time.monotonic() > deadline or proc.poll() is not None:
+                    raise RuntimeError(f"{what} did not start") from None
+                time.sleep(0.05)
+        yield port
+    finally:
+        proc.terminate()
+        proc.wait(10)

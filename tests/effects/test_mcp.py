@@ -7,10 +7,8 @@ from __future__ import annotations
 import base64
 import os
 import signal
-import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -25,6 +23,7 @@ from loom_nb.journal.events import EventKind
 from loom_nb.kernel import FlowRegistry
 from loom_nb.messages import ModelResponse
 from tests.effects import mcp_crash_flow as crash_flow
+from tests.effects.support import serve_script_over_http
 
 SERVER = Path(__file__).with_name("mcp_server.py")
 CRASH_FLOW = Path(crash_flow.__file__)
@@ -321,28 +320,8 @@ def test_the_published_time_server_over_stdio() -> None:
 
 @pytest.fixture
 def http_server(tmp_path: Path) -> Iterator[str]:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    proc = subprocess.Popen(
-        [sys.executable, str(SERVER), str(tmp_path), "--http", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-                break
-            except OSError:
-                if time.monotonic() > deadline or proc.poll() is not None:
-                    raise RuntimeError("the streamable-HTTP test server did not start") from None
-                time.sleep(0.05)
+    for port in serve_script_over_http(SERVER, str(tmp_path), what="the streamable-HTTP test server"):
         yield f"http://127.0.0.1:{port}/mcp"
-    finally:
-        proc.terminate()
-        proc.wait(10)
 
 
 @pytest.mark.slow

@@ -8,8 +8,6 @@ import json
 import os
 import re
 import signal
-import socket
-import subprocess
 import sys
 import threading
 import time
@@ -26,6 +24,7 @@ from loom_nb.effects.mcp import DEFAULT_MAX_RESULT_BYTES, DEFAULT_READ_TIMEOUT
 from loom_nb.journal.events import EventKind
 from loom_nb.kernel import FlowRegistry
 from loom_nb.messages import ModelResponse
+from tests.effects.support import free_port, serve_script_over_http
 from tests.tracing.support import Recorder
 
 pytestmark = pytest.mark.slow
@@ -81,33 +80,8 @@ def everything_derived(rt: loom.Runtime, run: loom.Run, model: loom.ScriptedMode
     return "\n".join(parts)
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def serve_http(state: Path, *extra: str) -> Iterator[int]:
-    port = free_port()
-    proc = subprocess.Popen(
-        [sys.executable, str(SERVER), str(state), "--http", str(port), *extra],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-                break
-            except OSError:
-                if time.monotonic() > deadline or proc.poll() is not None:
-                    raise RuntimeError("the hostile HTTP test server did not start") from None
-                time.sleep(0.05)
-        yield port
-    finally:
-        proc.terminate()
-        proc.wait(10)
+    yield from serve_script_over_http(SERVER, str(state), *extra, what="the hostile HTTP test server")
 
 
 @pytest.fixture
