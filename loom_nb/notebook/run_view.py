@@ -107,7 +107,8 @@ class TurnBlock(widgets.VBox):  # type: ignore[misc]
         self.turn = turn
         self.text = ""
         # counted from 1, with the id its steps have (``#turn:0`` is turn 1), as traces and frames name it
-        self.head = html_widget("loom-turn-head", f"turn {turn + 1} · <code>#turn:{turn}</code>", shared=True)
+        head = f"turn {turn + 1} · <code>{step_ids.turn_id(turn)}</code>"
+        self.head = html_widget("loom-turn-head", head, shared=True)
         self.body = html_widget("loom-turn-text")
         self.body.add_class(FOLLOW_CLASS)  # capped while its turn is current: it follows its streamed tail
         self.thinking = html_widget("loom-thinking", shared=True)

@@ -92,8 +92,9 @@ def test_card_arguments_in_order_and_edit_mode(lab: Lab, browser: Any, tmp_path:
         # the decided card folds into its tool row (closed), which says the decision
         expect(card).to_have_count(0)
         row = page.locator(".loom-tool-row")
-        expect(row.locator(".loom-decision")).to_contain_text("approved with edited arguments at")
+        expect(row.locator(".loom-decision").first).to_contain_text("approved with edited arguments at")
         expect(row).to_contain_text("ann@example.com")
+        expect(row).to_contain_text("edited: to:")  # the requested arguments beside the ones that ran
         expect(page.locator(".loom-answer")).to_contain_text("Sent.")
         assert page.locator(".loom-run").inner_text().count("Sent.") == 1  # the answer once
         expect(page.locator(".loom-turn").first).to_contain_text("I will send it.")
