@@ -11,10 +11,13 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from loom_nb.agent.agent import Agent
+from loom_nb.effects.tool import Tool
 from loom_nb.journal import Event, InMemoryJournal
 from loom_nb.journal.store import JournalStore
 from loom_nb.kernel import FlowRegistry
 from loom_nb.messages import ModelResponse, Usage
+from loom_nb.providers.scripted import ScriptedModel
 from loom_nb.runtime import Runtime
 from loom_nb.testing import FakeClock, SequentialIds
 
@@ -106,3 +109,25 @@ def serve_script_over_http(script: Path, *args: str, what: str) -> Iterator[int]
     finally:
         proc.terminate()
         proc.wait(10)
+
+
+def mcp_runtime() -> Runtime:
+    """A ``loom.Runtime`` on an in-memory DuckDB journal with a private flow registry (MCP tools
+    need the effect ring and its content store)."""
+    return Runtime.open(":memory:", flows=FlowRegistry())
+
+
+def scripted_agent(tools: list[Tool], *responses: ModelResponse) -> tuple[Agent, ScriptedModel]:
+    """An agent with ``tools`` whose model answers ``responses`` and then ``done``; and the model."""
+    model = ScriptedModel([*responses, ModelResponse.text("done")])
+    return Agent(model=model, tools=tools), model
+
+
+def calls(*pairs: tuple[str, dict[str, Any]]) -> ModelResponse:
+    """A model response calling each ``(tool, arguments)`` pair."""
+    return ModelResponse.tool_calls(list(pairs))
+
+
+def tool_texts(model: ScriptedModel) -> list[str]:
+    """The tool messages of the last request the model was sent."""
+    return [m.text for m in model.history[-1].messages if m.role == "tool"]

@@ -21,9 +21,8 @@ from loom_nb.effects.mcp import McpTool, defaults
 from loom_nb.errors import ToolArgumentsError
 from loom_nb.journal.events import EventKind
 from loom_nb.kernel import FlowRegistry
-from loom_nb.messages import ModelResponse
 from tests.effects import mcp_crash_flow as crash_flow
-from tests.effects.support import serve_script_over_http
+from tests.effects.support import calls, mcp_runtime, scripted_agent, serve_script_over_http, tool_texts
 
 SERVER = Path(__file__).with_name("mcp_server.py")
 CRASH_FLOW = Path(crash_flow.__file__)
@@ -36,19 +35,6 @@ def stdio(state: Path) -> StdioServerParameters:
     return StdioServerParameters(command=sys.executable, args=[str(SERVER), str(state)])
 
 
-def runtime() -> loom.Runtime:
-    return loom.Runtime.open(":memory:", flows=FlowRegistry())
-
-
-def agent(tools: list[loom.Tool], *responses: ModelResponse) -> tuple[loom.Agent, loom.ScriptedModel]:
-    model = loom.ScriptedModel([*responses, ModelResponse.text("done")])
-    return loom.Agent(model=model, tools=tools), model
-
-
-def calls(*pairs: tuple[str, dict[str, Any]]) -> ModelResponse:
-    return ModelResponse.tool_calls(list(pairs))
-
-
 def completed(rt: loom.Runtime, run: loom.Run) -> dict[str, Any]:
     """Each step's last recorded outcome, by step id (an output, or the error's message)."""
     out: dict[str, Any] = {}
@@ -58,11 +44,6 @@ def completed(rt: loom.Runtime, run: loom.Run) -> dict[str, Any]:
         elif event.kind == EventKind.STEP_FAILED:
             out[event.step_id] = event.data["error"]["message"]
     return out
-
-
-def tool_texts(model: loom.ScriptedModel) -> list[str]:
-    """The tool messages of the last request the model was sent."""
-    return [m.text for m in model.history[-1].messages if m.role == "tool"]
 
 
 def alive(pid: int) -> bool:
@@ -145,8 +126,8 @@ def test_a_destructive_tool_waits_for_approval_a_read_only_one_runs_at_once(
 ) -> None:
     (notes_state / "notes").mkdir(exist_ok=True)
     (notes_state / "notes" / "a").write_text("alpha")
-    rt = runtime()
-    bot, model = agent(notes, calls(("read_note", {"key": "a"}), ("delete_note", {"key": "a"})))
+    rt = mcp_runtime()
+    bot, model = scripted_agent(notes, calls(("read_note", {"key": "a"}), ("delete_note", {"key": "a"})))
     run = bot.start("tidy", runtime=rt)
     assert run.status == "suspended"
     (gate,) = run.gates
@@ -174,8 +155,8 @@ def test_a_destructive_tool_waits_for_approval_a_read_only_one_runs_at_once(
 
 @pytest.mark.slow
 def test_results_text_json_image_and_an_error_the_model_reads(notes: list[loom.Tool]) -> None:
-    rt = runtime()
-    bot, model = agent(notes, calls(("stats", {}), ("snapshot", {}), ("fail", {"reason": "no disk"})))
+    rt = mcp_runtime()
+    bot, model = scripted_agent(notes, calls(("stats", {}), ("snapshot", {}), ("fail", {"reason": "no disk"})))
     run = bot.start("look", runtime=rt)
     assert run.status == "completed"
     outputs = completed(rt, run)
@@ -189,7 +170,7 @@ def test_results_text_json_image_and_an_error_the_model_reads(notes: list[loom.T
     texts = tool_texts(model)
     assert "Error: the tool 'fail' failed: McpToolError:" in texts[2] and "cannot: no disk" in texts[2]
     assert all(t.startswith("<<<untrusted-content>>>") for t in texts)  # untrusted by default: fenced
-    again, _ = agent(notes, calls(("stats", {})))
+    again, _ = scripted_agent(notes, calls(("stats", {})))
     assert again.start("again", runtime=rt).status == "completed"
     session = by_name(notes)["stats"].server.sessions[rt.effects]  # type: ignore[attr-defined]
     assert session.starts == 1  # one session for both runs on this runtime
@@ -198,8 +179,8 @@ def test_results_text_json_image_and_an_error_the_model_reads(notes: list[loom.T
 
 @pytest.mark.slow
 def test_a_server_killed_mid_call_is_retried_on_a_new_process(notes: list[loom.Tool], notes_state: Path) -> None:
-    rt = runtime()
-    bot, _ = agent(notes, calls(("flaky", {"key": "k1"})))
+    rt = mcp_runtime()
+    bot, _ = scripted_agent(notes, calls(("flaky", {"key": "k1"})))
     run = bot.start("go", runtime=rt)
     assert run.status == "completed"
     events = [e for e in rt.journal.read(run.id) if e.step_id == "#turn:0:tool:0"]
@@ -217,11 +198,11 @@ def test_a_server_killed_mid_call_is_retried_on_a_new_process(notes: list[loom.T
 def test_a_non_idempotent_call_cut_by_a_dying_server_parks_in_doubt(notes: list[loom.Tool]) -> None:
     """The server died mid-call: whether the call took effect is unknown, so a person decides (as after
     a crash of loom's own process); it is neither retried nor handed to the model as a failure."""
-    rt = runtime()
+    rt = mcp_runtime()
     crash = by_name(notes)["crash"]
     crash.needs_approval = False
     try:
-        bot, model = agent(notes, calls(("crash", {"key": "c1"})))
+        bot, model = scripted_agent(notes, calls(("crash", {"key": "c1"})))
         run = bot.start("go", runtime=rt)
         assert run.status == "suspended"
         (gate,) = run.gates
@@ -242,8 +223,8 @@ def test_a_server_that_does_not_answer_within_read_timeout_is_stopped_and_the_ca
     tools = loom.mcp_tools(
         stdio(tmp_path), include=["nap"], read_timeout=0.5, overrides={"nap": {"retry": loom.RetryPolicy(attempts=2)}}
     )
-    rt = runtime()
-    bot, model = agent(tools, calls(("nap", {"seconds": 30})))
+    rt = mcp_runtime()
+    bot, model = scripted_agent(tools, calls(("nap", {"seconds": 30})))
     run = bot.start("go", runtime=rt)
     assert run.status == "completed"
     (text,) = tool_texts(model)
@@ -258,8 +239,8 @@ def test_a_server_that_does_not_answer_within_read_timeout_is_stopped_and_the_ca
 def test_a_tool_list_that_changed_since_mcp_tools_is_reported(tmp_path: Path) -> None:
     tools = loom.mcp_tools(stdio(tmp_path), include=["read_note"])
     (tmp_path / "changed").touch()  # the next server process describes read_note differently
-    rt = runtime()
-    bot, model = agent(tools, calls(("read_note", {"key": "a"})))
+    rt = mcp_runtime()
+    bot, model = scripted_agent(tools, calls(("read_note", {"key": "a"})))
     run = bot.start("go", runtime=rt)
     assert run.status == "completed"
     (text,) = tool_texts(model)
@@ -307,8 +288,8 @@ def test_the_published_time_server_over_stdio() -> None:
     tools = loom.mcp_tools(StdioServerParameters(command=str(TIME_SERVER), args=["--local-timezone", "UTC"]))
     time_tool = by_name(tools)["get_current_time"]
     assert time_tool.needs_approval is False and time_tool.idempotent is True  # its annotations: read-only
-    rt = runtime()
-    bot, _ = agent(tools, calls(("get_current_time", {"timezone": "UTC"})))
+    rt = mcp_runtime()
+    bot, _ = scripted_agent(tools, calls(("get_current_time", {"timezone": "UTC"})))
     run = bot.start("what time is it?", runtime=rt)
     assert run.status == "completed"
     output = completed(rt, run)["#turn:0:tool:0"]
@@ -327,8 +308,8 @@ def http_server(tmp_path: Path) -> Iterator[str]:
 @pytest.mark.slow
 def test_a_streamable_http_server(http_server: str) -> None:
     tools = loom.mcp_tools(http_server, prefix="web_", include=["put_note", "read_note", "delete_note"])
-    rt = runtime()
-    bot, _ = agent(
+    rt = mcp_runtime()
+    bot, _ = scripted_agent(
         tools,
         calls(("web_put_note", {"key": "h", "text": "over http"})),
         calls(("web_read_note", {"key": "h"}), ("web_delete_note", {"key": "h"})),

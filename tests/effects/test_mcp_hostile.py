@@ -22,9 +22,7 @@ from mcp import StdioServerParameters
 import loom_nb as loom
 from loom_nb.effects.mcp import DEFAULT_MAX_RESULT_BYTES, DEFAULT_READ_TIMEOUT
 from loom_nb.journal.events import EventKind
-from loom_nb.kernel import FlowRegistry
-from loom_nb.messages import ModelResponse
-from tests.effects.support import free_port, serve_script_over_http
+from tests.effects.support import calls, free_port, mcp_runtime, scripted_agent, serve_script_over_http, tool_texts
 from tests.tracing.support import Recorder
 
 pytestmark = pytest.mark.slow
@@ -42,23 +40,6 @@ PROGRAM = Path(sys.executable).name
 
 def stdio(state: Path, *extra: str) -> StdioServerParameters:
     return StdioServerParameters(command=sys.executable, args=[str(SERVER), str(state), *extra])
-
-
-def runtime() -> loom.Runtime:
-    return loom.Runtime.open(":memory:", flows=FlowRegistry())
-
-
-def agent(tools: list[loom.Tool], *responses: ModelResponse) -> tuple[loom.Agent, loom.ScriptedModel]:
-    model = loom.ScriptedModel([*responses, ModelResponse.text("done")])
-    return loom.Agent(model=model, tools=tools), model
-
-
-def calls(*pairs: tuple[str, dict[str, Any]]) -> ModelResponse:
-    return ModelResponse.tool_calls(list(pairs))
-
-
-def tool_texts(model: loom.ScriptedModel) -> list[str]:
-    return [m.text for m in model.history[-1].messages if m.role == "tool"]
 
 
 def server_calls(state: Path) -> list[dict[str, Any]]:
@@ -106,10 +87,10 @@ def test_a_command_lines_credentials_reach_no_journal_span_or_model_input(tmp_pa
     server = by_name(tools)["server_error"].server  # type: ignore[attr-defined]
     assert server.label == f"{PROGRAM} (+4 args)"
     assert TOKEN not in repr(server) and PASSWORD not in repr(server)
-    rt = runtime()
+    rt = mcp_runtime()
     recorder = Recorder()
     loom.tracing.export(rt, recorder.provider)
-    bot, model = agent(tools, calls(("server_error", {}), ("malformed", {})))
+    bot, model = scripted_agent(tools, calls(("server_error", {}), ("malformed", {})))
     run = bot.start("go", runtime=rt)
     assert run.status == "completed"
     texts = tool_texts(model)
@@ -127,10 +108,10 @@ def test_a_urls_userinfo_and_query_reach_no_journal_span_or_model_input(http_por
     tools = loom.mcp_tools(url, include=["server_error"])
     server = tools[0].server  # type: ignore[attr-defined]
     assert server.label == f"http://127.0.0.1:{http_port}/mcp?token=…&team=…"
-    rt = runtime()
+    rt = mcp_runtime()
     recorder = Recorder()
     loom.tracing.export(rt, recorder.provider)
-    bot, model = agent(tools, calls(("server_error", {})))
+    bot, model = scripted_agent(tools, calls(("server_error", {})))
     run = bot.start("go", runtime=rt)
     assert run.status == "completed"
     derived = everything_derived(rt, run, model, recorder)
@@ -158,8 +139,8 @@ def test_headers_reach_the_server_and_an_echoed_credential_header_is_redacted(
     headers = {"Authorization": f"Bearer {HEADER_TOKEN}", "x-goog-api-key": GOOG_KEY}
     tools = loom.mcp_tools(url, headers=headers, include=["echo_header"])
     assert HEADER_TOKEN not in repr(tools[0]) + repr(tools[0].server)  # type: ignore[attr-defined]
-    rt = runtime()
-    bot, model = agent(
+    rt = mcp_runtime()
+    bot, model = scripted_agent(
         tools, calls(("echo_header", {"name": "x-goog-api-key"}), ("echo_header", {"name": "Authorization"}))
     )
     run = bot.start("go", runtime=rt)
@@ -199,8 +180,8 @@ def test_a_json_rpc_server_error_is_a_tool_error_not_a_dead_server(tmp_path: Pat
         include=["server_error", "charge", "closed_lookalike"],
         overrides={"charge": {"needs_approval": False}},
     )
-    rt = runtime()
-    bot, model = agent(tools, calls(("server_error", {}), ("charge", {"amount": 5}), ("closed_lookalike", {})))
+    rt = mcp_runtime()
+    bot, model = scripted_agent(tools, calls(("server_error", {}), ("charge", {"amount": 5}), ("closed_lookalike", {})))
     run = bot.start("go", runtime=rt)
     assert run.status == "completed"  # not parked in doubt: the server answered
     texts = tool_texts(model)
@@ -228,8 +209,8 @@ def test_an_http_server_killed_mid_call_is_a_lost_transport(http_port: int, tmp_
 
     killer = threading.Thread(target=kill_once_called)
     killer.start()
-    rt = runtime()
-    bot, model = agent(tools, calls(("sleep", {"seconds": 30})))
+    rt = mcp_runtime()
+    bot, model = scripted_agent(tools, calls(("sleep", {"seconds": 30})))
     run = bot.start("go", runtime=rt)
     killer.join()
     assert run.status == "completed"
@@ -247,8 +228,8 @@ def test_edited_arguments_are_validated_against_the_input_schema_before_the_call
     tmp_path: Path, edited: dict[str, Any]
 ) -> None:
     tools = loom.mcp_tools(stdio(tmp_path), include=["move"])
-    rt = runtime()
-    bot, model = agent(tools, calls(("move", {"path": "a.txt"})))
+    rt = mcp_runtime()
+    bot, model = scripted_agent(tools, calls(("move", {"path": "a.txt"})))
     run = bot.start("go", runtime=rt)
     (gate,) = run.gates
     gate.resolve({"approved": True, "arguments": edited})  # a raw answer, past Gate.approve's check
@@ -261,8 +242,8 @@ def test_edited_arguments_are_validated_against_the_input_schema_before_the_call
 
 def test_the_note_that_a_person_edited_the_call_is_outside_the_untrusted_fence(tmp_path: Path) -> None:
     tools = loom.mcp_tools(stdio(tmp_path), include=["move"])
-    rt = runtime()
-    bot, model = agent(tools, calls(("move", {"path": "a.txt"})))
+    rt = mcp_runtime()
+    bot, model = scripted_agent(tools, calls(("move", {"path": "a.txt"})))
     run = bot.start("go", runtime=rt)
     run.gates[0].approve(arguments={"path": "b.txt"})
     assert run.status == "completed"
@@ -281,8 +262,8 @@ def test_a_result_above_max_result_bytes_is_cut_for_the_model_and_kept_whole_in_
 ) -> None:
     assert DEFAULT_MAX_RESULT_BYTES == 1_000_000 and DEFAULT_READ_TIMEOUT == 60.0
     tools = loom.mcp_tools(stdio(tmp_path), include=["big"], max_result_bytes=20_000)
-    rt = runtime()
-    bot, model = agent(tools, calls(("big", {"megabytes": 0.5})))
+    rt = mcp_runtime()
+    bot, model = scripted_agent(tools, calls(("big", {"megabytes": 0.5})))
     run = bot.start("go", runtime=rt)
     assert run.status == "completed"
     (text,) = tool_texts(model)
@@ -299,8 +280,8 @@ def test_a_call_past_read_timeout_is_a_typed_error_naming_the_server_and_the_too
     tools = loom.mcp_tools(
         stdio(tmp_path, f"--token={TOKEN}"), include=["sleep"], read_timeout=0.3, overrides={"sleep": {"retry": None}}
     )
-    rt = runtime()
-    bot, model = agent(tools, calls(("sleep", {"seconds": 30})))
+    rt = mcp_runtime()
+    bot, model = scripted_agent(tools, calls(("sleep", {"seconds": 30})))
     run = bot.start("go", runtime=rt)
     assert run.status == "completed"
     (text,) = tool_texts(model)
@@ -326,8 +307,8 @@ def test_tool_names_no_provider_accepts_are_mapped_to_stable_distinct_valid_name
     assert [t.remote_name for t in first] == odd  # type: ignore[attr-defined]
     assert [t.name for t in again] == [f"h_{n}" if n == "a_b" else t.name for n, t in zip(names, again, strict=True)]
     assert loom.mcp_tools(stdio(tmp_path), include=odd)[0].name == names[0]  # stable
-    rt = runtime()
-    bot, model = agent(first, calls((names[0], {}), (names[5], {})))
+    rt = mcp_runtime()
+    bot, model = scripted_agent(first, calls((names[0], {}), (names[5], {})))
     assert bot.start("go", runtime=rt).status == "completed"
     assert [c["name"] for c in server_calls(tmp_path)] == ["a b", ""]  # called by its real name
     assert "I am 'a b'" in tool_texts(model)[0]
@@ -338,8 +319,8 @@ def test_tool_names_no_provider_accepts_are_mapped_to_stable_distinct_valid_name
 
 def test_a_malformed_result_is_a_clear_error_naming_the_server_and_the_tool(tmp_path: Path) -> None:
     tools = loom.mcp_tools(stdio(tmp_path), include=["malformed"])
-    rt = runtime()
-    bot, model = agent(tools, calls(("malformed", {})))
+    rt = mcp_runtime()
+    bot, model = scripted_agent(tools, calls(("malformed", {})))
     run = bot.start("go", runtime=rt)
     assert run.status == "completed"
     (text,) = tool_texts(model)
