@@ -6,11 +6,8 @@ ledger is charged once (``docs/design.md``, section 5a, "Fencing")."""
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
 import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -18,34 +15,19 @@ import pytest
 from loom_nb.runtime import Runtime
 from tests import stores
 from tests.workers.fencing_agents import cashier
+from tests.workers.support import wait_until, worker_process
 
-ROOT = Path(__file__).resolve().parents[2]
 MODULE = "tests.workers.fencing_agents"
 
 
 def _worker(url: str, ledger: Path, pause: float) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [sys.executable, "-m", "loom_nb.cli", "worker", "--journal", url, "--import", MODULE, "--lease-seconds", "2"],
-        cwd=ROOT,
-        env={**os.environ, "LOOM_LEDGER": str(ledger), "LOOM_CHARGE_PAUSE": str(pause)},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    env = {"LOOM_LEDGER": str(ledger), "LOOM_CHARGE_PAUSE": str(pause)}
+    return worker_process(url, MODULE, "--lease-seconds", "2", env=env)
 
 
 def _lines(ledger: Path, what: str) -> list[list[str]]:
     text = ledger.read_text() if ledger.exists() else ""
     return [line.split() for line in text.splitlines() if line.startswith(what + " ")]
-
-
-def _until(predicate: object, seconds: float, what: str) -> None:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if predicate():  # type: ignore[operator]
-            return
-        time.sleep(0.05)
-    pytest.fail(f"timed out waiting for {what}")
 
 
 @pytest.mark.slow
@@ -59,7 +41,7 @@ def test_a_frozen_worker_does_not_make_its_call_after_another_took_the_run_over(
     second: subprocess.Popen[str] | None = None
     try:
         run = cashier.submit("tea", "job-tea", runtime=rt)
-        _until(lambda: _lines(ledger, "entered"), 60, "the first worker to enter the call")
+        wait_until(lambda: _lines(ledger, "entered"), 60, "the first worker to enter the call")
         frozen.send_signal(signal.SIGSTOP)
         second = _worker(url, ledger, pause=0)
 
@@ -75,7 +57,7 @@ def test_a_frozen_worker_does_not_make_its_call_after_another_took_the_run_over(
         assert [(line[0], line[2]) for line in _lines(ledger, "charged")] == [("charged", "2")]
         frozen.send_signal(signal.SIGCONT)
         # Thawed, its heartbeat finds the lease gone and cancels the call it was frozen in.
-        _until(lambda: _lines(ledger, "cancelled"), 20, "the thawed worker to cancel its call")
+        wait_until(lambda: _lines(ledger, "cancelled"), 20, "the thawed worker to cancel its call")
         assert len(_lines(ledger, "charged")) == 1 and not _lines(ledger, "refused")
         assert rt.result("job-tea").status == "completed"
     finally:

@@ -4,9 +4,7 @@ took it again ~90 times a second)."""
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -15,19 +13,11 @@ import pytest
 from loom_nb.runtime import Runtime
 from tests import stores
 from tests.workers.fencing_agents import cashier
-
-ROOT = Path(__file__).resolve().parents[2]
+from tests.workers.support import wait_until, worker_process
 
 
 def _worker(url: str, module: str, ledger: Path) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [sys.executable, "-m", "loom_nb.cli", "worker", "--journal", url, "--import", module],
-        cwd=ROOT,
-        env={**os.environ, "LOOM_LEDGER": str(ledger)},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    return worker_process(url, module, env={"LOOM_LEDGER": str(ledger)})
 
 
 @pytest.mark.slow
@@ -50,9 +40,7 @@ def test_a_worker_without_the_flow_leaves_the_run_queued_and_logs_it_once(
         assert "Traceback" not in err and len(lines) < 5, err
         right = _worker(url, "tests.workers.fencing_agents", tmp_path / "ledger")
         try:
-            deadline = time.monotonic() + 30
-            while rt.journal.get_execution("job-tea").status != "completed" and time.monotonic() < deadline:
-                time.sleep(0.05)
+            wait_until(lambda: rt.journal.get_execution("job-tea").status == "completed", 30, "the run to complete")
             assert rt.result("job-tea").status == "completed"
         finally:
             right.terminate()
