@@ -1,7 +1,10 @@
 """``BatchView``: one view of a whole ``Agent.map`` batch: a progress bar of segments in proportion
 to the items done / failed / waiting at a gate / running (the rest: queued), in the palette's
 theme-aware colours, the counts, and one card for every open gate of the batch, with Approve all /
-Refuse all (``Batch.approve_all`` / ``refuse_all``) above them, shown only while a gate waits.
+Refuse all (``Batch.approve_all`` / ``refuse_all``) above them, shown only while a gate waits and
+asking to confirm when more than one gate waits. Under the cards, the outcomes that need reading
+later: every gate decided (approved, refused, with its reason) and every item that failed, with its
+error (the first ``OUTCOME_LINES``; ``frames()`` has them all). Items are numbered from 1.
 
 It watches the batch through ``Batch.on_change``: a change marks its item dirty and asks a
 ``Throttle`` for a refresh, and a refresh touches only the dirty items' cards (the counts are kept
@@ -15,6 +18,7 @@ from __future__ import annotations
 
 import html
 import logging
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -24,12 +28,16 @@ from loom_nb.agent.batch import Batch, BatchItem
 from loom_nb.agent.config import APPROVAL_GATE
 from loom_nb.analysis.palette import css
 from loom_nb.errors import LoomError
-from loom_nb.notebook.cards import GateCard, card_for
+from loom_nb.notebook.cards import GateCard, card_for, describe_resolution
+from loom_nb.notebook.confirm import ConfirmBar
 from loom_nb.notebook.formatting import TextForm, close_tree, html_widget, short_text
 from loom_nb.notebook.safe_text import visible
 from loom_nb.notebook.throttle import Throttle
 
 log = logging.getLogger("loom_nb")
+
+#: How many outcome lines (gates decided, items failed) the view lists before it only counts them.
+OUTCOME_LINES = 50
 
 #: The bar's segments, in order: (batch status, palette role, word for the tooltip).
 SEGMENTS: tuple[tuple[str, str, str], ...] = (
@@ -50,6 +58,7 @@ STYLE = (
 .loom-seg-done { background: var(--loom-done); } .loom-seg-failed { background: var(--loom-failed); }
 .loom-seg-waiting { background: var(--loom-waiting); } .loom-seg-running { background: var(--loom-running); }
 .loom-batch .loom-error { color: var(--loom-failed); }
+.loom-batch-outcomes ul { margin: 4px 0; padding-left: 18px; }
 </style>"""
 )
 
@@ -82,7 +91,10 @@ class BatchView(TextForm, widgets.VBox):  # type: ignore[misc]
         counts: The counts line.
         cards: The card of every open gate, by ``(execution id, gate id)``, in input order.
         approve_all: The Approve all button; ``refuse_all`` the Refuse all one; ``reason`` their reason box.
+        confirm: The question Approve all / Refuse all ask first when more than one gate waits
+            (a ``ConfirmBar``, class ``loom-batch-confirm``).
         message: The line under the buttons (what the last click did, or why it was refused).
+        outcomes: The gates decided and the items failed, one line each (class ``loom-batch-outcomes``).
         refreshes: How many refreshes ran (the throttle's count).
         items_synced: How many item updates the refreshes made (each changed item once per refresh).
     """
@@ -102,9 +114,16 @@ class BatchView(TextForm, widgets.VBox):  # type: ignore[misc]
         self.approve_all.add_class("loom-approve-all")
         self.refuse_all = widgets.Button(description="Refuse all", button_style="danger", icon="times")
         self.refuse_all.add_class("loom-refuse-all")
-        self.approve_all.on_click(lambda _: self._answer_all(approve=True))
-        self.refuse_all.on_click(lambda _: self._answer_all(approve=False))
+        self.approve_all.on_click(lambda _: self._ask_all(approve=True))
+        self.refuse_all.on_click(lambda _: self._ask_all(approve=False))
+        self.confirm = ConfirmBar()
+        self.confirm.add_class("loom-batch-confirm")
         self.message = html_widget("loom-batch-message")
+        self.outcomes = html_widget("loom-batch-outcomes")
+        self._outcome_lines: list[str] = []
+        self._outcomes_more = 0
+        self._failed_noted: set[str] = set()
+        self._answered: tuple[int, str] | None = None
         self.gate_box = widgets.VBox()
         self.gate_box.add_class("loom-batch-gates")
         self.cards: dict[tuple[str, str], GateCard] = {}
@@ -125,8 +144,10 @@ class BatchView(TextForm, widgets.VBox):  # type: ignore[misc]
                 self.progress,
                 self.counts,
                 self.actions,
+                self.confirm,
                 self.message,
                 self.gate_box,
+                self.outcomes,
             ]
         )
         self.add_class("loom-batch")
@@ -178,8 +199,16 @@ class BatchView(TextForm, widgets.VBox):  # type: ignore[misc]
         dirty, self._dirty = self._dirty, {}
         self.items_synced += len(dirty)
         changed = False
+        noted = len(self._outcome_lines) + self._outcomes_more
         for item in dirty.values():
             changed |= self._sync_cards(item)
+            if item.status == "failed" and item.execution_id not in self._failed_noted:
+                self._failed_noted.add(item.execution_id)
+                error = item.run.exception()
+                why = f"{type(error).__name__}: {error}" if error is not None else "failed"
+                self._note(item, f"failed: {short_text(why, 200)}")
+        if len(self._outcome_lines) + self._outcomes_more != noted:
+            self._show_outcomes()
         if changed:  # cards in input order, whatever order the items reached their gates in
             order = sorted(self.cards, key=lambda key: (self._index[key[0]], key[1]))
             self.cards = {key: self.cards[key] for key in order}
@@ -188,8 +217,45 @@ class BatchView(TextForm, widgets.VBox):  # type: ignore[misc]
             close_tree(box)
         self._leaving.clear()
         waiting = any(card.gate.kind == APPROVAL_GATE and not card.decided for card in self.cards.values())
-        self.approve_all.disabled = self.refuse_all.disabled = not waiting
+        self.approve_all.disabled = self.refuse_all.disabled = not waiting or self.confirm.asking
         self.actions.layout.display = "" if waiting else "none"
+        if not waiting and self.confirm.asking:
+            self.confirm.cancel()
+        if self._answered is not None:
+            n, verb = self._answered
+            going = c.get("running", 0) + c.get("queued", 0) + c.get("suspended", 0)
+            tail = "; the runs go on" if going else "; every run has settled"
+            self.message.value = html.escape(f"{n} gate(s) {verb}{tail}")
+
+    def _note(self, item: BatchItem, what: str) -> None:
+        """Keep one outcome line about ``item`` (the first ``OUTCOME_LINES``; the rest are counted)."""
+        if len(self._outcome_lines) >= OUTCOME_LINES:
+            self._outcomes_more += 1
+            return
+        self._outcome_lines.append(
+            f"<li><b>item {item.index + 1}</b> <code>{html.escape(visible(item.execution_id))}</code> "
+            f"({html.escape(visible(short_text(item.input, 60)))}): {html.escape(visible(what))}</li>"
+        )
+
+    def _show_outcomes(self) -> None:
+        more = (
+            f"<div>… and {self._outcomes_more} more: <code>runtime.frames().gates()</code> and "
+            "<code>.runs()</code> list them all</div>"
+            if self._outcomes_more
+            else ""
+        )
+        self.outcomes.value = f"<b>Outcomes</b><ul>{''.join(self._outcome_lines)}</ul>{more}"
+
+    def _decided(self, item: BatchItem, gate_id: str, card: GateCard) -> None:
+        """A gate of ``item`` left the view: note how it was decided (from the journal)."""
+        try:
+            record = item.run.runtime.history(item.execution_id).gates.get(gate_id)
+        except Exception:  # the journal cannot be read now: the card leaves without its line
+            log.debug("loom_nb: no outcome line for gate %s of %s", gate_id, item.execution_id, exc_info=True)
+            return
+        if record is None or not record.resolved:
+            return
+        self._note(item, f"{card.summary()}: {describe_resolution(record.kind, record.resolution)}")
 
     def _sync_cards(self, item: BatchItem) -> bool:
         open_gates = {g.gate_id: g for g in item.gates} if item.status == "suspended" else {}
@@ -198,7 +264,7 @@ class BatchView(TextForm, widgets.VBox):  # type: ignore[misc]
         changed = False
         for gate_id in [g for g in shown if g not in open_gates]:
             shown.discard(gate_id)
-            del self.cards[(item.execution_id, gate_id)]
+            self._decided(item, gate_id, self.cards.pop((item.execution_id, gate_id)))
             self._leaving.append(self._boxes.pop((item.execution_id, gate_id)))
             changed = True
         for gate_id, gate in open_gates.items():
@@ -207,13 +273,33 @@ class BatchView(TextForm, widgets.VBox):  # type: ignore[misc]
                 card = self.cards[key] = card_for(gate)
                 label = html_widget(
                     "loom-batch-item",
-                    f"<b>item {item.index}</b> <code>{html.escape(visible(item.execution_id))}</code>: "
+                    f"<b>item {item.index + 1}</b> <code>{html.escape(visible(item.execution_id))}</code>: "
                     f"{html.escape(visible(short_text(item.input, 100)))}",
                 )
                 self._boxes[key] = widgets.VBox([label, card])
                 shown.add(gate_id)
                 changed = True
         return changed
+
+    def _ask_all(self, *, approve: bool) -> None:
+        """The Approve all / Refuse all click: with more than one gate waiting, ask first."""
+        n = sum(1 for card in self.cards.values() if card.gate.kind == APPROVAL_GATE and not card.decided)
+        if n <= 1:
+            self._answer_all(approve=approve)
+            return
+        verb = "Approve" if approve else "Refuse"
+
+        def back() -> None:
+            self.approve_all.disabled = self.refuse_all.disabled = False
+
+        self.approve_all.disabled = self.refuse_all.disabled = True
+        self.confirm.ask(
+            f"{verb} all {n} waiting calls of this batch?",
+            f"{verb} {n} calls",
+            lambda: self._answer_all(approve=approve),
+            style="success" if approve else "danger",
+            on_no=back,
+        )
 
     def _answer_all(self, *, approve: bool) -> None:
         reason = self.reason.value.strip() or None
@@ -223,8 +309,8 @@ class BatchView(TextForm, widgets.VBox):  # type: ignore[misc]
             self.message.value = f"<span class='loom-error'>{html.escape(visible(str(exc)))}</span>"
             answered = None
         if isinstance(answered, list):
-            verb = "approved" if approve else "refused"
-            self.message.value = html.escape(f"{len(answered)} gate(s) {verb}; the runs go on")
+            self._answered = (len(answered), "approved" if approve else "refused")
+            self.message.value = html.escape(f"{len(answered)} gate(s) {self._answered[1]}; the runs go on")
         self._throttle.request()
 
     # -- text -------------------------------------------------------------------------------------
@@ -232,6 +318,7 @@ class BatchView(TextForm, widgets.VBox):  # type: ignore[misc]
         """The view as text: the counts line, then one line per open gate."""
         lines = [self.batch.progress_line()]
         lines += [f"  item {eid}: {card.text()}" for (eid, _), card in self.cards.items()]
+        lines += [f"  {re.sub('<[^>]+>', '', line)}" for line in self._outcome_lines]
         return "\n".join(lines)
 
 

@@ -67,7 +67,7 @@ async def test_counts_bar_and_one_card_per_open_gate() -> None:
     assert "1/4 done, 1 failed, 2 waiting at a gate" in view.counts.value
     assert len(view.gate_box.children) == 2 and all(isinstance(c, ApprovalCard) for c in view.cards.values())
     label, card = view.gate_box.children[0].children
-    assert "item 0" in label.value and "send to ann" in label.value and card is next(iter(view.cards.values()))
+    assert "item 1" in label.value and "send to ann" in label.value and card is next(iter(view.cards.values()))
     ann = batch.items[0].execution_id
     assert view.text().splitlines()[1] == (
         f"  item {ann}: <Gate #turn:0:tool:0:approval: approve send(to='ann')?> -> "
@@ -83,10 +83,18 @@ async def test_approve_all_click_answers_every_gate_and_the_cards_go() -> None:
     await settle(view)
     assert len(view.cards) == 5
     view.reason.value = "all fine"
+    view.approve_all.click()  # five gates wait: it asks first
+    assert view.confirm.asking and "Approve all 5 waiting calls" in view.confirm.question.value
+    assert all(item.status == "suspended" for item in batch.items) and view.approve_all.disabled
+    view.confirm.no.click()  # Cancel: nothing answered, the buttons back
+    assert not view.confirm.asking and not view.approve_all.disabled
     view.approve_all.click()
-    assert "5 gate(s) approved" in view.message.value
+    view.confirm.yes.click()
+    assert "5 gate(s) approved; the runs go on" in view.message.value
     await batch.wait(until="settled")
     view.flush()
+    assert "5 gate(s) approved; every run has settled" in view.message.value
+    assert view.outcomes.value.count("<li>") == 5 and "approved (all fine)" in view.outcomes.value
     assert batch.done == 5 and segments(view) == [("done", "100%", "5 done")]
     assert view.cards == {} and view.gate_box.children == () and view.approve_all.disabled
     assert view.actions.layout.display == "none"  # no gate waits: no Approve all / Refuse all
@@ -134,11 +142,41 @@ async def test_refuse_all_click_and_one_card_clicked_alone() -> None:
     await settle(view)
     assert batch.items[0].status == "completed" and len(view.cards) == 2
     view.refuse_all.click()
+    view.confirm.yes.click()
     await batch.wait(until="settled")
     view.flush()
     outputs = [r.output for r in batch.results if r is not None]
     assert outputs[0].endswith("sent to a")
     assert all("refused" in o for o in outputs[1:]) and view.cards == {}
+    # the refused cards left a trace: one outcome line per decided gate, items numbered from 1
+    lines = view.text().splitlines()[1:]
+    assert len(lines) == 3 and lines[0].startswith("  item 1 ") and ": approved" in lines[0]
+    assert lines[1].startswith("  item 2 ") and lines[1].endswith(": refused")
+
+
+async def test_a_failed_item_is_listed_with_its_error_and_one_gate_needs_no_confirmation() -> None:
+    rt = make_runtime()
+    batch = agent().map(["fail now", "send to ann"], runtime=rt, view=False)
+    view = BatchView(batch)
+    await settle(view)
+    assert "item 1" in view.outcomes.value and "failed: " in view.outcomes.value
+    assert "broken input" in view.outcomes.value
+    view.approve_all.click()  # one gate: no question
+    assert not view.confirm.asking and "1 gate(s) approved" in view.message.value
+    await batch.wait(until="settled")
+    view.flush()
+    assert view.outcomes.value.count("<li>") == 2
+
+
+async def test_outcome_lines_stop_at_their_cap_and_count_the_rest(monkeypatch: Any) -> None:
+    import loom_nb.notebook.batch_view as batch_view
+
+    monkeypatch.setattr(batch_view, "OUTCOME_LINES", 2)
+    rt = make_runtime()
+    batch = agent().map([f"fail {i}" for i in range(5)], runtime=rt, view=False)
+    view = BatchView(batch)
+    await settle(view)
+    assert view.outcomes.value.count("<li>") == 2 and "… and 3 more" in view.outcomes.value
 
 
 async def test_refreshes_are_throttled_and_touch_only_changed_items() -> None:

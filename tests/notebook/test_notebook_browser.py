@@ -108,15 +108,17 @@ def test_the_batch_view_in_jupyterlab_one_card_then_approve_all(lab: Lab, browse
         expect(counts).to_contain_text("0/3 done, 0 failed, 3 waiting at a gate", timeout=60_000)
         cards = page.locator(".loom-batch .loom-card")
         expect(cards).to_have_count(3)
-        expect(page.locator(".loom-batch-item").first).to_contain_text("item 0")
+        expect(page.locator(".loom-batch-item").first).to_contain_text("item 1")
         page.screenshot(path=str(tmp_path / "batch-gates.png"), full_page=True)
         cards.first.locator(".loom-approve").click()
         expect(counts).to_contain_text("1/3 done, 0 failed, 2 waiting at a gate", timeout=30_000)
         expect(cards).to_have_count(2)
-        page.locator(".loom-approve-all").click()
+        page.locator(".loom-approve-all").click()  # two gates wait: it asks first
+        page.locator(".loom-batch-confirm .loom-confirm-yes").click()
         expect(counts).to_contain_text("3/3 done, 0 failed, 0 waiting at a gate", timeout=30_000)
         expect(cards).to_have_count(0)
         expect(page.locator(".loom-approve-all")).to_be_hidden()  # no gate waits: no Approve all
+        expect(page.locator(".loom-batch-outcomes li")).to_have_count(3)  # each decided gate left a line
         # the bar: one segment, all done, in the theme's colour of the shared palette
         segment = page.locator(".loom-batch-bar > span")
         expect(segment).to_have_count(1)

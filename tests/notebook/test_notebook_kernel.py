@@ -94,7 +94,9 @@ def test_approve_all_clicked_in_a_real_kernel_finishes_the_batch(tmp_path: Path)
             "<Batch agent:tidy: 0/3 done, 0 failed, 3 waiting at a gate>"
         )
         (approve_all,) = kernel_button_ids(k, "loom-approve-all")
-        k.click(approve_all)
+        k.click(approve_all)  # three gates wait: it asks first, the confirming click answers
+        (confirm,) = kernel_button_ids(k, "loom-confirm-yes")
+        k.click(confirm)
         report = k.stdout("await batch.wait(until='settled')\nprint(batch)\nprint(len(deleted))")
         assert report.strip().splitlines() == ["<Batch agent:tidy: 3/3 done, 0 failed, 0 waiting at a gate>", "3"]
 
