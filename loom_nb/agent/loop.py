@@ -125,6 +125,7 @@ async def agent_loop(ctx: FlowContext, config: AgentConfig, input: Any) -> Agent
     answers = TypedAnswers(ctx.execution_id, out) if out is not None else None
     last_text = ""
     for turn in range(config.max_turns):
+        await ctx.boundary()  # a stop asked for "after this turn" (Run.cancel(when="after_turn")) lands here
         await _maybe_compact(ctx, config, state, turn)
         _maybe_warn(ctx, config, state)
         extras = await _turn_extras(ctx, config, state, turn)

@@ -571,23 +571,39 @@ class Run(Generic[Out]):
     ) -> Coroutine[Any, Any, ExecutionResult]:
         return make() if self.limit is None else self.limit(make)
 
-    def cancel(self, reason: str | None = None) -> Any:
+    def cancel(self, reason: str | None = None, *, when: str = "now") -> Any:
         """Stop the run for good: it is recorded ``cancelled`` and never goes on (``Engine.cancel``).
 
-        A step cut in flight is recorded in doubt when its tool is not idempotent. In a notebook this
-        returns a task at once (await it to wait until the cancel is recorded); in a script it
-        returns the run's new ``ExecutionResult``. Awaiting the run then raises ``RunCancelledError``.
+        ``when="now"`` cuts it at once: a step cut in flight is recorded in doubt when its tool is not
+        idempotent. ``when="after_turn"`` lets the turn under way finish (its model call and tool
+        calls, approvals included) and records the cancel at the next turn boundary, with nothing in
+        doubt (``Engine.stop_at_boundary``); it returns None at once, and the request is held by this
+        process (a kernel that dies first forgets it). In a notebook ``"now"`` returns a task at once
+        (await it to wait until the cancel is recorded); in a script it returns the run's new
+        ``ExecutionResult``. Awaiting the run then raises ``RunCancelledError``.
 
         Raises:
-            UsageError: the run already completed or failed.
+            UsageError: the run already completed or failed, an unknown ``when``, or (``after_turn``)
+                a run another process drives.
         """
+        if when not in ("now", "after_turn"):
+            raise UsageError(f"Run.cancel(when={when!r}): use 'now' or 'after_turn'")
         status = self.status
         if status in TERMINAL_STATUSES and status != "cancelled":
             raise UsageError(f"run {self.id} already {status}; there is nothing to cancel")
+        if when == "after_turn":
+            if status != "cancelled":
+                self.runtime.stop_at_boundary(self.id, reason, starting=self._task is not None)
+            return None
         if self._task is None or not in_running_loop():
             return self.drive(self.runtime.cancel(self.id, reason))
         # The task that drives the body records the cancel and settles this run.
         return asyncio.ensure_future(self.runtime.cancel(self.id, reason))
+
+    @property
+    def stopping(self) -> bool:
+        """True while a stop "after this turn" was asked for and the run has not reached it yet."""
+        return self.runtime.stops.asked(self.id)
 
     async def wait(self, *, until: str = "settled", timeout: float | None = None) -> Run:
         """Wait until the run is ``settled`` (completed, failed or cancelled), ``paused`` (settled or

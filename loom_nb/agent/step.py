@@ -32,6 +32,9 @@ class _OpaqueContext:
         self.execution_id = outer.execution_id
         self._warned: set[str] = set()
 
+    async def boundary(self) -> None:
+        """No stop inside one opaque step: the whole loop is one journaled step of the outer run."""
+
     async def execute(self, effect_id: str, input: Any = None, **options: Any) -> Any:
         # Only ``step_id`` and ``owner`` are used: nothing is journaled inside the opaque step (``record`` and
         # ``returns`` mean nothing here), and deltas go to the outer step's sink, not ``on_delta``.

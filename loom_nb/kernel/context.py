@@ -304,6 +304,19 @@ class ExecutionContext:
         """True while the body is still being served recorded outcomes."""
         return self._pure or self._to_serve > 0 or self._in_flight > 0
 
+    async def boundary(self) -> None:
+        """A point where nothing of this body is in flight (the agent loop calls it between turns):
+        a stop asked for here (``Engine.stop_at_boundary``) is taken, and the run is recorded
+        ``cancelled`` with nothing in doubt. A no-op while recorded outcomes are still served.
+
+        Raises:
+            asyncio.CancelledError: a stop was asked for; the engine records the cancel.
+        """
+        if self.replaying or not self._rt.take_boundary_stop(self.execution_id):
+            return
+        await self.commit()
+        raise asyncio.CancelledError(f"execution {self.execution_id} stopped at a boundary")
+
     @property
     def unserved(self) -> int:
         """How many recorded outcomes the body has not been served yet (engine-facing: a replay

@@ -41,6 +41,7 @@ from loom_nb.kernel.history import GateRecord, History
 from loom_nb.kernel.journal_writer import JournalWriter
 from loom_nb.kernel.observers import Observers
 from loom_nb.kernel.sources import Clock, IdSource, RandomSource
+from loom_nb.kernel.stops import BoundaryStops
 from loom_nb.system_sources import RandomIds, SystemClock, SystemRandom
 
 T = TypeVar("T")
@@ -238,6 +239,8 @@ class Engine:
         self._driving: dict[str, asyncio.Task[Any]] = {}
         #: Cancels asked for and not yet recorded: execution id -> reason.
         self._cancels: dict[str, str | None] = {}
+        #: Stops asked for at the body's next boundary ("after this turn"): ``stop_at_boundary``.
+        self.stops = BoundaryStops()
         #: Who watches committed events and streamed deltas (``observe`` subscribes here).
         self.observers = Observers()
         #: ``observe(on_event, *, on_delta=None, execution_id=None)``: call ``on_event(event)`` after events
@@ -346,6 +349,37 @@ class Engine:
     def cancelling(self, execution_id: str) -> bool:
         """True while a cancel of the execution was asked for and not yet recorded."""
         return execution_id in self._cancels
+
+    def stop_at_boundary(self, execution_id: str, reason: str | None = None, *, starting: bool = False) -> None:
+        """Ask the execution to stop at its body's next boundary (``ExecutionContext.boundary``: the
+        agent loop's turn boundary), recorded ``cancelled`` there with nothing in flight, so nothing
+        in doubt. A suspended run stops at the first boundary after it is resumed here. The request
+        lives in this process (``kernel/stops.py``); ``cancel`` stops at once instead. ``starting``:
+        this process is starting the execution and it may not be in the journal yet.
+
+        Raises:
+            UsageError: unknown execution, one that already completed or failed, or one another live
+                process of the shared journal drives (ask there, or ``cancel`` it now).
+        """
+        record = self.journal.get_execution(execution_id) if starting else self._known(execution_id)
+        if record is not None and record.status in TERMINAL_STATUSES:
+            raise UsageError(f"execution {execution_id!r} already {record.status}; there is nothing to stop")
+        leases = self._leases()
+        holder = leases.lease_owner(execution_id) if leases is not None else None
+        if holder is not None and holder != self.lease_owner and not _dead_here(holder):
+            raise UsageError(
+                f"execution {execution_id!r} is driven by another process ({holder}): a stop after its turn is "
+                f"asked there; stop it now from here with cancel()"
+            )
+        self.stops.ask(execution_id, reason)
+
+    def take_boundary_stop(self, execution_id: str) -> bool:
+        """At a boundary of the body: True (and the stop becomes the cancel the driving task records)
+        when a stop at a boundary was asked for (``stop_at_boundary``)."""
+        asked, reason = self.stops.take(execution_id)
+        if asked:
+            self._cancels.setdefault(execution_id, reason)
+        return asked
 
     def is_active(self, execution_id: str) -> bool:
         """True while this process is running the execution's body (from ``answer`` on, when that
@@ -522,6 +556,7 @@ class Engine:
             self._let_go(eid)
         if result.status in TERMINAL_STATUSES:
             self.deps.pop(eid, None)
+            self.stops.drop(eid)
         if history.parent is not None and result.status in TERMINAL_STATUSES:
             await self._wake_parent(history.parent, result)
         return result
@@ -940,6 +975,7 @@ class Engine:
             return self.result(execution_id)
         if h.status in TERMINAL_STATUSES:
             raise UsageError(f"execution {execution_id!r} already {h.status}; there is nothing to cancel")
+        self.stops.drop(execution_id)  # a cancel now supersedes a stop asked for at a boundary
         result = await self._cancel_one(execution_id, reason)
         # Cancel propagates to the children it waited for (and theirs).
         for _, cid in self._child_gates(self.history(execution_id)):

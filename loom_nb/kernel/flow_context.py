@@ -102,6 +102,11 @@ class FlowContext(Protocol):
         """Run ``policy(options)`` once and record the choice; replay returns the recorded choice."""
         ...
 
+    async def boundary(self) -> None:
+        """Say that nothing of the body is in flight here: a stop asked for "after this turn"
+        (``Engine.stop_at_boundary``) records the run ``cancelled`` at this point."""
+        ...
+
     def patched(self, change: str) -> bool:
         """True when this run takes the new path of ``change``: new runs record a ``#patched:<change>``
         marker and get True; runs recorded before the change get False and replay the old path."""

@@ -11,6 +11,7 @@ from tests.kernel.support import make_runtime
 
 #: What a flow body may use; nothing engine-facing (``stage``, ``commit``, ``unserved``...).
 BODY_SURFACE = {
+    "boundary",
     "decide",
     "execute",
     "execution_id",
