@@ -10,6 +10,12 @@ the raw table by its qualified name.
 Every view is plain SQL over ``events`` (no Python loop over events). JSON-valued columns are JSON
 text here; ``Frames`` decodes a few of them (see ``DECODED``). ``COLUMNS`` pins each view's columns
 and the pandas dtypes ``Frames`` gives them (``docs/analysis.md`` documents them).
+
+The ``steps`` view is one scan and one ``GROUP BY (execution_id, step_id)`` pivot of the step
+events (no self-join): each event's JSON is parsed once (one ``json_extract`` with a list of paths
+per kind), and the id patterns (kind, turn, tool index) are matched once per distinct step id, then
+joined back on the id. It computes what the ``RunState`` fold computes; a test compares the two row
+by row, and the fold is the reference.
 """
 
 from __future__ import annotations
