@@ -10,27 +10,34 @@ import pytest
 from mypy import api
 
 pytestmark = pytest.mark.slow
+ONE_STORE = "mypy reads the source: no journal is opened"
 
 CHECKED = Path(__file__).with_name("typed_output_types.py")
 
 
-def mypy(path: Path) -> tuple[str, int]:
-    out, err, status = api.run(["--strict", "--no-incremental", "--python-version", "3.11", str(path)])
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One mypy cache for the module's checks: loom_nb and its dependencies are analysed once."""
+    return tmp_path_factory.mktemp("mypy-cache")
+
+
+def mypy(path: Path, cache: Path) -> tuple[str, int]:
+    out, err, status = api.run(["--strict", "--cache-dir", str(cache), "--python-version", "3.11", str(path)])
     return out + err, status
 
 
-def test_the_output_type_reaches_run_and_result() -> None:
-    report, status = mypy(CHECKED)
+def test_the_output_type_reaches_run_and_result(cache: Path) -> None:
+    report, status = mypy(CHECKED, cache)
     assert status == 0, report
 
 
-def test_a_wrong_claim_about_the_output_type_fails(tmp_path: Path) -> None:
+def test_a_wrong_claim_about_the_output_type_fails(tmp_path: Path, cache: Path) -> None:
     text = CHECKED.read_text(encoding="utf-8")
     wrong = text.replace("assert_type(result.output, City)", "assert_type(result.output, str)")
     assert wrong != text
     path = tmp_path / "wrong_claim.py"
     path.write_text(wrong, encoding="utf-8")
-    report, status = mypy(path)
+    report, status = mypy(path, cache)
     assert status == 1
     assert 'Expression is of type "City", not "str"' in report
 
@@ -62,10 +69,10 @@ async def check(model: loom.ScriptedModel) -> None:
 """
 
 
-def test_reveal_type_shows_deps_and_output(tmp_path: Path) -> None:
+def test_reveal_type_shows_deps_and_output(tmp_path: Path, cache: Path) -> None:
     path = tmp_path / "reveal.py"
     path.write_text(REVEAL, encoding="utf-8")
-    report, status = mypy(path)
+    report, status = mypy(path, cache)
     assert status == 1  # the last line gives deps of the wrong type
     revealed = [line.split("Revealed type is ", 1)[1] for line in report.splitlines() if "Revealed type" in line]
     assert revealed == [
