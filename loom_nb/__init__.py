@@ -10,7 +10,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from loom_nb import tracing  # OpenTelemetry itself is imported only when an export starts
 from loom_nb.agent import (
@@ -87,13 +87,29 @@ from loom_nb.kernel import (
     flow,
 )
 from loom_nb.messages import Message, ModelRequest, ModelResponse, ReasoningBlock, ToolCall, Usage
+from loom_nb.providers import LAZY as _LAZY_PROVIDERS
 from loom_nb.providers import ModelProvider, ScriptedModel
-from loom_nb.providers.anthropic import AnthropicMessages
-from loom_nb.providers.openai import OpenAIChat
-from loom_nb.providers.responses import OpenAIResponses
 from loom_nb.runtime import Runtime, default_runtime, set_default_runtime
 from loom_nb.version import __version__
 from loom_nb.worker import Worker
+
+
+if TYPE_CHECKING:
+    from loom_nb.providers.anthropic import AnthropicMessages
+    from loom_nb.providers.openai import OpenAIChat
+    from loom_nb.providers.responses import OpenAIResponses
+
+
+def __getattr__(name: str) -> Any:
+    # The HTTP providers (and httpx) load on first use of their name: a notebook on ScriptedModel
+    # never pays for them (``loom_nb.providers.LAZY``).
+    if name in _LAZY_PROVIDERS:
+        from loom_nb import providers
+
+        value = getattr(providers, name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def frames(runtime: Runtime | None = None) -> Any:
