@@ -15,7 +15,6 @@ DuckDB database (again whenever it has changed), so the same views answer.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
@@ -27,14 +26,14 @@ import pandas as pd
 from loom_nb.agent.carry import journal_carry, session_of
 from loom_nb.agent.output import recorded_output
 from loom_nb.agent.transcript import rebuild_requests
+from loom_nb.analysis.journal_copy import copy_server_journal, load_events, private_database
 from loom_nb.analysis.read_only_sql import reading_statements
-from loom_nb.analysis.sql_views import COLUMNS, DECODED, ORDER, VIEW_ORDER, create_views, events_table
+from loom_nb.analysis.sql_views import COLUMNS, DECODED, ORDER, VIEW_ORDER, create_views
 from loom_nb.errors import FlowNotFoundError, UsageError
 from loom_nb.journal import step_ids
 from loom_nb.journal.canonical import canonical_json
 from loom_nb.journal.duckdb_store import DuckDBJournal
 from loom_nb.journal.ids import journal_id
-from loom_nb.journal.migrations import MIGRATIONS
 from loom_nb.journal.run_state import RunState
 from loom_nb.kernel.async_bridge import run_sync
 from loom_nb.kernel.engine import ExecutionResult, ReplayReport
@@ -49,10 +48,6 @@ DataFrame = Any  # pandas is untyped here
 
 #: Step kinds whose rows are effect steps (not gates, decisions or values).
 _EFFECT_KINDS = (step_ids.MODEL_KIND, step_ids.TOOL_KIND, step_ids.COMPACTION_KIND, step_ids.EFFECT_KIND)
-_NO_NETWORK = {"autoinstall_known_extensions": False, "autoload_known_extensions": False}
-#: A table's key clause and a column's ``PRIMARY KEY``, left out of a private copy (``keys=False``).
-_KEY_CLAUSE = re.compile(r",\s*PRIMARY KEY \([^)]*\)")
-_PRIMARY_KEY = re.compile(r"\s+PRIMARY KEY\b")
 #: Columns and dtypes of ``Frames.transcript``.
 TRANSCRIPT_COLUMNS: dict[str, str] = {
     "role": "str",
@@ -285,89 +280,25 @@ class Frames:
             )
         version = getattr(journal, "commits", None)
         if self._con is None:
-            self._con = self._private_database()
+            self._con = private_database()
         if version is None or version != self._version:
-            self._load(journal.all_events())
+            load_events(self._con, journal.all_events())
             self._version = version
         return self._con
-
-    def _private_database(self, *, keys: bool = True) -> Any:
-        """A private in-memory DuckDB with the journal's tables and the views; without primary keys
-        when ``keys`` is false (a copy loaded whole: building the index would cost more than the rows)."""
-        con = duckdb.connect(":memory:", config={**_NO_NETWORK, "enable_external_access": False})
-        for _, statements in MIGRATIONS:
-            for statement in statements:
-                if not keys:
-                    statement = _PRIMARY_KEY.sub("", _KEY_CLAUSE.sub("", statement))
-                con.execute(statement)
-        create_views(con)
-        return con
 
     def _arrow_connection(self, journal: Any) -> Any:
         """A private in-memory DuckDB holding a copy of a server journal's tables (PostgreSQL),
         moved as Arrow: whole the first time (``arrow_tables``), then, whenever the change marker
         moved, only the events appended since (``arrow_changes``, after each execution's last seq
-        in the copy) with the executions table again."""
+        in the copy) with the executions table again (``copy_server_journal``)."""
         version = journal.change_marker()
         if self._con is None:
-            self._con = self._private_database(keys=False)
+            self._con = private_database(keys=False)
             self._last_seqs = None
         if version != self._version:
-            if self._last_seqs is None:
-                tables, replace = journal.arrow_tables(), {"events", "executions", "content"}
-                last_seqs: dict[str, int] = {}
-            else:
-                tables = journal.arrow_changes(self._last_seqs, self._content_rows)
-                replace, last_seqs = {"executions", "content"}, dict(self._last_seqs)
-            con = self._con
-            database = events_table(con).removesuffix(".main.events")
-            con.execute("BEGIN")
-            try:
-                for name, arrow in tables.items():
-                    if name in replace:
-                        con.execute(f"DELETE FROM {database}.main.{name}")
-                    con.register("loom_arrow_rows", arrow)
-                    con.execute(f"INSERT INTO {database}.main.{name} SELECT * FROM loom_arrow_rows")
-                    if name == "events":
-                        rows = con.execute(
-                            "SELECT execution_id, max(seq) FROM loom_arrow_rows GROUP BY execution_id"
-                        ).fetchall()
-                        last_seqs.update((str(eid), int(seq)) for eid, seq in rows)
-                    con.unregister("loom_arrow_rows")
-                content_rows = con.execute(f"SELECT count(*) FROM {database}.main.content").fetchall()[0][0]
-                con.execute("COMMIT")
-            except BaseException:
-                con.execute("ROLLBACK")
-                raise
-            self._version, self._last_seqs, self._content_rows = version, last_seqs, int(content_rows)
+            last_seqs, content_rows = copy_server_journal(self._con, journal, self._last_seqs, self._content_rows)
+            self._version, self._last_seqs, self._content_rows = version, last_seqs, content_rows
         return self._con
-
-    def _load(self, events: Sequence[Any]) -> None:
-        raw = pd.DataFrame(
-            {
-                "execution_id": pd.Series([e.execution_id for e in events], dtype=object),
-                "seq": pd.Series([e.seq for e in events], dtype="int64"),
-                "kind": pd.Series([str(e.kind) for e in events], dtype=object),
-                "step_id": pd.Series([e.step_id for e in events], dtype=object),
-                "at_us": pd.Series([round(e.at * 1_000_000) for e in events], dtype="int64"),
-                "data": pd.Series([canonical_json(e.data) for e in events], dtype=object),
-            }
-        )
-        con = self._con
-        table = events_table(con)
-        con.execute("BEGIN")
-        try:
-            con.execute(f"DELETE FROM {table}")
-            con.register("loom_raw_events", raw)
-            con.execute(
-                f"INSERT INTO {table} SELECT CAST(execution_id AS VARCHAR), seq, CAST(kind AS VARCHAR), "
-                "CAST(step_id AS VARCHAR), make_timestamp(at_us), CAST(data AS JSON) FROM loom_raw_events"
-            )
-            con.unregister("loom_raw_events")
-            con.execute("COMMIT")
-        except BaseException:
-            con.execute("ROLLBACK")
-            raise
 
     def close(self) -> None:
         """Release the cursor (or the private database of an in-memory journal)."""
