@@ -10,15 +10,16 @@ A DuckDB journal is read through a cursor of the runtime's own connection (DuckD
 process per file: the file is never opened again); the views are TEMP views of that cursor, so the
 journal file's schema is left alone. An ``InMemoryJournal`` is copied into a private in-memory
 DuckDB database (again whenever it has changed), so the same views answer.
+
+Beside it: the private copy (``analysis/journal_copy.py``), the columns of the frames built in
+Python (``analysis/frame_columns.py``) and the diff of two executions (``analysis/execution_diff.py``);
+their public names are importable from here too.
 """
 
 from __future__ import annotations
 
-import json
-import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import duckdb
@@ -27,14 +28,23 @@ import pandas as pd
 from loom_nb.agent.carry import journal_carry, session_of
 from loom_nb.agent.output import recorded_output
 from loom_nb.agent.transcript import rebuild_requests
+from loom_nb.analysis.execution_diff import DIFF_COLUMNS, ExecutionDiff, diff_executions
+from loom_nb.analysis.frame_columns import (
+    OUTPUT_COLUMNS,
+    REPLAY_COLUMNS,
+    SESSION_COLUMNS,
+    TRANSCRIPT_COLUMNS,
+    empty_frame,
+    typed_frame,
+)
+from loom_nb.analysis.journal_copy import copy_server_journal, load_events, private_database
 from loom_nb.analysis.read_only_sql import reading_statements
-from loom_nb.analysis.sql_views import COLUMNS, DECODED, ORDER, VIEW_ORDER, create_views, events_table
+from loom_nb.analysis.sql_views import COLUMNS, DECODED, ORDER, VIEW_ORDER, create_views
 from loom_nb.errors import FlowNotFoundError, UsageError
 from loom_nb.journal import step_ids
 from loom_nb.journal.canonical import canonical_json
 from loom_nb.journal.duckdb_store import DuckDBJournal
 from loom_nb.journal.ids import journal_id
-from loom_nb.journal.migrations import MIGRATIONS
 from loom_nb.journal.run_state import RunState
 from loom_nb.kernel.async_bridge import run_sync
 from loom_nb.kernel.engine import ExecutionResult, ReplayReport
@@ -47,124 +57,20 @@ if TYPE_CHECKING:
 
 DataFrame = Any  # pandas is untyped here
 
-#: Step kinds whose rows are effect steps (not gates, decisions or values).
-_EFFECT_KINDS = (step_ids.MODEL_KIND, step_ids.TOOL_KIND, step_ids.COMPACTION_KIND, step_ids.EFFECT_KIND)
-_NO_NETWORK = {"autoinstall_known_extensions": False, "autoload_known_extensions": False}
-#: A table's key clause and a column's ``PRIMARY KEY``, left out of a private copy (``keys=False``).
-_KEY_CLAUSE = re.compile(r",\s*PRIMARY KEY \([^)]*\)")
-_PRIMARY_KEY = re.compile(r"\s+PRIMARY KEY\b")
-#: Columns and dtypes of ``Frames.transcript``.
-TRANSCRIPT_COLUMNS: dict[str, str] = {
-    "role": "str",
-    "text": "str",
-    "tool_calls": "object",
-    "tool_call_id": "str",
-    "name": "str",
-    "is_error": "bool",
-    "tainted": "bool",
-}
-
-#: Columns and dtypes of ``Frames.outputs`` (then one ``output.<field>`` column per field of an
-#: object answer, nested fields joined by ``.``).
-OUTPUT_COLUMNS: dict[str, str] = {
-    "execution_id": "str",
-    "flow": "str",
-    "status": "str",
-    "output_type": "str",
-    "output_mode": "str",
-    "attempts": "int64",
-    "failed_attempts": "int64",
-    "output_json": "object",
-    "output": "object",
-}
-
-#: Columns and dtypes of ``Frames.replay``.
-REPLAY_COLUMNS: dict[str, str] = {
-    "execution_id": "str",
-    "reproduced": "bool",
-    "recorded_status": "str",
-    "replayed_status": "str",
-    "served": "int64",
-    "message": "str",
-    "seconds": "float64",
-    "children": "str",
-}
-
-#: Columns and dtypes of ``ExecutionDiff.steps``.
-DIFF_COLUMNS: dict[str, str] = {
-    "step_id": "str",
-    "kind": "str",
-    "effect_a": "str",
-    "effect_b": "str",
-    "status_a": "str",
-    "status_b": "str",
-    "input_digest_a": "str",
-    "input_digest_b": "str",
-    "output_digest_a": "str",
-    "output_digest_b": "str",
-    "same": "bool",
-}
-
-_DIFF_SQL = """
-WITH st AS (
-    SELECT execution_id, step_id,
-           arg_min(data ->> '$.digest', seq) FILTER (WHERE kind = 'step_started') AS input_digest,
-           arg_max(CAST(CASE kind WHEN 'step_completed' THEN data -> '$.output' ELSE data -> '$.error' END
-                        AS VARCHAR), seq)
-               FILTER (WHERE kind = 'step_completed' OR (
-                   kind = 'step_failed' AND (data ->> '$.will_retry') IS DISTINCT FROM 'true')) AS outcome
-    FROM events
-    WHERE execution_id IN ($a, $b) AND step_id IS NOT NULL
-      AND kind IN ('step_started', 'step_completed', 'step_failed')
-    GROUP BY execution_id, step_id
-    UNION ALL BY NAME
-    SELECT execution_id, gate_id AS step_id, kind AS label, 'sha256:' || sha256(payload) AS input_digest,
-           answer AS outcome
-    FROM gates WHERE execution_id IN ($a, $b)
-    UNION ALL BY NAME
-    SELECT execution_id, step_id,
-           CASE kind WHEN 'decision_recorded' THEN data ->> '$.policy' ELSE data ->> '$.kind' END AS label,
-           CASE kind WHEN 'decision_recorded' THEN 'sha256:' || sha256(CAST(data -> '$.options' AS VARCHAR))
-           END AS input_digest,
-           CAST(CASE kind WHEN 'decision_recorded' THEN data -> '$.choice' ELSE data -> '$.value' END
-                AS VARCHAR) AS outcome
-    FROM events
-    WHERE execution_id IN ($a, $b) AND kind IN ('decision_recorded', 'value_recorded')
-),
-d AS (
-    SELECT st.execution_id, st.step_id, s.kind,
-           coalesce(s.effect, st.label) AS effect, s.status, st.input_digest,
-           CASE WHEN st.outcome IS NOT NULL THEN 'sha256:' || sha256(st.outcome) END AS output_digest,
-           row_number() OVER (PARTITION BY st.execution_id ORDER BY s.seq) AS pos
-    FROM st JOIN steps AS s ON s.execution_id = st.execution_id AND s.step_id = st.step_id
-),
-a AS (SELECT * FROM d WHERE execution_id = $a),
-b AS (SELECT * FROM d WHERE execution_id = $b)
-SELECT coalesce(a.step_id, b.step_id) AS step_id,
-       coalesce(a.kind, b.kind) AS kind,
-       a.effect AS effect_a, b.effect AS effect_b,
-       a.status AS status_a, b.status AS status_b,
-       a.input_digest AS input_digest_a, b.input_digest AS input_digest_b,
-       a.output_digest AS output_digest_a, b.output_digest AS output_digest_b,
-       coalesce(a.step_id IS NOT NULL AND b.step_id IS NOT NULL
-                AND a.effect IS NOT DISTINCT FROM b.effect
-                AND a.status IS NOT DISTINCT FROM b.status
-                AND a.input_digest IS NOT DISTINCT FROM b.input_digest
-                AND a.output_digest IS NOT DISTINCT FROM b.output_digest, false) AS same
-FROM a FULL OUTER JOIN b ON a.step_id = b.step_id
-ORDER BY coalesce(a.pos, b.pos), a.pos IS NULL, b.pos
-"""
-
-
-def _loads(value: Any) -> Any:
-    return json.loads(value) if isinstance(value, str) else None
-
-
-def _typed(df: DataFrame, dtypes: Mapping[str, str], decode: Sequence[str] = ()) -> DataFrame:
-    """Decode the JSON columns and give every column its documented dtype."""
-    for col in decode:
-        df[col] = df[col].astype(object).map(_loads)
-    return df.astype(dict(dtypes)).reset_index(drop=True)
+__all__ = [
+    "DIFF_COLUMNS",
+    "OUTPUT_COLUMNS",
+    "PLOTS",
+    "REPLAY_COLUMNS",
+    "SESSION_COLUMNS",
+    "TRANSCRIPT_COLUMNS",
+    "DataFrame",
+    "ExecutionDiff",
+    "Frames",
+    "diff",
+    "frames",
+    "log_growth",
+]
 
 
 def _descend(report: ReplayReport) -> list[ReplayReport]:
@@ -180,55 +86,6 @@ def _replay_row(report: ReplayReport) -> dict[str, Any]:
         for r in _descend(report)[1:]
     )
     return row
-
-
-def _empty(dtypes: Mapping[str, str]) -> DataFrame:
-    return pd.DataFrame({c: pd.Series([], dtype=t) for c, t in dtypes.items()})
-
-
-#: The columns of ``Frames.sessions()``.
-SESSION_COLUMNS: dict[str, str] = {
-    "session_id": "str",
-    "index": "int64",
-    "execution_id": "str",
-    "previous": "str",
-    "flow": "str",
-    "status": "str",
-    "message": "str",
-    "output": "object",
-    "turns": "int64",
-    "created_at": "datetime64[us]",
-    "updated_at": "datetime64[us]",
-    "bytes": "int64",
-}
-
-
-@dataclass(frozen=True, kw_only=True, eq=False)
-class ExecutionDiff:
-    """Two executions aligned by step id.
-
-    Attributes:
-        a: The first execution.
-        b: The second execution.
-        steps: One row per step id of either side (columns ``DIFF_COLUMNS``): kind, effect, status,
-            input digest and output digest of each side, and ``same``.
-        first_divergence: The first step id (in ``a``'s order) where they differ, or None.
-    """
-
-    a: str
-    b: str
-    steps: DataFrame
-    first_divergence: str | None
-
-    @property
-    def identical(self) -> bool:
-        """True when every step matches on both sides."""
-        return self.first_divergence is None
-
-    def __repr__(self) -> str:
-        first = self.first_divergence
-        where = "identical" if first is None else f"first divergence at {first!r}"
-        return f"ExecutionDiff({self.a!r} vs {self.b!r}: {len(self.steps)} steps, {where})"
 
 
 #: The plots ``Frames.plot_*`` draw, by name: ``loom_nb.analysis.plots`` fills it when it is imported
@@ -285,89 +142,25 @@ class Frames:
             )
         version = getattr(journal, "commits", None)
         if self._con is None:
-            self._con = self._private_database()
+            self._con = private_database()
         if version is None or version != self._version:
-            self._load(journal.all_events())
+            load_events(self._con, journal.all_events())
             self._version = version
         return self._con
-
-    def _private_database(self, *, keys: bool = True) -> Any:
-        """A private in-memory DuckDB with the journal's tables and the views; without primary keys
-        when ``keys`` is false (a copy loaded whole: building the index would cost more than the rows)."""
-        con = duckdb.connect(":memory:", config={**_NO_NETWORK, "enable_external_access": False})
-        for _, statements in MIGRATIONS:
-            for statement in statements:
-                if not keys:
-                    statement = _PRIMARY_KEY.sub("", _KEY_CLAUSE.sub("", statement))
-                con.execute(statement)
-        create_views(con)
-        return con
 
     def _arrow_connection(self, journal: Any) -> Any:
         """A private in-memory DuckDB holding a copy of a server journal's tables (PostgreSQL),
         moved as Arrow: whole the first time (``arrow_tables``), then, whenever the change marker
         moved, only the events appended since (``arrow_changes``, after each execution's last seq
-        in the copy) with the executions table again."""
+        in the copy) with the executions table again (``copy_server_journal``)."""
         version = journal.change_marker()
         if self._con is None:
-            self._con = self._private_database(keys=False)
+            self._con = private_database(keys=False)
             self._last_seqs = None
         if version != self._version:
-            if self._last_seqs is None:
-                tables, replace = journal.arrow_tables(), {"events", "executions", "content"}
-                last_seqs: dict[str, int] = {}
-            else:
-                tables = journal.arrow_changes(self._last_seqs, self._content_rows)
-                replace, last_seqs = {"executions", "content"}, dict(self._last_seqs)
-            con = self._con
-            database = events_table(con).removesuffix(".main.events")
-            con.execute("BEGIN")
-            try:
-                for name, arrow in tables.items():
-                    if name in replace:
-                        con.execute(f"DELETE FROM {database}.main.{name}")
-                    con.register("loom_arrow_rows", arrow)
-                    con.execute(f"INSERT INTO {database}.main.{name} SELECT * FROM loom_arrow_rows")
-                    if name == "events":
-                        rows = con.execute(
-                            "SELECT execution_id, max(seq) FROM loom_arrow_rows GROUP BY execution_id"
-                        ).fetchall()
-                        last_seqs.update((str(eid), int(seq)) for eid, seq in rows)
-                    con.unregister("loom_arrow_rows")
-                content_rows = con.execute(f"SELECT count(*) FROM {database}.main.content").fetchall()[0][0]
-                con.execute("COMMIT")
-            except BaseException:
-                con.execute("ROLLBACK")
-                raise
-            self._version, self._last_seqs, self._content_rows = version, last_seqs, int(content_rows)
+            last_seqs, content_rows = copy_server_journal(self._con, journal, self._last_seqs, self._content_rows)
+            self._version, self._last_seqs, self._content_rows = version, last_seqs, content_rows
         return self._con
-
-    def _load(self, events: Sequence[Any]) -> None:
-        raw = pd.DataFrame(
-            {
-                "execution_id": pd.Series([e.execution_id for e in events], dtype=object),
-                "seq": pd.Series([e.seq for e in events], dtype="int64"),
-                "kind": pd.Series([str(e.kind) for e in events], dtype=object),
-                "step_id": pd.Series([e.step_id for e in events], dtype=object),
-                "at_us": pd.Series([round(e.at * 1_000_000) for e in events], dtype="int64"),
-                "data": pd.Series([canonical_json(e.data) for e in events], dtype=object),
-            }
-        )
-        con = self._con
-        table = events_table(con)
-        con.execute("BEGIN")
-        try:
-            con.execute(f"DELETE FROM {table}")
-            con.register("loom_raw_events", raw)
-            con.execute(
-                f"INSERT INTO {table} SELECT CAST(execution_id AS VARCHAR), seq, CAST(kind AS VARCHAR), "
-                "CAST(step_id AS VARCHAR), make_timestamp(at_us), CAST(data AS JSON) FROM loom_raw_events"
-            )
-            con.unregister("loom_raw_events")
-            con.execute("COMMIT")
-        except BaseException:
-            con.execute("ROLLBACK")
-            raise
 
     def close(self) -> None:
         """Release the cursor (or the private database of an in-memory journal)."""
@@ -401,7 +194,7 @@ class Frames:
                 return last.copy(deep=True)
         with self._parallel():
             df = con.execute(f"{sql} ORDER BY {ORDER[view]}", params).df()
-        frame = _typed(df, COLUMNS[view], DECODED.get(view, ()))
+        frame = typed_frame(df, COLUMNS[view], DECODED.get(view, ()))
         if kept:
             self._results[(view, execution_id)] = frame.copy(deep=True)
         return frame
@@ -509,9 +302,9 @@ class Frames:
                 }
             )
         if not rows:
-            return _empty(SESSION_COLUMNS)
+            return empty_frame(SESSION_COLUMNS)
         df = pd.DataFrame(rows, columns=list(SESSION_COLUMNS)).sort_values(["session_id", "index"])
-        return _typed(df.reset_index(drop=True), SESSION_COLUMNS)
+        return typed_frame(df.reset_index(drop=True), SESSION_COLUMNS)
 
     def transcript(self, execution_id: str, turn: int) -> DataFrame:
         """The messages turn ``turn`` sent the model, rebuilt from the journal alone.
@@ -540,8 +333,8 @@ class Frames:
             for m in request.messages
         ]
         if not rows:
-            return _empty(TRANSCRIPT_COLUMNS)
-        return _typed(pd.DataFrame(rows, columns=list(TRANSCRIPT_COLUMNS)), TRANSCRIPT_COLUMNS)
+            return empty_frame(TRANSCRIPT_COLUMNS)
+        return typed_frame(pd.DataFrame(rows, columns=list(TRANSCRIPT_COLUMNS)), TRANSCRIPT_COLUMNS)
 
     def outputs(self, execution_id: str | None = None) -> DataFrame:
         """One row per run of a typed-output agent (``Agent(output_type=...)``): its type and mode,
@@ -570,8 +363,8 @@ class Frames:
                 }
             )
         if not rows:
-            return _empty(OUTPUT_COLUMNS)
-        df = _typed(pd.DataFrame(rows, columns=list(OUTPUT_COLUMNS)), OUTPUT_COLUMNS)
+            return empty_frame(OUTPUT_COLUMNS)
+        df = typed_frame(pd.DataFrame(rows, columns=list(OUTPUT_COLUMNS)), OUTPUT_COLUMNS)
         objects = [o if isinstance(o, dict) else {} for o in df["output"]]
         if any(objects):
             flat = pd.json_normalize(objects, sep=".").add_prefix("output.")
@@ -624,8 +417,8 @@ class Frames:
                 found.setdefault(r.execution_id, _replay_row(r))
         rows = [found[eid] for eid in ids]
         if not rows:
-            return _empty(REPLAY_COLUMNS)
-        return _typed(pd.DataFrame(rows, columns=list(REPLAY_COLUMNS)), REPLAY_COLUMNS)
+            return empty_frame(REPLAY_COLUMNS)
+        return typed_frame(pd.DataFrame(rows, columns=list(REPLAY_COLUMNS)), REPLAY_COLUMNS)
 
     def replay_sync(self, execution_id: str | Sequence[str] | None = None) -> DataFrame:
         """``replay`` for scripts without an event loop."""
@@ -653,32 +446,7 @@ class Frames:
             UsageError: either execution is unknown.
         """
         con = self._connection()
-        a, b = journal_id(a), journal_id(b)
-        for eid in (a, b):
-            if con.execute("SELECT 1 FROM events WHERE execution_id = ? LIMIT 1", [eid]).fetchone() is None:
-                raise UsageError(f"no execution {eid!r} in the journal {self.runtime.journal.location}")
-        df = _typed(con.execute(_DIFF_SQL, {"a": a, "b": b}).df(), DIFF_COLUMNS)
-        self._recompute_input_digests(df, a, b)
-        differing = df.loc[~df["same"], "step_id"]
-        first = None if differing.empty else str(differing.iloc[0])
-        return ExecutionDiff(a=a, b=b, steps=df, first_divergence=first)
-
-    def _recompute_input_digests(self, df: DataFrame, a: str, b: str) -> None:
-        """Event format 2 journals no input digest (and may journal a step's input as a reference):
-        fill in the digest the fold recomputes (``StepState.input_digest``), then compare again."""
-        filled = pd.Series(False, index=df.index)
-        for side, eid in (("a", a), ("b", b)):
-            col = f"input_digest_{side}"
-            missing = df[col].isna() & df[f"status_{side}"].notna() & df["kind"].isin(_EFFECT_KINDS)
-            if missing.any():
-                steps = RunState.fold(self.runtime.journal.read(eid), eid).steps
-                df.loc[missing, col] = [
-                    steps[sid].input_digest() if sid in steps else None for sid in df.loc[missing, "step_id"]
-                ]
-                filled |= missing
-        if filled.any():
-            equal = df["input_digest_a"].fillna("") == df["input_digest_b"].fillna("")
-            df.loc[filled, "same"] = df.loc[filled, "same"] & equal[filled]
+        return diff_executions(con, self.runtime.journal, a, b)
 
     # -- off-policy evaluation and plots ----------------------------------------------------------
     def estimate_policy_value(

@@ -1,16 +1,18 @@
 """Gate cards: an approval card (Approve / Refuse with a reason), an in-doubt card (happened /
 run again / fail), and a generic card for other gate kinds. Each acts through the public ``Gate``
 methods only, disables itself on the first click, and shows the decision once recorded.
+
+This module holds the approval card (with its argument table), a turn's ``TurnApprovals``, the
+folding of decided cards (``FoldedCards``) and ``card_for``; the base and generic card is
+``notebook/gate_card.py``, the in-doubt card ``notebook/in_doubt_card.py`` (both importable from
+here too).
 """
 
 from __future__ import annotations
 
-import asyncio
 import html
 import json
-import logging
 import shlex
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -19,8 +21,6 @@ import ipywidgets as widgets
 from loom_nb.agent.config import APPROVAL_GATE
 from loom_nb.agent.run import Gate
 from loom_nb.agent.tool_calls import ran_arguments
-from loom_nb.journal import step_ids
-from loom_nb.kernel.async_bridge import in_running_loop
 from loom_nb.kernel.context import IN_DOUBT_GATE
 from loom_nb.notebook.click_feedback import SCOPE_CLASS, ClickFeedback
 from loom_nb.notebook.confirm import NO_FEEDBACK, ConfirmBar
@@ -29,264 +29,29 @@ from loom_nb.notebook.formatting import (
     TextForm,
     arguments_diff,
     call_text,
-    clock_text,
     close_tree,
     html_widget,
-    parse_json_or_text,
-    short_text,
 )
-from loom_nb.notebook.runs import ensure_registered
+from loom_nb.notebook.gate_card import GateCard, card_button, card_field, card_heading, describe_resolution
+from loom_nb.notebook.in_doubt_card import NO_RESULT_GIVEN, InDoubtCard, in_doubt_cause
 from loom_nb.notebook.safe_text import visible, visible_json
 
-log = logging.getLogger("loom_nb")
-
-
-def _button(description: str, cls: str, style: str, icon: str = "") -> Any:
-    b = widgets.Button(description=description, button_style=style, icon=icon, tooltip=description)
-    b.add_class(cls)
-    return b
-
-
-def _field(kind: Any, label: str, placeholder: str, cls: str) -> Any:
-    """An input with a real label (its ``description``, a ``<label>`` tied to it) and a hint."""
-    field = kind(description=label, placeholder=placeholder, style={"description_width": "initial"})
-    field.add_class(cls)
-    return field
-
-
-def describe_resolution(kind: str, payload: Any) -> str:
-    """A short human description of a gate's resume payload (``approved``, ``refused: why``...),
-    invisible characters of a reason or an output shown escaped (``visible``)."""
-    return visible(_describe(kind, payload))
-
-
-def _describe(kind: str, payload: Any) -> str:
-    if not isinstance(payload, dict):
-        return f"resolved with {short_text(payload, 80)}"
-    reason = payload.get("reason")
-    why = f" ({reason})" if reason else ""
-    if kind == APPROVAL_GATE and "approved" in payload:
-        if payload["approved"] and payload.get("arguments") is not None:
-            return "approved with edited arguments" + why
-        return ("approved" if payload["approved"] else "refused") + why
-    if kind == IN_DOUBT_GATE and "action" in payload:
-        action = str(payload["action"])
-        if action == "happened":
-            return f"marked as happened (output {short_text(payload.get('output'), 60)}){why}"
-        return {"run_again": "run again", "fail": "marked as failed"}.get(action, action) + why
-    return f"resolved with {short_text(payload, 80)}"
-
-
-# -- gate cards -----------------------------------------------------------------------------------
-def card_heading(title_html: str, body_class: str, body: str) -> tuple[Any, Any]:
-    """A card's title (HTML) and its body (``body`` in a ``<pre>``, HTML and invisible characters
-    escaped, with CSS class ``body_class``)."""
-    shown = f"<pre>{html.escape(visible(body))}</pre>"
-    return html_widget("loom-card-title", title_html), html_widget(body_class, shown)
-
-
-class GateCard(TextForm, widgets.VBox):  # type: ignore[misc]
-    """A card for one open gate. Subclasses add the inputs and buttons of their gate kind.
-
-    Attributes:
-        gate: The gate.
-        decided: True once a decision was made (by this card or elsewhere); buttons are disabled.
-        decision: The recorded decision, described, with when it was recorded.
-        outcome: The decision without the time (what the text form shows).
-        status: The line under the buttons (decision, waiting, or an error).
-        problem: Why the gate cannot be acted on yet (e.g. the agent's flow is not defined), if so.
-        closed: Why the card no longer acts (its gate is no longer open: ``close(why)``), if so.
-
-    A decided card collapses to one line (the call and the decision); a closed one says why and
-    disables its inputs.
-    """
-
-    css = "loom-gate"
-    status_text = "Waiting for a resume payload"
-
-    def __init__(self, gate: Gate, *, problem: str | None = None) -> None:
-        self.gate = gate
-        self.decided = False
-        self.decision: str | None = None
-        self.outcome: str | None = None
-        self.buttons: list[Any] = []
-        self.inputs: list[Any] = []
-        self.status = html_widget("loom-card-status")
-        self.problem_box = html_widget("loom-card-problem")
-        self.problem: str | None = None
-        self.closed: str | None = None
-        #: The answer given, once known (the resume payload, as recorded).
-        self.answer: Any = None
-        self._pending: asyncio.Future[None] | None = None
-        self.feedback = ClickFeedback()
-        super().__init__(children=[*self._build(), self.problem_box, self.status, self.feedback])
-        self.add_class("loom-card")
-        self.add_class(SCOPE_CLASS)
-        self.add_class(self.css)
-        self.status.value = html.escape(self.status_text)
-        self.show_problem(problem)
-
-    # -- for subclasses -------------------------------------------------------------------------
-    def _build(self) -> list[Any]:
-        payload = short_text(self.gate.payload, 2000)
-        gate_id, kind = html.escape(visible(self.gate.gate_id)), html.escape(visible(self.gate.kind))
-        title, body = card_heading(
-            f"<b>Gate</b> <code>{gate_id}</code> ({kind})",
-            "loom-card-payload",
-            payload,
-        )
-        self.payload_box = _field(widgets.Textarea, "Payload", "the resume payload (JSON or text)", "loom-payload")
-        resume = _button("Resume", "loom-resume", "primary")
-        resume.on_click(
-            lambda _: self.act("resumed", lambda: self.gate.resolve(parse_json_or_text(self.payload_box.value)))
-        )
-        self.buttons = [resume]
-        self.inputs = [self.payload_box]
-        return [title, body, self.payload_box, widgets.HBox([resume])]
-
-    def commands(self) -> str:
-        """The ``%loom resume`` command(s) that resolve this gate from a cell."""
-        return f"gate.resolve(payload) on run {self.gate.run.id}"
-
-    def summary(self) -> str:
-        """What the gate is about, on one line (the collapsed card's text)."""
-        return f"{self.gate.kind} {self.gate.gate_id}"
-
-    # -- acting ---------------------------------------------------------------------------------
-    def show_problem(self, problem: str | None) -> None:
-        """Show (or clear) why the gate cannot be acted on yet."""
-        self.problem = problem
-        self.problem_box.value = f"<pre class='loom-error'>{html.escape(visible(problem))}</pre>" if problem else ""
-
-    def _lock(self, locked: bool) -> None:
-        for w in (*self.buttons, *self.inputs):
-            w.disabled = locked
-
-    def act(self, label: str, action: Callable[[], Any]) -> None:
-        """Run ``action`` (a public ``Gate`` method) once: later clicks are ignored.
-
-        If the run is still moving toward its gates (another card's click just resumed it), the
-        action waits for it to pause. Errors show on the card and re-enable it.
-        """
-        self.feedback.ack()
-        if self.decided or self.closed:
-            return
-        self.decided = True
-        self._lock(True)
-        self.status.value = "<i>sending…</i>"
-        problem = ensure_registered(self.gate.run)
-        if problem is not None:
-            self._reopen(problem=problem)
-            return
-        self.show_problem(None)
-        run = self.gate.run
-        if run.status == "running" and in_running_loop():
-            self.status.value = "<i>waiting for the run to reach its gates…</i>"
-
-            async def when_paused() -> None:
-                await run.wait(until="paused")
-                self._call(label, action)
-
-            self._pending = asyncio.ensure_future(when_paused())
-            return
-        self._call(label, action)
-
-    def _call(self, label: str, action: Callable[[], Any]) -> None:
-        try:
-            action()
-        except Exception as exc:
-            if not self.show_answer_given_elsewhere():  # answered elsewhere: the card shows that answer
-                self._reopen(error=f"{type(exc).__name__}: {exc}")
-            return
-        if self.decision is None:  # the journal's gate_resolved may have marked it already
-            self._mark(label, time.time())
-
-    def show_answer_given_elsewhere(self) -> bool:
-        """Show the journal's answer to this card's gate if the card has not shown one: an answer
-        given in another process, or anywhere this view did not hear of. The card then shows it
-        with its controls disabled (``resolved``), and the run reads where it stands again
-        (``Run.refresh``), so its views update their rows. Returns whether it did; False for a card already
-        decided or closed, a gate still open, or a journal that cannot be read now."""
-        if self.decision is not None or self.closed:
-            return False
-        try:
-            found = self.gate.run.runtime.history(self.gate.execution_id).gates.get(self.gate.gate_id)
-        except Exception as exc:  # the journal cannot be read now: the card stays as it is
-            log.debug("loom_nb: could not read the answer of gate %s: %s", self.gate.gate_id, exc)
-            return False
-        if found is None or not found.resolved:
-            return False
-        self.resolved(found.resolution, found.resolved_at or 0.0)
-        run = self.gate.run
-        if run.status != "running":  # the run reads where it stands: its views follow (rows, folding)
-            try:
-                run.refresh()
-            except Exception as exc:
-                log.debug("loom_nb: could not read run %s again: %s", run.id, exc)
-        return True
-
-    def _reopen(self, *, problem: str | None = None, error: str | None = None) -> None:
-        self.decided = False
-        self._lock(False)
-        if problem is not None:
-            self.show_problem(problem)
-        self.status.value = (
-            html.escape(self.status_text)
-            if error is None
-            else f"<span class='loom-error'>{html.escape(visible(error))}</span>"
-        )
-
-    def _mark(self, text: str, at: float) -> None:
-        self.decided = True
-        self._lock(True)
-        self.add_class("loom-decided")
-        self.outcome = text
-        self.decision = f"{text} at {clock_text(at)}"
-        self._collapse(self.decision[0].upper() + self.decision[1:])
-
-    def _collapse(self, outcome: str) -> None:
-        """Fold the card to one line: what it was about, then ``outcome``."""
-        for child in self.children:
-            if child is not self.status and child is not self.feedback:
-                child.layout.display = "none"
-        self.add_class("loom-collapsed")
-        self.status.value = (
-            f"<code>{html.escape(visible(short_text(self.summary(), 100)))}</code> · "
-            f"<b>{html.escape(visible(outcome))}</b>"
-        )
-
-    def close(self, why: str | None = None) -> None:
-        """Close the card: with ``why``, its gate is no longer open (the run ended or was cancelled
-        with the card unanswered): say so (``why``, e.g. "closed: the run cancelled") and disable
-        it, keeping a decision already shown; without, close the widget (``ipywidgets`` ``close``)."""
-        if why is None:
-            super().close()
-            return
-        if self.decision is not None or self.closed:
-            return
-        self.closed = why
-        self.outcome = why
-        self._lock(True)
-        self.add_class("loom-closed")
-        self._collapse(why[:1].upper() + why[1:])
-
-    def resolved(self, payload: Any, at: float) -> None:
-        """Show the journal's record of this gate's resolution (from whoever resolved it)."""
-        self.show_problem(None)
-        self.answer = payload
-        self._mark(describe_resolution(self.gate.kind, payload), at)
-
-    # -- text -----------------------------------------------------------------------------------
-    def text(self) -> str:
-        """The card as one line of text (invisible characters escaped)."""
-        if self.outcome:
-            return visible(f"gate {self.gate.gate_id}: {self.outcome}")
-        line = f"{self.gate!r} -> {self.commands()}"
-        return visible(line + (f"  [{self.problem}]" if self.problem else ""))
-
-    def plain_text(self) -> str:
-        """The card as text, named by its class (``ApprovalCard(<Gate ...> -> ...)``)."""
-        return f"{type(self).__name__}({self.text()})"
+__all__ = [
+    "NO_RESULT_GIVEN",
+    "ApprovalCard",
+    "FoldedCards",
+    "GateCard",
+    "InDoubtCard",
+    "TurnApprovals",
+    "arguments_html",
+    "card_for",
+    "card_heading",
+    "describe_resolution",
+    "in_doubt_cause",
+    "run_tool_schema",
+    "tool_schema",
+    "value_html",
+]
 
 
 def tool_schema(gate: Gate) -> tuple[str, dict[str, Any]]:
@@ -363,10 +128,10 @@ class ApprovalCard(GateCard):
         args = html_widget("loom-card-arguments", arguments_html(g.arguments, schema))
         self.form = ArgumentForm(g.arguments, schema)
         self.form.layout.display = "none"
-        self.reason = _field(widgets.Text, "Reason", "optional; the model is told on refusal", "loom-reason")
-        self.approve = _button("Approve", "loom-approve", "success", "check")
-        self.refuse = _button("Refuse", "loom-refuse", "danger", "times")
-        self.edit = _button("Edit", "loom-edit", "", "pencil")
+        self.reason = card_field(widgets.Text, "Reason", "optional; the model is told on refusal", "loom-reason")
+        self.approve = card_button("Approve", "loom-approve", "success", "check")
+        self.refuse = card_button("Refuse", "loom-refuse", "danger", "times")
+        self.edit = card_button("Edit", "loom-edit", "", "pencil")
         self.approve.on_click(lambda _: self.act(self._approved_label(), self._approve))
         self.refuse.on_click(lambda _: self.act("refused", lambda: g.refuse(self._reason())))
         self.edit.on_click(lambda _: self.toggle_edit())
@@ -427,8 +192,8 @@ class TurnApprovals(TextForm, widgets.VBox):  # type: ignore[misc]
 
     def __init__(self, cards: list[ApprovalCard]) -> None:
         self.cards = list(cards)
-        self.approve_all = _button("Approve all", "loom-approve-all", "success", "check")
-        self.refuse_all = _button("Refuse all", "loom-refuse-all", "danger", "times")
+        self.approve_all = card_button("Approve all", "loom-approve-all", "success", "check")
+        self.refuse_all = card_button("Refuse all", "loom-refuse-all", "danger", "times")
         for b in (self.approve_all, self.refuse_all):
             b.add_class(NO_FEEDBACK)  # it only asks: the confirming click is the one sent
         self.approve_all.on_click(lambda _: self.ask(approve=True))
@@ -512,81 +277,6 @@ class TurnApprovals(TextForm, widgets.VBox):  # type: ignore[misc]
     def text(self) -> str:
         """The cards as text, one line each."""
         return "\n".join(c.text() for c in self.cards)
-
-
-#: What "It happened" records (the tool's result the model reads) when the person gave no output.
-NO_RESULT_GIVEN = "(no result given: a person marked the call as done)"
-
-
-def in_doubt_cause(cause: Any) -> str:
-    """Why a step is in doubt, from its gate's ``cause`` (the error that left the outcome unknown;
-    none when the process stopped mid-call), with the error's own words."""
-    if not isinstance(cause, dict):
-        return "The process stopped (a crash, a kill or a kernel restart) before the call's result was recorded"
-    kind = str(cause.get("type", "")).rpartition(":")[2].rpartition(".")[2]
-    message = short_text(str(cause.get("message", "")), 200)
-    what = {
-        "EffectTimeout": "The call ran past its timeout and was abandoned",
-        "McpServerGone": "The MCP server went away mid-call",
-    }.get(kind, "The call ended without telling whether it took effect")
-    return f"{what} ({kind}: {message})" if message else f"{what} ({kind})"
-
-
-class InDoubtCard(GateCard):
-    """The card of an ``InDoubt`` gate (a non-idempotent step cut in flight): it happened (with
-    its output), run it again, or record it as failed.
-
-    Attributes:
-        output: The output text box (JSON or text) for "happened" (class ``loom-output``).
-        reason: The reason text box (class ``loom-reason``).
-        happened: Button calling ``gate.happened(output)`` (class ``loom-happened``).
-        run_again: Button calling ``gate.run_again()`` (class ``loom-run-again``).
-        fail: Button calling ``gate.fail(reason)`` (class ``loom-fail``).
-    """
-
-    css = "loom-in-doubt"
-    status_text = "Waiting for your answer: did it happen?"
-
-    def _build(self) -> list[Any]:
-        g = self.gate
-        p = g.payload if isinstance(g.payload, dict) else {}
-        step, effect = p.get("step_id", g.gate_id), p.get("effect", "?")
-        where = f"step {step}, attempt {p.get('attempt', 1)}"
-        title = html_widget(
-            "loom-card-title",
-            f"<b>Did <code>{html.escape(visible(step_ids.tool_name(str(effect))))}</code> happen?</b> "
-            f"{html.escape(visible(in_doubt_cause(p.get('cause'))))}, and it is not safe to simply run it "
-            f"again. <span class='loom-card-desc'>({html.escape(visible(where))})</span>",
-        )
-        body = html_widget("loom-card-arguments", f"<pre>{html.escape(visible_json(p.get('input')))}</pre>")
-        self.output = _field(widgets.Text, "Its output", "if it happened (JSON or text)", "loom-output")
-        self.reason = _field(widgets.Text, "Reason", "optional", "loom-reason")
-        self.happened = _button("It happened", "loom-happened", "success", "check")
-        self.run_again = _button("Run again", "loom-run-again", "warning", "redo")
-        self.fail = _button("Fail it", "loom-fail", "danger", "times")
-        self.happened.on_click(lambda _: self.act("marked as happened", self._happened))
-        self.run_again.on_click(lambda _: self.act("run again", g.run_again))
-        self.fail.on_click(lambda _: self.act("marked as failed", self._fail))
-        self.buttons = [self.happened, self.run_again, self.fail]
-        self.inputs = [self.output, self.reason]
-        return [title, body, self.output, self.reason, widgets.HBox(self.buttons)]
-
-    def _happened(self) -> Any:
-        output = parse_json_or_text(self.output.value)
-        return self.gate.happened(NO_RESULT_GIVEN if output is None else output)
-
-    def _fail(self) -> Any:
-        return self.gate.fail(self.reason.value.strip() or None)
-
-    def commands(self) -> str:
-        """The ``%loom resume`` commands that resolve this gate from a cell."""
-        gid = shlex.quote(self.gate.gate_id)
-        return f"%loom resume {self.gate.execution_id} {gid} --happened OUTPUT | --run-again | --fail [--reason R]"
-
-    def summary(self) -> str:
-        """The step in doubt, on one line."""
-        p = self.gate.payload if isinstance(self.gate.payload, dict) else {}
-        return f"{step_ids.tool_name(str(p.get('effect', '?')))} (in doubt)"
 
 
 class FoldedCards:
