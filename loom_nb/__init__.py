@@ -93,7 +93,6 @@ from loom_nb.runtime import Runtime, default_runtime, set_default_runtime
 from loom_nb.version import __version__
 from loom_nb.worker import Worker
 
-
 if TYPE_CHECKING:
     from loom_nb.providers.anthropic import AnthropicMessages
     from loom_nb.providers.openai import OpenAIChat

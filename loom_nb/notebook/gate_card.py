@@ -29,7 +29,7 @@ from loom_nb.notebook.formatting import (
     parse_json_or_text,
     short_text,
 )
-from loom_nb.notebook.runs import ensure_registered
+from loom_nb.notebook.runs import AFTER_CELL, ensure_registered, hook_post_run_cell
 from loom_nb.notebook.safe_text import visible
 
 log = logging.getLogger("loom_nb")
@@ -150,9 +150,24 @@ class GateCard(TextForm, widgets.VBox):  # type: ignore[misc]
 
     # -- acting ---------------------------------------------------------------------------------
     def show_problem(self, problem: str | None) -> None:
-        """Show (or clear) why the gate cannot be acted on yet."""
+        """Show (or clear) why the gate cannot be acted on yet. While a problem shows, the card's
+        buttons and inputs are disabled and the card waits in ``WAITING_FOR_AGENT``: after each
+        cell (``recheck_waiting_cards``) it looks for its agent again and enables itself."""
         self.problem = problem
-        self.problem_box.value = f"<pre class='loom-error'>{html.escape(visible(problem))}</pre>" if problem else ""
+        if problem:
+            text = problem + "\nThis card enables itself once the cell that defines the agent has run."
+            self.problem_box.value = f"<pre class='loom-error'>{html.escape(visible(text))}</pre>"
+            if not self.decided and not self.closed:
+                self._lock(True)
+            if self not in WAITING_FOR_AGENT:
+                WAITING_FOR_AGENT.append(self)
+                hook_post_run_cell()
+            return
+        self.problem_box.value = ""
+        if self in WAITING_FOR_AGENT:
+            WAITING_FOR_AGENT.remove(self)
+            if not self.decided and not self.closed:
+                self._lock(False)
 
     def _lock(self, locked: bool) -> None:
         for w in (*self.buttons, *self.inputs):
@@ -283,3 +298,27 @@ class GateCard(TextForm, widgets.VBox):  # type: ignore[misc]
     def plain_text(self) -> str:
         """The card as text, named by its class (``ApprovalCard(<Gate ...> -> ...)``)."""
         return f"{type(self).__name__}({self.text()})"
+
+
+#: The cards whose run's agent this kernel does not know yet (``GateCard.show_problem``).
+WAITING_FOR_AGENT: list[GateCard] = []
+
+
+def recheck_waiting_cards() -> None:
+    """After each cell: every card waiting for its agent looks for it again (``ensure_registered``)
+    and enables itself when it is found; a card closed meanwhile stops waiting."""
+    for card in list(WAITING_FOR_AGENT):
+        if card.closed or (card.decided and card.problem is None):
+            WAITING_FOR_AGENT.remove(card)
+            continue
+        try:
+            problem = ensure_registered(card.gate.run)
+        except Exception as exc:  # a card must never stop a cell
+            log.debug("loom_nb: the card of gate %s could not look for its agent: %s", card.gate.gate_id, exc)
+            continue
+        if problem is None:
+            card.show_problem(None)
+            card.status.value = html.escape(card.status_text)
+
+
+AFTER_CELL.append(recheck_waiting_cards)

@@ -10,12 +10,16 @@ returns the ``FlowNotFoundError`` message saying what to run.
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Callable
 from typing import Any
 
 from loom_nb.agent.agent import Agent
 from loom_nb.agent.run import Run
 from loom_nb.errors import FlowNotFoundError, UsageError
 from loom_nb.runtime import Runtime
+
+log = logging.getLogger("loom_nb")
 
 
 def remember(run: Run) -> Run:
@@ -137,16 +141,29 @@ def follow_display(view: Any, handle: Any, subscribe: Any) -> FollowedDisplay:
     followed = FollowedDisplay(view, handle)
     subscribe(followed.changed)
     FOLLOWED.append(followed)
-    _hook_post_run_cell()
+    hook_post_run_cell()
     return followed
 
 
+#: What else runs after each cell, before the displays are republished (cards waiting for their
+#: agent look for it again: ``gate_card.recheck_waiting_cards``).
+AFTER_CELL: list[Callable[[], None]] = []
+
+
 def republish_displays(*_: Any) -> None:
-    """The ``post_run_cell`` hook: republish every followed display whose text changed since."""
+    """The ``post_run_cell`` hook: run ``AFTER_CELL``, then republish every followed display whose
+    text changed since."""
+    for step in list(AFTER_CELL):
+        try:
+            step()
+        except Exception:  # a hook must never stop a cell
+            log.exception("loom_nb: an after-cell step failed")
     FOLLOWED[:] = [f for f in FOLLOWED if f.republish()]
 
 
-def _hook_post_run_cell() -> None:
+def hook_post_run_cell() -> None:
+    """Register ``republish_displays`` as the shell's ``post_run_cell`` hook (once per shell; a
+    no-op outside IPython)."""
     try:
         from IPython import get_ipython
     except ImportError:  # pragma: no cover - IPython ships with ipykernel

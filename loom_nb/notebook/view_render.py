@@ -158,13 +158,18 @@ class ViewRender:
 
     def _render_progress(self) -> None:
         if self.run.status in ("completed", "failed", "cancelled"):  # the turns it took, not a share of the limit
+            self.progress.layout.display = ""
             self.progress.max = self.progress.value = max(self.turn, 1)
             self.turn_label.value = f"{self.turn} turn" + ("" if self.turn == 1 else "s")
             return
-        top = self._max_turns() or max(self.turn, 1)
+        limit = self._max_turns()
+        # The agent not defined in this kernel yet: its turn limit is unknown, so no share is shown
+        # (a full bar at turn 1 would read as done).
+        self.progress.layout.display = "" if limit else "none"
+        top = limit or max(self.turn, 1)
         self.progress.max = max(top, self.turn, 1)
         self.progress.value = self.turn
-        self.turn_label.value = f"turn {self.turn}/{top}" if self._max_turns() else f"turn {self.turn}"
+        self.turn_label.value = f"turn {self.turn}/{top}" if limit else f"turn {self.turn}"
 
     def _render_usage(self) -> None:
         text = self.usage_text()

@@ -414,12 +414,16 @@ def test_pending_with_the_agent_undefined_shows_which_flow_is_missing(
     card = view.cards[GATE]
     assert card.problem is not None and "no flow named 'agent:lost' is registered" in card.problem
     assert "no flow named 'agent:lost'" in card.text()
-    card.approve.click()  # no crash: the card says what is missing and stays usable
-    assert not card.approve.disabled and card.decision is None
-    assert view.run.status == "suspended"
+    assert "enables itself once the cell that defines the agent has run" in card.problem_box.value
+    assert card.approve.disabled and card.refuse.disabled  # nothing a click could do yet
+    assert view.progress.layout.display == "none" and view.turn_label.value == "turn 2"  # no "100 %"
+    card.approve.click()  # a click that gets through anyway: no crash, the card says what is missing
+    assert card.decision is None and view.run.status == "suspended"
     err = one_line_error(ip, capsys, f"%loom resume {run.id} 0 --approve")
     assert "no flow named 'agent:lost'" in err
-    define(ip, "agent", t.agent)  # re-run the cell that defines the agent
+    define(ip, "agent", t.agent)  # re-run the cell that defines the agent ...
+    ip.events.trigger("post_run_cell", None)  # ... after which the card looks again and enables itself
+    assert card.problem is None and card.problem_box.value == "" and not card.approve.disabled
     card.approve.click()
     assert view.run.status == "completed" and t.deleted == ["/tmp/x/stale.log"]
     assert card.problem is None and card.decision is not None
