@@ -140,6 +140,26 @@ class KernelSession:
         )
         kc.shell_channel.send(msg)
 
+    def run_with_click(self, source: str, model_id: str, *, after: float) -> list[Any]:
+        """Execute one cell and click Button ``model_id`` ``after`` seconds into it, as a reader does on a
+        card while the cell waits (the click goes through a second connection to the kernel, like the
+        browser's own)."""
+        import threading
+
+        from jupyter_client.blocking import BlockingKernelClient
+
+        other = BlockingKernelClient()
+        other.load_connection_info(self.client.km.get_connection_info())
+        other.start_channels()
+        content = {"comm_id": model_id, "data": {"method": "custom", "content": {"event": "click"}}}
+        timer = threading.Timer(after, lambda: other.shell_channel.send(other.session.msg("comm_msg", content)))
+        timer.start()
+        try:
+            return self.run(source)
+        finally:
+            timer.cancel()
+            other.stop_channels()
+
     def restart(self) -> None:
         """Restart the kernel (a new process; nothing of the old one survives)."""
         from jupyter_core.utils import run_sync

@@ -5,6 +5,7 @@ reader would click, and no cell fails."""
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -33,19 +34,43 @@ def run_until(k: KernelSession, cells: list[str], marker: str) -> list[str]:
     raise AssertionError(f"no cell contains {marker!r}")
 
 
+QUICKSTART_RESULT = "completed\nDone: deleted report-2023.csv. notes.md stays.\nend_turn after 3 turns\n"
+
+
 def test_quickstart_with_a_click_on_approve(tmp_path: Path) -> None:
     with KernelSession(tmp_path) as k:
         cells = run_until(k, code_cells("01-quickstart.ipynb"), 'await run.wait(until="paused")')
         (approve,) = kernel_button_ids(k, "loom-approve")
-        k.click(approve)  # the reader clicks Approve on the card
+        k.click(approve)  # the reader clicks Approve on the card, then runs the next cell
         answer_cell = cells.pop(0)
-        assert answer_cell.startswith('if run.status == "suspended":')
-        assert stdout_of(k.run(answer_cell)) == "completed\n"
-        result = stdout_of(k.run(cells.pop(0)))
-        assert result.startswith("Done: deleted report-2023.csv. notes.md stays.\nend_turn after 3 turns\n")
+        assert 'await run.wait(until="settled", timeout=seconds)' in answer_cell
+        assert stdout_of(k.run(answer_cell)) == "answered on the card\n"
+        assert stdout_of(k.run(cells.pop(0))).startswith(QUICKSTART_RESULT)
         for source in cells:
             k.run(source)  # every later cell runs without an error
         assert kernel_button_ids(k, "loom-approve") == []
+
+
+def test_quickstart_with_a_click_while_the_answer_cell_waits(tmp_path: Path) -> None:
+    """Run All: the answer cell is already waiting when the reader clicks; the click answers the gate
+    (the cell does not approve from code) and the cell ends at once, not after its whole pause."""
+    with KernelSession(tmp_path) as k:
+        cells = run_until(k, code_cells("01-quickstart.ipynb"), 'await run.wait(until="paused")')
+        (approve,) = kernel_button_ids(k, "loom-approve")
+        began = time.monotonic()
+        out = stdout_of(k.run_with_click(cells.pop(0), approve, after=1.0))
+        took = time.monotonic() - began
+        assert out == "answered on the card\n" and took < 2.8, (out, took)  # the cell waits 3 s at most
+        assert stdout_of(k.run(cells.pop(0))).startswith(QUICKSTART_RESULT)
+
+
+def test_quickstart_without_a_click_approves_from_code(tmp_path: Path) -> None:
+    with KernelSession(tmp_path) as k:
+        cells = run_until(k, code_cells("01-quickstart.ipynb"), 'await run.wait(until="paused")')
+        began = time.monotonic()
+        out = stdout_of(k.run(cells.pop(0)))
+        assert out == "no click within 3 s: approving from code\n" and time.monotonic() - began >= 3, out
+        assert stdout_of(k.run(cells.pop(0))).startswith(QUICKSTART_RESULT)
 
 
 def test_approval_gates_with_clicks_on_the_cards_and_the_pending_card(tmp_path: Path) -> None:
