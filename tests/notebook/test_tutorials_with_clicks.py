@@ -73,6 +73,31 @@ def test_quickstart_without_a_click_approves_from_code(tmp_path: Path) -> None:
         assert stdout_of(k.run(cells.pop(0))).startswith(QUICKSTART_RESULT)
 
 
+def test_crash_and_recovery_with_a_click_on_the_in_doubt_card(tmp_path: Path) -> None:
+    """Tutorial 03: the in-doubt card ``%loom pending`` shows after the crash inside ``book``; the reader types
+    the booking's result and clicks It happened while the next cell waits: the card's answer is the one
+    recorded, and the room is booked once."""
+    import shutil
+
+    shutil.copy(REPO / "notebooks" / "crash_demo.py", tmp_path)  # the notebook imports it and runs it
+    with KernelSession(tmp_path) as k:
+        cells = run_until(k, code_cells("03-crash-and-recovery.ipynb"), "%loom pending")
+        (happened,) = kernel_button_ids(k, "loom-happened")
+        (output,) = kernel_button_ids(k, "loom-output", widget="Text")
+        k.set_value(output, "booked a room in Rome (ref BK-ROME), by hand")
+        out = stdout_of(k.run_with_click(cells.pop(0), happened, after=1.0))
+        assert out == "answered on the card\n"
+        result = stdout_of(k.run(cells.pop(0)))
+        assert result.startswith(
+            "completed\nTrip: Paris: rain, 14C | Rome: sunny, 24C | 100 EUR = 108.00 USD | "
+            "booked a room in Rome (ref BK-ROME), by hand\n"
+        ), result
+        assert result.count("book('Rome')") == 1, result
+        for source in cells:
+            k.run(source)  # every later cell runs without an error
+        assert kernel_button_ids(k, "loom-happened") == []
+
+
 def test_approval_gates_with_clicks_on_the_cards_and_the_pending_card(tmp_path: Path) -> None:
     with KernelSession(tmp_path) as k:
         cells = run_until(k, code_cells("02-approval-gates.ipynb"), 'await run.wait(until="paused")')
