@@ -70,7 +70,8 @@ def test_the_tutorials_are_there() -> None:
         "07-mcp-and-traces.ipynb",
         "08-batch-runs.ipynb",
     ]
-    assert "09-typed-output-sessions-subagents.ipynb" in names
+    assert "09a-typed-output.ipynb" in names
+    assert "09b-sub-agents.ipynb" in names
     assert "10-sessions-and-versioned-flows.ipynb" in names
     assert "11-shared-journal.ipynb" in names
 

@@ -1,4 +1,4 @@
-"""Tutorials 01, 02 and 11 work when the reader clicks the cards instead of letting the cells answer: their
+"""Tutorials 01, 02, 03, 09b and 11 work when the reader clicks the cards instead of letting the cells answer: their
 cells run in a real kernel, in order, with clicks (the comm message a browser sends for a Button) where a
 reader would click, and no cell fails."""
 
@@ -96,6 +96,20 @@ def test_crash_and_recovery_with_a_click_on_the_in_doubt_card(tmp_path: Path) ->
         for source in cells:
             k.run(source)  # every later cell runs without an error
         assert kernel_button_ids(k, "loom-happened") == []
+
+
+def test_sub_agents_with_a_click_on_the_researchers_card(tmp_path: Path) -> None:
+    """Tutorial 09b: the reader approves the researcher's gate on the card nested in the lead's view while
+    the answer cell waits; the lead goes on with the researcher's answer."""
+    with KernelSession(tmp_path) as k:
+        cells = run_until(k, code_cells("09b-sub-agents.ipynb"), 'await team.wait(until="paused")')
+        k.run(cells.pop(0))  # prints the child's gate
+        (approve,) = kernel_button_ids(k, "loom-approve")
+        assert stdout_of(k.run_with_click(cells.pop(0), approve, after=1.0)) == "answered on the card\n"
+        out = stdout_of(k.run(cells.pop(0)))
+        assert out == "completed | The researcher says: Found: https://oslo.test: 12C, light rain\n"
+        for source in cells:
+            k.run(source)  # every later cell runs without an error
 
 
 def test_approval_gates_with_clicks_on_the_cards_and_the_pending_card(tmp_path: Path) -> None:
