@@ -5,6 +5,9 @@ skips, images, widget state, metadata, or outputs it is told to ignore. So a tut
 half-run, run out of order, run with an API key (real-model outputs in the file), with a plot that no
 longer renders, or with widgets that JupyterLab cannot draw ("model not found"), and nbval would pass.
 After editing a tutorial, run ``make notebooks`` (re-executes them in place, offline) and commit the result.
+
+What nbval is told about a cell (skip it, ignore its output) is a tag in the cell's metadata, never a
+``# NBVAL_...`` comment in the code a learner reads.
 """
 
 from __future__ import annotations
@@ -24,6 +27,9 @@ TUTORIALS = sorted(NOTEBOOKS.glob("[0-9]*.ipynb"))
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
 FIX = "re-run `make notebooks` and commit the notebooks it rewrites"
+#: The cell tags nbval reads (``nbval.plugin.metadata_tags``) that the tutorials use: a misspelt one
+#: would be ignored by nbval without a word.
+NBVAL_TAGS = frozenset({"nbval-ignore-output", "nbval-skip", "nbval-raises-exception", "nbval-check-output"})
 
 
 def load(path: Path) -> Any:
@@ -32,6 +38,10 @@ def load(path: Path) -> Any:
 
 def code_cells(nb: Any) -> list[Any]:
     return [c for c in nb.cells if c.cell_type == "code"]
+
+
+def tags(cell: Any) -> list[str]:
+    return list(cell.metadata.get("tags", []))
 
 
 def output_text(output: Any) -> str:
@@ -60,7 +70,8 @@ def test_the_tutorials_are_there() -> None:
         "07-mcp-and-traces.ipynb",
         "08-batch-runs.ipynb",
     ]
-    assert "09-typed-output-sessions-subagents.ipynb" in names
+    assert "09a-typed-output.ipynb" in names
+    assert "09b-sub-agents.ipynb" in names
     assert "10-sessions-and-versioned-flows.ipynb" in names
     assert "11-shared-journal.ipynb" in names
 
@@ -117,16 +128,28 @@ def test_the_extension_is_loaded_at_most_once_on_a_journal_of_its_own(path: Path
 
 @pytest.mark.parametrize("path", TUTORIALS, ids=lambda p: p.name)
 def test_skipped_cells_were_stored_offline(path: Path) -> None:
-    """nbval never runs an ``# NBVAL_SKIP`` cell, so its stored output is never compared: it must be the
+    """nbval never runs a cell tagged ``nbval-skip``, so its stored output is never compared: it must be the
     offline one ("...: skipped"), never the answer of a real model run with a key set."""
     for i, cell in enumerate(code_cells(load(path)), 1):
-        if "NBVAL_SKIP" not in cell.source:
+        if "nbval-skip" not in tags(cell):
             continue
         text = "".join(output_text(o) for o in cell.outputs)
         kinds = {o.output_type for o in cell.outputs}
         assert kinds == {"stream"} and text.strip().endswith(": skipped"), (
             f"{path.name} cell {i} was stored with {text[:200]!r}, not skipped offline: {FIX} (it unsets the keys)"
         )
+
+
+@pytest.mark.parametrize("path", TUTORIALS, ids=lambda p: p.name)
+def test_nbval_markers_are_cell_tags_not_comments(path: Path) -> None:
+    """A ``# NBVAL_IGNORE_OUTPUT`` line is test noise in the code a learner reads: nbval reads the same
+    marker from the cell's metadata (``"tags": ["nbval-ignore-output"]``), which JupyterLab keeps out of
+    sight. A tag that looks like nbval's but is not one of its own would be ignored."""
+    for i, cell in enumerate(code_cells(load(path)), 1):
+        comments = re.findall(r"^\s*#\s*(NBVAL_[A-Z_]+|PYTEST_VALIDATE_[A-Z_]+)", cell.source, flags=re.M)
+        assert not comments, f"{path.name} cell {i}: {comments} in the code: make it a tag in the cell's metadata"
+        unknown = [t for t in tags(cell) if t.startswith("nbval") and t not in NBVAL_TAGS]
+        assert not unknown, f"{path.name} cell {i}: nbval knows no tag {unknown} (it knows {sorted(NBVAL_TAGS)})"
 
 
 @pytest.mark.parametrize("path", TUTORIALS, ids=lambda p: p.name)

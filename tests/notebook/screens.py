@@ -5,10 +5,10 @@ Chromium and real mouse clicks, saved as PNGs under ``docs/screens/`` (the READM
 
 Each of the first screens is the output of one small notebook (the e-mail agent of the browser tests):
 a card waiting for approval, the Edit form, Approve all for a turn's three calls, the completed run
-with its timeline, and the same in the dark theme. Then each tutorial (``notebooks/NN-*.ipynb``, on a
-copy of the folder) is opened in JupyterLab and run with Run > Run All Cells; its main live view (the
-first batch or run view, with its cards; for a tutorial of frames, its last table) is saved as
-``tutorial-NN.png``. The PNGs are quantized to 256 colours to stay small.
+with its timeline, and the same in the dark theme. Then each tutorial (``notebooks/NN-*.ipynb``, or
+``NNa-*.ipynb``, on a copy of the folder) is opened in JupyterLab and run with Run > Run All Cells; its
+main live view (the first batch or run view, with its cards; for a tutorial of frames, its last table)
+is saved as ``tutorial-NN.png`` (``tutorial-NNa.png``). The PNGs are quantized to 256 colours to stay small.
 """
 
 from __future__ import annotations
@@ -43,10 +43,12 @@ FRAME = ".jp-OutputArea-output:has(table.dataframe)"
 
 
 def tutorial_screens(browser: Any, url: str, root: Path, out: Path) -> None:
-    """Open each tutorial in JupyterLab, Run All, and save its main live view as ``tutorial-NN.png``."""
+    """Open each tutorial in JupyterLab, Run All, and save its main live view as ``tutorial-NN.png`` (its
+    number as the file name starts: ``09a``)."""
     folder = root / "tutorials"
     shutil.copytree(REPO / "notebooks", folder, ignore=shutil.ignore_patterns("*.duckdb*", ".ipynb_checkpoints"))
-    for nb in sorted(folder.glob("[0-9][0-9]-*.ipynb")):
+    for nb in sorted(folder.glob("[0-9][0-9]*-*.ipynb")):
+        number = nb.name.split("-")[0]
         page = browser.new_page(viewport={"width": 1100, "height": 1000})
         try:
             open_and_run_all(page, f"{url}/lab/tree/tutorials/{nb.name}?reset")
@@ -55,9 +57,9 @@ def tutorial_screens(browser: Any, url: str, root: Path, out: Path) -> None:
             page.wait_for_selector("#jp-main-statusbar >> text=/Idle/", timeout=60_000)
             views = page.locator(MAIN_VIEW)
             if views.count():
-                shoot(views.first, out / f"tutorial-{nb.name[:2]}.png")
-            elif page.locator(FRAME).count():  # a tutorial of frames (03, 04): its last table
-                shoot(page.locator(FRAME).last, out / f"tutorial-{nb.name[:2]}.png")
+                shoot(views.first, out / f"tutorial-{number}.png")
+            elif page.locator(FRAME).count():  # a tutorial of frames (04): its last table
+                shoot(page.locator(FRAME).last, out / f"tutorial-{number}.png")
             else:
                 raise RuntimeError(f"{nb.name}: no live view and no frame to take")
         finally:

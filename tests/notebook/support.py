@@ -140,6 +140,32 @@ class KernelSession:
         )
         kc.shell_channel.send(msg)
 
+    def set_value(self, model_id: str, value: str) -> None:
+        """Send the comm message a browser sends when a reader types ``value`` into a text field."""
+        kc = self.client.kc
+        content = {"comm_id": model_id, "data": {"method": "update", "state": {"value": value}, "buffer_paths": []}}
+        kc.shell_channel.send(kc.session.msg("comm_msg", content))
+
+    def run_with_click(self, source: str, model_id: str, *, after: float) -> list[Any]:
+        """Execute one cell and click Button ``model_id`` ``after`` seconds into it, as a reader does on a
+        card while the cell waits (the click goes through a second connection to the kernel, like the
+        browser's own)."""
+        import threading
+
+        from jupyter_client.blocking import BlockingKernelClient
+
+        other = BlockingKernelClient()
+        other.load_connection_info(self.client.km.get_connection_info())
+        other.start_channels()
+        content = {"comm_id": model_id, "data": {"method": "custom", "content": {"event": "click"}}}
+        timer = threading.Timer(after, lambda: other.shell_channel.send(other.session.msg("comm_msg", content)))
+        timer.start()
+        try:
+            return self.run(source)
+        finally:
+            timer.cancel()
+            other.stop_channels()
+
     def restart(self) -> None:
         """Restart the kernel (a new process; nothing of the old one survives)."""
         from jupyter_core.utils import run_sync
@@ -177,11 +203,12 @@ class KernelSession:
         return found
 
 
-def kernel_button_ids(session: KernelSession, css_class: str) -> list[str]:
-    """Model ids of the enabled Buttons with ``css_class`` that live in the kernel (asked from the
-    kernel itself: for widgets created by a background task after their cell finished)."""
+def kernel_button_ids(session: KernelSession, css_class: str, widget: str = "Button") -> list[str]:
+    """Model ids of the enabled Buttons (or other ``widget`` class of ipywidgets: ``"Text"``) with
+    ``css_class`` that live in the kernel (asked from the kernel itself: for widgets created by a
+    background task after their cell finished)."""
     code = (
-        "from ipywidgets import Button as _B\n"
+        f"from ipywidgets import {widget} as _B\n"
         "from ipywidgets.widgets.widget import _instances as _I\n"
         f"print(' '.join(w.model_id for w in list(_I.values()) if isinstance(w, _B) and {css_class!r} in "
         "w._dom_classes and not w.disabled))\n"

@@ -45,9 +45,11 @@ def test_models_no_output_reaches_are_dropped_and_the_rest_kept(tmp_path: Path) 
     out = nbformat.v4.new_output("display_data", data={m.WIDGET_VIEW: {"model_id": model(1)}, "text/plain": "v"})
     nb.cells.append(nbformat.v4.new_code_cell("v", outputs=[out], execution_count=1))
     nb.cells[0].metadata["execution"] = {"iopub.status.busy": "2026-12-03T14:00:00Z"}
+    nb.cells[0].metadata["tags"] = ["nbval-ignore-output"]  # what nbval reads: kept
     path = tmp_path / "t.ipynb"
     nbformat.write(nb, path)
     m.strip(path)
     saved = nbformat.read(path, as_version=4)
     assert sorted(saved.metadata["widgets"][m.WIDGET_STATE]["state"]) == [model(1), model(2), model(3), model(4)]
     assert "execution" not in saved.cells[0].metadata
+    assert saved.cells[0].metadata["tags"] == ["nbval-ignore-output"]
