@@ -12,7 +12,12 @@ Per delta: ``RunView.on_delta`` fed ``--deltas`` deltas in a loop, in this proce
 and in the kernel with the view displayed (real comm messages), throttled (the default, at most ~20
 refreshes a second) and unthrottled (``interval=0``: one widget update per delta).
 
-Run: ``.venv/bin/python bench/notebook.py [--clicks 10] [--deltas 10000]``
+First cell: in each of ``--kernels`` fresh kernels, the time (``time.perf_counter`` in the kernel) of
+the first cell ``%load_ext loom_nb`` + ``import loom_nb`` on a new journal, beside the baseline in a
+fresh kernel of the same run: ``import duckdb, ipywidgets`` (what the cell cannot do without: the
+journal's database and the widgets of the views).
+
+Run: ``.venv/bin/python bench/notebook.py [--clicks 10] [--deltas 10000] [--kernels 5]``
 """
 
 from __future__ import annotations
@@ -147,12 +152,38 @@ async def local_delta_cost(deltas: int, interval: float) -> tuple[float, int, fl
     return elapsed / deltas * 1000, view.refreshes, last * 1000
 
 
+FIRST_CELL = (
+    "import time as _t\n_t0 = _t.perf_counter()\nget_ipython().run_line_magic('load_ext', 'loom_nb')\n"
+    "import loom_nb\nprint(_t.perf_counter() - _t0)"
+)
+BASELINE_CELL = "import time as _t\n_t0 = _t.perf_counter()\nimport duckdb, ipywidgets\nprint(_t.perf_counter() - _t0)"
+
+
+def first_cell(kernels: int) -> tuple[list[float], list[float]]:
+    """(first-cell seconds, baseline seconds), one of each per fresh kernel, alternating."""
+    cells: list[float] = []
+    baseline: list[float] = []
+    for _ in range(kernels):
+        for source, into in ((FIRST_CELL, cells), (BASELINE_CELL, baseline)):
+            with tempfile.TemporaryDirectory() as tmp, KernelSession(Path(tmp)) as k:
+                into.append(float(k.stdout(source).strip().splitlines()[-1]))
+    return cells, baseline
+
+
 def main() -> None:
     """Run both measurements and print the figures."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--clicks", type=int, default=10)
     parser.add_argument("--deltas", type=int, default=10_000)
+    parser.add_argument("--kernels", type=int, default=5)
     args = parser.parse_args()
+
+    cells, baseline = first_cell(args.kernels)
+    print(
+        f"first cell (%load_ext loom_nb + import loom_nb, new journal), {len(cells)} fresh kernels: median "
+        f"{statistics.median(cells):.3f} s (min {min(cells):.3f}); baseline import duckdb, ipywidgets: median "
+        f"{statistics.median(baseline):.3f} s; target <= 0.3 s"
+    )
 
     per, refreshes, last = asyncio.run(local_delta_cost(args.deltas, 0.05))
     print(

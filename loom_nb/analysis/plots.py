@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING, Any
 
 from loom_nb.analysis.frames import PLOTS
 from loom_nb.analysis.frames import frames as make_frames
-from loom_nb.analysis.palette import LIGHT
 from loom_nb.errors import UsageError
+from loom_nb.palette import LIGHT
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from loom_nb.runtime import Runtime
 
 #: Bar colours by step kind: the light theme of the palette the live view and the timeline share
-#: (``loom_nb.analysis.palette``; the figures are drawn on white).
+#: (``loom_nb.palette``; the figures are drawn on white).
 KIND_COLORS: dict[str, str] = {
     "model": LIGHT["model"],
     "tool": LIGHT["tool"],

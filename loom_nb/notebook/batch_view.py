@@ -26,13 +26,13 @@ import ipywidgets as widgets
 
 from loom_nb.agent.batch import Batch, BatchItem
 from loom_nb.agent.config import APPROVAL_GATE
-from loom_nb.analysis.palette import css
 from loom_nb.errors import LoomError
 from loom_nb.notebook.cards import GateCard, card_for, describe_resolution
 from loom_nb.notebook.confirm import ConfirmBar
 from loom_nb.notebook.formatting import TextForm, close_tree, html_widget, short_text
 from loom_nb.notebook.safe_text import visible
 from loom_nb.notebook.throttle import Throttle
+from loom_nb.palette import css
 
 log = logging.getLogger("loom_nb")
 

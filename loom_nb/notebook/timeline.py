@@ -6,7 +6,7 @@ model calls, tool calls, gate waits and compactions, each a bar from its first `
 (or ``gate_opened``) to its end. The front end is ``widgets/timeline.js`` + ``timeline.css``
 (shipped in the wheel as ``loom_nb/_widgets``): a time axis, each step's duration, full labels as
 tooltips, long gate waits on a broken axis, a legend of the kinds present, and the colours of the
-palette the plots share (``loom_nb.analysis.palette``). Without a front end its ``text/plain`` form
+palette the plots share (``loom_nb.palette``). Without a front end its ``text/plain`` form
 is a text chart.
 """
 
@@ -20,7 +20,6 @@ import anywidget
 import traitlets
 
 from loom_nb.agent.tool_calls import ToolCallRecord, tool_calls
-from loom_nb.analysis.palette import css
 from loom_nb.errors import UsageError
 from loom_nb.journal import step_ids
 from loom_nb.journal.events import TERMINAL_STATUSES, Event, EventKind
@@ -28,6 +27,7 @@ from loom_nb.journal.run_state import GateState, RunState, StepState
 from loom_nb.notebook.formatting import TextForm, call_text
 from loom_nb.notebook.safe_text import visible
 from loom_nb.notebook.throttle import Throttle
+from loom_nb.palette import css
 from loom_nb.runtime import Runtime, default_runtime
 
 #: A bar's kind for each step kind of the fold (the front end's names).

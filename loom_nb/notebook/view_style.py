@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from loom_nb.analysis.palette import css
+from loom_nb.palette import css
 
 #: The run view's style sheet (an HTML ``<style>`` element): layout, the palette's colours per role.
 STYLE = (

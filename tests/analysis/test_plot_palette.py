@@ -7,9 +7,9 @@ import pytest
 
 import loom_nb as loom
 from loom_nb.analysis import frames, plot_usage
-from loom_nb.analysis.palette import LIGHT
 from loom_nb.analysis.plots import KIND_COLORS, cost_known
 from loom_nb.messages import Usage
+from loom_nb.palette import LIGHT
 from tests.analysis.support import make_runtime
 
 pytest.importorskip("matplotlib")

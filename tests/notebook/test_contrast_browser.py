@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from loom_nb.analysis.palette import contrast_ratio
+from loom_nb.palette import contrast_ratio
 from tests.notebook.support import BROWSER_MARKS, Lab, open_and_run_all
 from tests.notebook.test_view_browser import mail_notebook, new_page
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from loom_nb.analysis.palette import THEMES, parse_color
+from loom_nb.palette import THEMES, parse_color
 from tests.notebook.support import AGENT_CELL, BROWSER_MARKS, Lab, open_and_run_all, write_notebook
 
 pytestmark = BROWSER_MARKS

@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from loom_nb.analysis.palette import THEMES, parse_color
+from loom_nb.palette import THEMES, parse_color
 from tests.notebook.support import (
     BROWSER_MARKS,
     Lab,

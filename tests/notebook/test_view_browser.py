@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from loom_nb.analysis.palette import LIGHT, THEMES, contrast_ratio, parse_color
+from loom_nb.palette import LIGHT, THEMES, contrast_ratio, parse_color
 from tests.notebook.support import (
     BROWSER_MARKS,
     Lab,

@@ -12,7 +12,6 @@ import pytest
 
 import loom_nb as loom
 from loom_nb.agent.run import Run
-from loom_nb.analysis.palette import BACKGROUND, BUTTONS, DARK, LIGHT, THEMES, contrast_ratio, css, parse_color
 from loom_nb.journal.run_state import RunState
 from loom_nb.messages import ModelRequest
 from loom_nb.notebook.cards import ApprovalCard, TurnApprovals
@@ -20,6 +19,7 @@ from loom_nb.notebook.click_feedback import SCOPE_CLASS, ClickFeedback
 from loom_nb.notebook.edit_form import ArgumentForm, ordered_arguments
 from loom_nb.notebook.run_view import RunView, markdown_html
 from loom_nb.notebook.timeline import asset_dir
+from loom_nb.palette import BACKGROUND, BUTTONS, DARK, LIGHT, THEMES, contrast_ratio, css, parse_color
 from tests.notebook.support import REPO, TidyAgent, make_runtime
 
 NOTE = "Dear team,\nthe build is green.\n\n- Ann"

@@ -12,7 +12,7 @@ properties (``--loom-<role>``) for the light theme, switched to the dark values 
 (Approve, Refuse, It happened, Run again...) take their fill and text from ``BUTTONS``, at least
 4.5:1 in each theme.
 
-    from loom_nb.analysis.palette import LIGHT, contrast_ratio
+    from loom_nb.palette import LIGHT, contrast_ratio
     contrast_ratio(LIGHT["failed"], "#ffffff")   # 5.6
 """
 
