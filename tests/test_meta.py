@@ -185,6 +185,22 @@ def test_import_needs_no_kernel_or_widgets() -> None:
     assert out.stdout.strip() == "", f"import loom_nb pulled in {out.stdout.strip()}"
 
 
+@pytest.mark.slow
+def test_the_first_cell_loads_neither_pandas_nor_pyarrow_nor_httpx(tmp_path: Path) -> None:
+    # %load_ext loom_nb opens the journal and the views: frames (pandas, pyarrow) and the HTTP
+    # providers (httpx) load when first asked for, not in the first cell a notebook runs.
+    code = (
+        "import sys\n"
+        "from IPython.core.interactiveshell import InteractiveShell\n"
+        "InteractiveShell.instance().run_line_magic('load_ext', 'loom_nb')\n"
+        "import loom_nb\n"
+        "print('loaded:' + ','.join(m for m in ('pandas', 'pyarrow', 'httpx', 'matplotlib') if m in sys.modules))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=tmp_path)
+    loaded = out.stdout.strip().splitlines()[-1]
+    assert loaded == "loaded:", f"the first cell pulled in {loaded}"
+
+
 EXPECTED_ALL = sorted(
     [
         "Agent",
