@@ -315,6 +315,27 @@ async def test_scripted_model_streams_word_deltas_and_keeps_every_request() -> N
         await model.complete(first)
 
 
+async def test_scripted_usage_is_counted_turn_by_turn_as_the_whole_sum_would_and_history_is_bounded() -> None:
+    model = ScriptedModel(lambda request: ModelResponse.text("ok"), history_size=3)
+    sys_msg, messages = Message.system("be brief"), [Message.user("a" * 40)]
+    expected = []
+    for turn in range(8):
+        if turn == 5:  # a compaction: the transcript is replaced, not extended
+            messages = [Message.user("summary " * 3)]
+        request = ModelRequest(messages=(sys_msg, *messages))
+        response = await model.complete(request)
+        expected.append(sum(len(m.text) for m in request.messages) // 4)
+        assert response.usage.input_tokens == expected[-1], turn
+        messages = [*messages, Message.assistant("ok"), Message.user("b" * (turn + 1) * 8)]
+    # a request from another run, sharing no prefix object
+    other = ModelRequest(messages=(Message.user("c" * 80),))
+    assert (await model.complete(other)).usage.input_tokens == 20
+    assert model.calls == 9 and len(model.history) == 3 and model.history[-1] is other
+    assert "calls=9" in repr(model)
+    with pytest.raises(UsageError, match="history_size=0"):
+        ScriptedModel([], history_size=0)
+
+
 async def test_the_loop_streams_every_delta_live_and_journals_sentence_chunks() -> None:
     text = "Yes. The first sentence is here. The second one follows it. And a short tail"
     model = ScriptedModel([ModelResponse.text(text)])

@@ -57,9 +57,10 @@ def test_click_resumes_the_run_in_a_real_kernel_and_after_a_restart(tmp_path: Pa
         assert "1 open gate(s) in 1 execution(s)" in text
         assert "no flow named 'agent:tidy' is registered in this process" in text
         (view_id,) = k.widget_models(outputs)
-        (approve,) = k.find_buttons(view_id, "loom-approve")  # walking the widget state the kernel sent
+        assert k.find_buttons(view_id, "loom-approve") == []  # disabled until the agent is defined
 
-        k.run(AGENT_CELL)  # re-run the cell that defines the agent
+        k.run(AGENT_CELL)  # re-run the cell that defines the agent: after it the card enables itself
+        (approve,) = k.find_buttons(view_id, "loom-approve")  # walking the widget state the kernel sent
         k.click(approve)
         report = last_json(
             k.stdout(
