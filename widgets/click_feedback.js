@@ -10,6 +10,7 @@
 
 const DEAD_BEFORE = "this card belongs to a kernel that has restarted: it can no longer act. Run ";
 const DEAD_AFTER = " in a cell for a live card of this gate.";
+const DEAD_AFTER_ALL = " in a cell for live cards of these gates.";  // the Approve all bar
 
 // The @jupyter-widgets model behind anywidget's model proxy, or null when it cannot be found.
 // The proxy hands `widget_manager` through (anywidget says it may narrow it one day), and the
@@ -71,7 +72,7 @@ function render({ model, el }) {
     el.textContent = "";
     const code = doc.createElement("code");
     code.textContent = "%loom pending";
-    el.append(DEAD_BEFORE, code, DEAD_AFTER);
+    el.append(DEAD_BEFORE, code, scope.classList.contains("loom-card") ? DEAD_AFTER : DEAD_AFTER_ALL);
     el.dataset.state = "dead";
     scope.classList.add("loom-dead-card");
     lockScope(scope, "button, input, textarea, select");

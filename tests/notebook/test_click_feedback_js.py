@@ -44,8 +44,9 @@ const doc = { addEventListener: (t, f) => listeners.push(f), removeEventListener
 const tick = (ms) => new Promise((r) => setTimeout(r, ms));
 const restart = (c) => { c.widget.comm_live = false; (c.handlers.comm_live_update || (() => {}))(); };
 
-async function card({ live = true, decided = false } = {}) {
-  const scope = new Element("div", "loom-feedback-scope", "loom-approval", ...(decided ? ["loom-decided"] : []));
+async function card({ live = true, decided = false, bar = false } = {}) {
+  const classes = [bar ? "loom-approvals-bar" : "loom-card", ...(decided ? ["loom-decided"] : [])];
+  const scope = new Element("div", "loom-feedback-scope", ...classes);
   const buttons = ["loom-approve", "loom-refuse", "loom-edit"].map((c) => new Element("button", c));
   const input = new Element("input");
   scope.append(input, ...buttons);
@@ -86,13 +87,14 @@ DEAD = "this card belongs to a kernel that has restarted: it can no longer act. 
 
 @pytest.mark.skipif(NODE is None, reason="node is not installed")
 def test_a_click_on_a_card_whose_model_is_no_longer_live_says_so_and_goes_nowhere() -> None:
-    live, dead, told, drawn, decided = run_page(
+    live, dead, told, drawn, decided, bar = run_page(
         "const out = [];"
         "let c = await card(); const stoppedLive = await c.click(); out.push([stoppedLive, c.seen()]);"
         "c = await card(); c.widget.comm_live = false; const stopped = await c.click(); out.push([stopped, c.seen()]);"
         "c = await card(); restart(c); await tick(0); out.push(c.seen());"
         "c = await card({ live: false }); out.push(c.seen());"
         "c = await card({ decided: true }); restart(c); out.push(c.seen());"
+        "c = await card({ bar: true }); restart(c); await tick(0); out.push(c.seen());"
         "console.log(JSON.stringify(out));"
     )  # type: ignore[misc]
     stopped, seen = live
@@ -105,3 +107,4 @@ def test_a_click_on_a_card_whose_model_is_no_longer_live_says_so_and_goes_nowher
     for seen in (told, drawn):  # without a click: on the restart, or drawn from a dead model
         assert seen["text"].startswith(DEAD) and seen["disabled"] == [True, True, True] and seen["dead"]
     assert decided["text"] == "" and decided["disabled"] == [False, False, False]  # a decided card keeps its line
+    assert bar["text"].endswith("for live cards of these gates.") and bar["dead"]  # the Approve all bar
