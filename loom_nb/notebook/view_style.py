@@ -57,6 +57,7 @@ STYLE = (
 .loom-card.loom-decided, .loom-card.loom-closed { border-color: var(--jp-border-color1, #9e9e9e); padding: 2px 6px; }
 .loom-click-feedback { font-size: 12px; color: var(--loom-muted); }
 .loom-click-feedback[data-state='busy'] { color: var(--loom-waiting); }
+.loom-click-feedback[data-state='dead'] { color: var(--loom-failed); }
 .loom-answer { border-top: 1px solid var(--jp-border-color2, #ddd); }
 .loom-error { color: var(--loom-failed); }
 .loom-usage, .loom-live { color: var(--loom-muted); font-size: 12px; }

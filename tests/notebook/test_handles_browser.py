@@ -3,7 +3,8 @@ real mouse clicks), in the light and the dark theme (the ``lab`` fixture): two h
 stay in sync when a ``%loom pending`` card is approved; Interrupt during ``await run`` stops the wait with
 one line while the run goes on; after Kernel > Restart Kernel, ``%load_ext loom_nb`` reopens the journal
 this notebook used and a ``%loom pending`` card still completes the parked run; a run the restart cut
-short mid-stream is finished by ``%loom recover``, whose progress line follows it."""
+short mid-stream is finished by ``%loom recover``, whose progress line follows it; a card shown before
+a restart says it can no longer act, names ``%loom pending`` and records nothing."""
 
 from __future__ import annotations
 
@@ -223,3 +224,51 @@ def test_recover_after_a_restart_shows_its_progress(lab: Lab, browser: Any, tmp_
         expect(cell(page, 4).locator(".loom-run")).to_contain_text("word199")
     finally:
         page.close()
+
+
+def test_a_card_of_a_restarted_kernel_says_so_and_records_nothing(lab: Lab, browser: Any, tmp_path: Path) -> None:
+    """A card shown before Kernel > Restart Kernel says, as soon as the kernel restarted, that it can
+    no longer act and names ``%loom pending``; its buttons are disabled, a click on its Approve says
+    neither "sent" nor "busy", and the journal records no answer. (The same words on a click that
+    finds the card's model dead: ``test_click_feedback_js``.)"""
+    from playwright.sync_api import expect
+
+    from loom_nb.journal import DuckDBJournal
+
+    url, root, theme = lab
+    journal = tmp_path / "dead.duckdb"
+    cells = [
+        setup_cell(journal),
+        MAIL_CELL.replace("range(N)", "range(1)"),
+        "run = agent.start('Mail', execution_id='dead-1')",
+    ]
+    write_notebook(root, "dead.ipynb", cells)
+    page = new_page(browser)
+    try:
+        open_notebook(page, f"{url}/lab/tree/dead.ipynb?reset", theme)
+        for i in range(3):
+            run_cell_with_toolbar(page, i)
+        card = cell(page, 2).locator(".loom-approval")
+        expect(card).to_be_visible(timeout=60_000)  # parked at the gate
+        page.wait_for_selector("#jp-main-statusbar >> text=/Idle/", timeout=30_000)
+        restart_kernel(page)
+        page.wait_for_selector("#jp-main-statusbar >> text=/Idle/", timeout=60_000)
+        feedback = card.locator(".loom-click-feedback")  # says so as soon as the kernel restarted
+        expect(feedback).to_contain_text("a kernel that has restarted", timeout=5_000)
+        expect(feedback).to_contain_text("%loom pending")
+        for button in card.locator("button").all():
+            expect(button).to_be_disabled()
+        approve = card.locator(".loom-approve")
+        approve.click(force=True, timeout=5_000)  # a real mouse click where the button is, disabled or not
+        page.wait_for_timeout(1_500)  # longer than the "busy" delay: the line stays as it is
+        said = feedback.inner_text()
+        assert "sent" not in said and "busy" not in said and "a kernel that has restarted" in said, said
+        page.screenshot(path=str(tmp_path / f"dead-{theme}.png"))
+    finally:
+        page.close()
+    read = DuckDBJournal(journal, read_only=True)  # the new kernel did not open it
+    try:
+        assert [e.kind for e in read.read("dead-1") if e.kind == "gate_resolved"] == []
+        assert read.get_execution("dead-1") is not None
+    finally:
+        read.close()

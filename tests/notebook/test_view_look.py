@@ -234,6 +234,7 @@ async def test_every_card_has_click_feedback_that_the_kernel_acknowledges() -> N
     run, view = await paused(mail_agent([CALL]))
     (card,) = view.cards.values()
     assert SCOPE_CLASS in card._dom_classes and isinstance(card.feedback, ClickFeedback)
+    assert card.feedback.own_id == card.feedback.model_id  # the page finds its model (is it live?) by it
     before = card.feedback.acked
     card.approve.click()
     assert card.feedback.acked == before + 1
@@ -243,6 +244,7 @@ async def test_every_card_has_click_feedback_that_the_kernel_acknowledges() -> N
 def test_the_click_feedback_module_ships_with_the_package() -> None:
     js = (asset_dir() / "click_feedback.js").read_text(encoding="utf-8")
     assert "export default" in js and "loom-feedback-scope" in js and "kernel is busy" in js
+    assert "comm_live" in js and "%loom pending" in js
     assert '"widgets" = "loom_nb/_widgets"' in (REPO / "pyproject.toml").read_text(encoding="utf-8")
 
 

@@ -220,6 +220,25 @@ async def test_a_card_shows_the_answer_given_elsewhere_once_the_run_is_read_agai
     assert "approved (from the other process)" in card.text()
 
 
+async def test_a_card_clicked_after_the_run_completed_elsewhere_shows_the_truth() -> None:
+    """A card of a run another process answered and drove to its end (a shared journal): a click
+    shows the answer given there, records nothing more, and the view reads the run's end."""
+    t = TidyAgent()
+    journal = InMemoryJournal()
+    here, there = runtime_on(journal), runtime_on(journal)
+    run, view, card = await paused(t, here)
+    t.agent.register(there)
+    other = Run.attach(there, run.id, agent=t.agent)
+    other.gates[0].approve("from the other process")
+    await other
+    assert other.status == "completed" and run.status == "suspended"  # nothing told this kernel
+    card.approve.click()
+    assert card.decision is not None and card.decision.startswith("approved (from the other process) at ")
+    assert card.approve.disabled and card.refuse.disabled and card.edit.disabled
+    assert run.status == "completed" and "completed" in view.text() and "Done. I removed" in view.text()
+    assert len([e for e in journal.read(run.id) if e.kind == "gate_resolved"]) == 1
+
+
 async def test_the_batch_view_shows_an_item_and_its_card_escaped() -> None:
     from loom_nb.notebook.batch_view import BatchView
     from tests.notebook.test_batch_view import agent
