@@ -11,7 +11,6 @@ import os
 import socket
 from collections import Counter
 from collections.abc import Coroutine, Iterable, Sequence
-from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Self, TypedDict, TypeVar
 
@@ -34,97 +33,30 @@ from loom_nb.kernel.async_bridge import run_sync
 from loom_nb.kernel.check import CheckHook, CheckReport, check_executions, recorded_trace
 from loom_nb.kernel.context import ExecutionContext, child_outcome_payload
 from loom_nb.kernel.effect_registry import EffectInvoker, EffectRegistry, Principal
-from loom_nb.kernel.errors_codec import error_from_data, error_summary, error_to_data
+from loom_nb.kernel.errors_codec import error_to_data
 from loom_nb.kernel.flows import FLOWS, FlowFn, FlowRegistry
 from loom_nb.kernel.gates import OpenGate, Suspend, answer_text, validate_payload
-from loom_nb.kernel.history import GateRecord, History
+from loom_nb.kernel.history import History
 from loom_nb.kernel.journal_writer import JournalWriter
 from loom_nb.kernel.observers import Observers
+from loom_nb.kernel.results import ExecutionResult, GateAnswer, ReplayReport, open_gate
 from loom_nb.kernel.sources import Clock, IdSource, RandomSource
 from loom_nb.kernel.stops import BoundaryStops
 from loom_nb.system_sources import RandomIds, SystemClock, SystemRandom
 
+__all__ = [
+    "Engine",
+    "EngineOptions",
+    "ExecutionResult",
+    "GateAnswer",
+    "ReplayReport",
+    "cancelled_error",
+    "require_execution_id",
+]
+
 T = TypeVar("T")
 CHILD_GATE = step_ids.CHILD_GATE
 log = logging.getLogger("loom_nb")
-
-
-@dataclass(frozen=True, kw_only=True)
-class ExecutionResult:
-    """Where an execution stands.
-
-    Attributes:
-        execution_id: The execution.
-        status: ``running``, ``suspended``, ``completed``, ``failed`` or ``cancelled``.
-        output: The body's return value (plain JSON) when completed.
-        error: The journaled failure (type, message, ...) when failed; when cancelled, the
-            ``RunCancelledError`` that awaiting the run raises.
-        gates: The open gates when suspended.
-    """
-
-    execution_id: str
-    status: str
-    output: Any = None
-    error: dict[str, Any] | None = None
-    gates: tuple[OpenGate, ...] = ()
-
-    def exception(self) -> BaseException | None:
-        """The failure rebuilt as an exception, or None."""
-        return None if self.error is None else error_from_data(self.error)
-
-    def __str__(self) -> str:
-        if self.status == "failed" and self.error:
-            return f"execution {self.execution_id}: failed ({error_summary(self.error)})"
-        if self.status == "suspended":
-            return f"execution {self.execution_id}: suspended on {', '.join(g.gate_id for g in self.gates)}"
-        return f"execution {self.execution_id}: {self.status}"
-
-
-@dataclass(frozen=True, kw_only=True)
-class ReplayReport:
-    """What a pure replay found.
-
-    Attributes:
-        execution_id: The execution replayed.
-        reproduced: True when the body, served only from the log, asked for the same steps, gates,
-            decisions and values in the same order and ended the same way.
-        recorded_status: The status in the journal.
-        replayed_status: How the replay ended (``completed``, ``suspended``, ``failed``,
-            ``diverged``; ``cancelled`` when it stopped where a cancelled run's record stops).
-        served: How many recorded outcomes the replay was served.
-        message: What differed, or "reproduced".
-        seconds: Wall time of the replay, from the runtime clock.
-        trace: ``(kind, id)`` of every step, gate, decision and value the replay asked for.
-        children: The replays of the child executions (``ctx.child``) the replay descended into,
-            in the order it reached them (each one with its own ``children``).
-    """
-
-    execution_id: str
-    reproduced: bool
-    recorded_status: str
-    replayed_status: str
-    served: int
-    message: str
-    seconds: float = 0.0
-    trace: tuple[tuple[str, str], ...] = field(default=(), repr=False)
-    children: tuple[ReplayReport, ...] = field(default=(), repr=False)
-
-
-@dataclass(frozen=True, kw_only=True)
-class GateAnswer:
-    """A gate's answer the journal now holds (from ``Engine.answer``); ``Engine.proceed`` runs on.
-
-    Attributes:
-        execution_id: The execution.
-        gate_id: The gate answered.
-        history: The execution's history with the answer applied (driving on reads nothing again).
-        resumed: True when it was the last open gate (the body runs on), False when gates remain.
-    """
-
-    execution_id: str
-    gate_id: str
-    history: History = field(repr=False)
-    resumed: bool
 
 
 def _dead_here(owner: str) -> bool:
@@ -143,17 +75,6 @@ def _dead_here(owner: str) -> bool:
     except OSError:
         return False
     return False
-
-
-def _gate(execution_id: str, g: GateRecord) -> OpenGate:
-    return OpenGate(
-        execution_id=execution_id,
-        gate_id=g.gate_id,
-        kind=g.kind,
-        payload=g.payload,
-        schema=g.schema,
-        opened_at=g.opened_at,
-    )
 
 
 #: How many times a cancel recorded from outside the driving process reads the history again after
@@ -341,7 +262,7 @@ class Engine:
             if rec is not None and rec.status == "suspended":
                 for g in self.history(rec.execution_id).open_gates():
                     if g.kind != CHILD_GATE:
-                        out.append(_gate(rec.execution_id, g))
+                        out.append(open_gate(rec.execution_id, g))
                     elif execution_id is not None:  # a parent shows its child's gates (the child's own ids)
                         out.extend(self.open_gates(step_ids.child_execution_id(rec.execution_id, g.gate_id)))
         return out
@@ -668,7 +589,7 @@ class Engine:
                 waiting = ctx.open_gates()
                 ctx.stage(EventKind.EXECUTION_SUSPENDED, None, {"gates": [g.gate_id for g in waiting]})
                 await ctx.commit()
-                gates = tuple(_gate(eid, g) for g in waiting)
+                gates = tuple(open_gate(eid, g) for g in waiting)
                 if any(g.kind == CHILD_GATE for g in waiting):
                     gates = tuple(self.open_gates(eid))  # a child's gates, in the parent's place
                 return ExecutionResult(execution_id=eid, status="suspended", gates=gates)
@@ -895,7 +816,7 @@ class Engine:
     async def _proceed(self, answer: GateAnswer) -> ExecutionResult:
         h = answer.history
         if not answer.resumed:
-            gates = tuple(_gate(h.execution_id, g) for g in h.open_gates())
+            gates = tuple(open_gate(h.execution_id, g) for g in h.open_gates())
             return ExecutionResult(execution_id=h.execution_id, status="suspended", gates=gates)
         try:
             return await self._drive(h)
