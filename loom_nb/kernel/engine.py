@@ -12,7 +12,7 @@ import socket
 from collections import Counter
 from collections.abc import Coroutine, Iterable, Sequence
 from types import TracebackType
-from typing import Any, Self, TypedDict, TypeVar
+from typing import Any, Self, TypedDict, TypeVar, cast
 
 from loom_nb.errors import (
     EffectNotFoundError,
@@ -25,10 +25,10 @@ from loom_nb.errors import (
     UsageError,
 )
 from loom_nb.journal import step_ids
-from loom_nb.journal.canonical import digest_value, storable_text, to_jsonable
+from loom_nb.journal.canonical import digest_value, to_jsonable
 from loom_nb.journal.event_format import CURRENT_FORMAT, with_format
 from loom_nb.journal.events import QUEUED_STATUS, TERMINAL_STATUSES, Event, EventKind, ExecutionRecord
-from loom_nb.journal.store import BatchedLookup, JournalStore, LeasingStore
+from loom_nb.journal.store import BatchedLookup, JournalStore
 from loom_nb.kernel.async_bridge import run_sync
 from loom_nb.kernel.check import CheckHook, CheckReport, check_executions, recorded_trace
 from loom_nb.kernel.context import ExecutionContext, child_outcome_payload
@@ -38,10 +38,12 @@ from loom_nb.kernel.flows import FLOWS, FlowFn, FlowRegistry
 from loom_nb.kernel.gates import OpenGate, Suspend, answer_text, validate_payload
 from loom_nb.kernel.history import History
 from loom_nb.kernel.journal_writer import JournalWriter
+from loom_nb.kernel.leases import Leases, dead_here
 from loom_nb.kernel.observers import Observers
 from loom_nb.kernel.results import ExecutionResult, GateAnswer, ReplayReport, open_gate
 from loom_nb.kernel.sources import Clock, IdSource, RandomSource
 from loom_nb.kernel.stops import BoundaryStops
+from loom_nb.kernel.store_reads import ProjectionLookups, StoreCapabilities
 from loom_nb.system_sources import RandomIds, SystemClock, SystemRandom
 
 __all__ = [
@@ -57,24 +59,6 @@ __all__ = [
 T = TypeVar("T")
 CHILD_GATE = step_ids.CHILD_GATE
 log = logging.getLogger("loom_nb")
-
-
-def _dead_here(owner: str) -> bool:
-    """True when ``owner`` (``host:pid:engine``) names a process of this host that no longer runs."""
-    host, _, rest = owner.partition(":")
-    pid_text = rest.partition(":")[0]
-    if host != socket.gethostname() or not pid_text.isdigit():
-        return False
-    pid = int(pid_text)
-    if pid == os.getpid():
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    except OSError:
-        return False
-    return False
 
 
 #: How many times a cancel recorded from outside the driving process reads the history again after
@@ -143,11 +127,10 @@ class Engine:
         self.journal = journal
         #: Batches every execution's commits into one transaction (group commit).
         self.writer = JournalWriter(journal)
-        #: Which optional store protocols the journal implements (``_offers``), and for which journal.
-        self._capabilities_of: JournalStore | None = None
-        self._capabilities: dict[type, bool] = {}
+        #: Which optional store protocols the journal implements (``_offers``).
+        self.capabilities = StoreCapabilities()
         #: Runs waiting for their projection row (``_lookup``), read together on the loop's next turn.
-        self._lookups: list[tuple[str, asyncio.Future[ExecutionRecord | None]]] = []
+        self.lookups = ProjectionLookups()
         self.clock: Clock = clock or SystemClock()
         self.ids: IdSource = ids or RandomIds()
         self.random: RandomSource = random or SystemRandom()
@@ -175,12 +158,9 @@ class Engine:
         #: source's). Set it to 1 to write the format before versioning.
         self.event_format: int = CURRENT_FORMAT
         self._closed = False
-        #: Seconds a lease on a shared journal (``LeasingStore``) lasts without a heartbeat; the
-        #: heartbeat renews it every third of that while this process drives the execution.
-        self.lease_seconds = 30.0
-        #: Who this engine is in the ``leases`` table: host, process id and engine.
-        self.lease_owner = f"{socket.gethostname()}:{os.getpid()}:{id(self):x}"
-        self._heartbeats: dict[str, asyncio.Task[None]] = {}
+        #: The leases this engine holds on a shared journal (``LeasingStore``) and their heartbeats;
+        #: its owner name is who this engine is in the ``leases`` table: host, process id and engine.
+        self.leases = Leases(self, self.capabilities, f"{socket.gethostname()}:{os.getpid()}:{id(self):x}")
         #: The child executions each parent is driving in this process (``run_child``; several at
         #: once under parallel tools), for ``cancel``.
         self._children: dict[str, set[str]] = {}
@@ -189,14 +169,23 @@ class Engine:
         #: execution runs (``Agent.start(deps=...)``, ``Agent.attach(id, deps=...)`` after a
         #: restart); a child execution gets its parent's; dropped when the execution settles here.
         self.deps: dict[str, Any] = {}
-        self._lost: dict[str, str] = {}
-        #: The task driving each execution this process holds the lease of, so a heartbeat that
-        #: finds the lease lost stops the work in flight (``_heartbeat``); and the executions whose
-        #: driver it so cancelled (``_drive`` turns that cancel into ``LeaseLostError``).
-        self._drivers: dict[str, asyncio.Task[Any]] = {}
-        self._cut_for_lost_lease: set[str] = set()
 
     # -- lifecycle ------------------------------------------------------------------------------
+    @property
+    def lease_seconds(self) -> float:
+        """Seconds a lease on a shared journal (``LeasingStore``) lasts without a heartbeat; the
+        heartbeat renews it every third of that while this process drives the execution."""
+        return self.leases.seconds
+
+    @lease_seconds.setter
+    def lease_seconds(self, seconds: float) -> None:
+        self.leases.seconds = seconds
+
+    @property
+    def lease_owner(self) -> str:
+        """Who this engine is in the ``leases`` table: host, process id and engine."""
+        return self.leases.owner
+
     @property
     def closed(self) -> bool:
         """True once ``close()`` ran."""
@@ -285,9 +274,9 @@ class Engine:
         record = self.journal.get_execution(execution_id) if starting else self._known(execution_id)
         if record is not None and record.status in TERMINAL_STATUSES:
             raise UsageError(f"execution {execution_id!r} already {record.status}; there is nothing to stop")
-        leases = self._leases()
+        leases = self.leases.store()
         holder = leases.lease_owner(execution_id) if leases is not None else None
-        if holder is not None and holder != self.lease_owner and not _dead_here(holder):
+        if holder is not None and holder != self.lease_owner and not dead_here(holder):
             raise UsageError(
                 f"execution {execution_id!r} is driven by another process ({holder}): a stop after its turn is "
                 f"asked there; stop it now from here with cancel()"
@@ -315,25 +304,7 @@ class Engine:
         journal = self.journal
         if not self._offers(BatchedLookup):
             return journal.get_execution(execution_id)
-        loop = asyncio.get_running_loop()
-        waiter: asyncio.Future[ExecutionRecord | None] = loop.create_future()
-        if not self._lookups:
-            loop.call_soon(self._read_lookups, journal)
-        self._lookups.append((execution_id, waiter))
-        return await waiter
-
-    def _read_lookups(self, journal: Any) -> None:
-        asked, self._lookups = self._lookups, []
-        try:
-            found = journal.get_executions([eid for eid, _ in asked])
-        except BaseException as exc:  # each asker gets the store's error, as its own read would raise it
-            for _, waiter in asked:
-                if not waiter.done():
-                    waiter.set_exception(exc)
-            return
-        for eid, waiter in asked:
-            if not waiter.done():
-                waiter.set_result(found.get(storable_text(eid)))
+        return await self.lookups.lookup(cast(BatchedLookup, journal), execution_id)
 
     def _lock(self, execution_id: str) -> asyncio.Lock:
         lock = self._locks.get(execution_id)
@@ -341,70 +312,11 @@ class Engine:
             lock = self._locks[execution_id] = asyncio.Lock()
         return lock
 
-    # -- leases (a shared journal: ``LeasingStore``) -------------------------------------------------
-    def _leases(self) -> LeasingStore | None:
-        journal = self.journal
-        return journal if self._offers(LeasingStore) else None  # type: ignore[return-value]
-
+    # -- leases (a shared journal: ``LeasingStore``; see ``Leases``) ----------------------------------
     def _offers(self, capability: type) -> bool:
-        """Whether the journal implements the optional store protocol ``capability``, asked once per
-        journal and protocol (a runtime-checkable protocol's ``isinstance`` costs ~20 µs, and this
-        is asked per run and per start)."""
-        journal = self.journal
-        if self._capabilities_of is not journal:
-            self._capabilities_of, self._capabilities = journal, {}
-        offered = self._capabilities.get(capability)
-        if offered is None:
-            offered = self._capabilities[capability] = isinstance(journal, capability)
-        return offered
-
-    def _claim(self, execution_id: str) -> bool:
-        """Take the execution's lease (True at once on a journal without leases). A lease held by a
-        process of this host that has died is taken over without waiting for it to expire."""
-        leases = self._leases()
-        if leases is None:
-            return True
-        if leases.claim_lease(execution_id, self.lease_owner, self.lease_seconds):
-            return True
-        holder = leases.lease_owner(execution_id)
-        if holder is not None and _dead_here(holder):
-            return leases.take_over_lease(execution_id, self.lease_owner, holder, self.lease_seconds)
-        return holder is None and leases.claim_lease(execution_id, self.lease_owner, self.lease_seconds)
-
-    def _hold(self, execution_id: str) -> None:
-        """Renew the lease in the background while this process drives the execution."""
-        leases = self._leases()
-        if leases is None or execution_id in self._heartbeats:
-            return
-        self._lost.pop(execution_id, None)
-        driver = asyncio.current_task()
-        if driver is not None:
-            self._drivers[execution_id] = driver
-        self._heartbeats[execution_id] = asyncio.get_running_loop().create_task(
-            self._heartbeat(leases, execution_id), name=f"loom-lease-{execution_id}"
-        )
-
-    async def _heartbeat(self, leases: LeasingStore, execution_id: str) -> None:
-        while True:
-            await asyncio.sleep(self.lease_seconds / 3)
-            try:
-                held = leases.renew_lease(execution_id, self.lease_owner, self.lease_seconds)
-            except Exception as exc:  # a blip of the server: try again at the next beat
-                log.warning("could not renew the lease of execution %s: %s", execution_id, exc)
-                continue
-            if not held:
-                self._lose(leases, execution_id)
-                return
-
-    def _lose(self, leases: LeasingStore, execution_id: str) -> None:
-        """Mark the execution's lease lost (its next commit is refused) and cancel the task driving
-        it here: a call in flight (a tool awaiting its answer, a model streaming) stops instead of
-        finishing for an owner that is no longer this process."""
-        self._lost[execution_id] = leases.lease_owner(execution_id) or ""
-        driver = self._drivers.pop(execution_id, None)
-        if driver is not None and not driver.done() and driver is not asyncio.current_task():
-            self._cut_for_lost_lease.add(execution_id)
-            driver.cancel(f"the lease of execution {execution_id!r} was lost")
+        """Whether the journal implements the optional store protocol ``capability`` (asked once per
+        journal and protocol: ``StoreCapabilities``)."""
+        return self.capabilities.offers(self.journal, capability)
 
     def confirm_lease(self, execution_id: str) -> None:
         """Check at the database, now, that this process still holds the execution's lease (renewing
@@ -414,26 +326,7 @@ class Engine:
         Raises:
             LeaseLostError: another process took the execution over; the effect does not run.
         """
-        leases = self._leases()
-        if leases is None or execution_id not in self._heartbeats:
-            return  # no shared journal, or not driven under a lease here (a pure replay, a test double)
-        self.check_lease(execution_id)
-        if not leases.renew_lease(execution_id, self.lease_owner, self.lease_seconds):
-            self._lose(leases, execution_id)
-            self.check_lease(execution_id)
-
-    def _let_go(self, execution_id: str) -> None:
-        """Stop the heartbeat and give the lease up (unless it was lost to another owner)."""
-        task = self._heartbeats.pop(execution_id, None)
-        if task is not None:
-            task.cancel()
-        self._drivers.pop(execution_id, None)
-        leases = self._leases()
-        if leases is not None and self._lost.pop(execution_id, None) is None:
-            try:
-                leases.release_lease(execution_id, self.lease_owner)
-            except Exception as exc:  # it expires on its own
-                log.warning("could not release the lease of execution %s: %s", execution_id, exc)
+        self.leases.confirm(execution_id)
 
     def check_lease(self, execution_id: str) -> None:
         """Refuse a commit of an execution whose lease this process lost (called before each commit).
@@ -441,40 +334,30 @@ class Engine:
         Raises:
             LeaseLostError: another process took the execution over; this run stops here.
         """
-        if execution_id in self._lost:
-            holder = self._lost[execution_id]
-            error = LeaseLostError(
-                f"this process ({self.lease_owner}) lost the lease of execution {execution_id!r} on the journal "
-                f"{self.journal.location} (no heartbeat for {self.lease_seconds:g} s; now held by "
-                f"{holder or 'nobody'}): it stopped before writing more; the owner of the lease goes on with it. "
-                "If this process was merely slow, raise runtime.lease_seconds."
-            )
-            error.location, error.execution_id, error.owner = self.journal.location, execution_id, holder
-            raise error
+        self.leases.check(execution_id)
 
     async def _drive(self, history: History, *, fresh: bool = False, recovering: bool = False) -> ExecutionResult:
         eid = history.execution_id
-        if not self._claim(eid):
+        if not self.leases.claim(eid):
             raise LeaseLostError(
                 f"execution {eid!r} is driven by another process of the shared journal {self.journal.location} "
                 f"(it holds the lease): this process ({self.lease_owner}) leaves it to that one"
             )
-        self._hold(eid)
+        self.leases.hold(eid)
         try:
             result = await self._drive_held(history, fresh=fresh, recovering=recovering)
         except asyncio.CancelledError:
-            if eid not in self._cut_for_lost_lease:
+            if not self.leases.cut_for_lost_lease(eid):
                 raise
             # The heartbeat found the lease lost and cancelled this task: that is a lost lease, not a
             # cancel someone asked for (which stays ``CancelledError``).
-            self._cut_for_lost_lease.discard(eid)
             task = asyncio.current_task()
             if task is not None:
                 task.uncancel()
             self.check_lease(eid)
             raise
         finally:
-            self._let_go(eid)
+            self.leases.let_go(eid)
         if result.status in TERMINAL_STATUSES:
             self.deps.pop(eid, None)
             self.stops.drop(eid)
@@ -649,7 +532,7 @@ class Engine:
             existing = self._existing(eid, name, await self._lookup(eid))
             if existing is not None:
                 return existing
-            if not self._claim(eid):
+            if not self.leases.claim(eid):
                 raise UsageError(
                     f"execution {eid!r} is being started by another process of the shared journal "
                     f"{self.journal.location}: wait for it (runtime.result({eid!r}))"
@@ -788,7 +671,7 @@ class Engine:
         seq = h.last_seq + 1
         events = [Event(execution_id, seq, EventKind.GATE_RESOLVED, gate_id, now, {"payload": to_jsonable(value)})]
         resumed = not any(g.gate_id != gate_id for g in h.open_gates())
-        if resumed and drive_here and not self._claim(execution_id):
+        if resumed and drive_here and not self.leases.claim(execution_id):
             raise UsageError(
                 f"execution {execution_id!r} is driven by another process of the shared journal "
                 f"{self.journal.location}: its gate {gate_id!r} was answered there already"
@@ -799,7 +682,7 @@ class Engine:
             self.journal.append(events)
         except BaseException:
             if resumed and drive_here:
-                self._let_go(execution_id)  # the gate is still open: another process may answer it
+                self.leases.let_go(execution_id)  # the gate is still open: another process may answer it
             raise
         h.extend(events)
         if resumed and drive_here:
@@ -850,13 +733,13 @@ class Engine:
             if rec.execution_id in self._active:
                 continue
             async with self._lock(rec.execution_id):
-                if not self._claim(rec.execution_id):
+                if not self.leases.claim(rec.execution_id):
                     continue  # another live process drives it
                 try:
                     history = self.history(rec.execution_id)  # read after the claim: what the last owner left
                     if history.status != "running" or rec.execution_id in self._active:
                         if rec.execution_id not in self._active:
-                            self._let_go(rec.execution_id)  # another process finished or parked it meanwhile
+                            self.leases.let_go(rec.execution_id)  # another process finished or parked it meanwhile
                         continue  # another task drove it on while this one waited for its lock
                     results.append(await self._drive(history, recovering=True))
                 except LeaseLostError as exc:
