@@ -21,7 +21,6 @@ from loom_nb.errors import (
     LeaseLostError,
     NonDeterminismError,
     ReplayDivergedError,
-    RunCancelledError,
     UsageError,
 )
 from loom_nb.journal import step_ids
@@ -30,6 +29,7 @@ from loom_nb.journal.event_format import CURRENT_FORMAT, with_format
 from loom_nb.journal.events import QUEUED_STATUS, TERMINAL_STATUSES, Event, EventKind, ExecutionRecord
 from loom_nb.journal.store import BatchedLookup, JournalStore
 from loom_nb.kernel.async_bridge import run_sync
+from loom_nb.kernel.cancels import Cancels, cancelled_error
 from loom_nb.kernel.check import CheckHook, CheckReport, check_executions, recorded_trace
 from loom_nb.kernel.context import ExecutionContext, child_outcome_payload
 from loom_nb.kernel.effect_registry import EffectInvoker, EffectRegistry, Principal
@@ -59,19 +59,6 @@ __all__ = [
 T = TypeVar("T")
 CHILD_GATE = step_ids.CHILD_GATE
 log = logging.getLogger("loom_nb")
-
-
-#: How many times a cancel recorded from outside the driving process reads the history again after
-#: the driver took its seqs (each retry follows a commit of the driver, so this bounds a livelock only).
-_CANCEL_ATTEMPTS = 100
-
-
-def cancelled_error(execution_id: str, reason: str | None) -> RunCancelledError:
-    """The ``RunCancelledError`` of a cancelled execution (what awaiting it raises)."""
-    why = f" ({reason})" if reason else ""
-    return RunCancelledError(
-        f"execution {execution_id!r} was cancelled{why}; it will not go on: start a new run to try again"
-    )
 
 
 def require_execution_id(value: Any, argument: str) -> str:
@@ -141,8 +128,8 @@ class Engine:
         self._active: set[str] = set()
         #: The task driving each execution's body in this process (``cancel`` cancels it).
         self._driving: dict[str, asyncio.Task[Any]] = {}
-        #: Cancels asked for and not yet recorded: execution id -> reason.
-        self._cancels: dict[str, str | None] = {}
+        #: Cancels asked for and not yet recorded, and how one is recorded.
+        self.cancels = Cancels(self)
         #: Stops asked for at the body's next boundary ("after this turn"): ``stop_at_boundary``.
         self.stops = BoundaryStops()
         #: Who watches committed events and streamed deltas (``observe`` subscribes here).
@@ -258,7 +245,7 @@ class Engine:
 
     def cancelling(self, execution_id: str) -> bool:
         """True while a cancel of the execution was asked for and not yet recorded."""
-        return execution_id in self._cancels
+        return self.cancels.asked(execution_id)
 
     def stop_at_boundary(self, execution_id: str, reason: str | None = None, *, starting: bool = False) -> None:
         """Ask the execution to stop at its body's next boundary (``ExecutionContext.boundary``: the
@@ -288,7 +275,7 @@ class Engine:
         when a stop at a boundary was asked for (``stop_at_boundary``)."""
         asked, reason = self.stops.take(execution_id)
         if asked:
-            self._cancels.setdefault(execution_id, reason)
+            self.cancels.ask_unless_asked(execution_id, reason)
         return asked
 
     def is_active(self, execution_id: str) -> bool:
@@ -463,9 +450,9 @@ class Engine:
         if task is not None:
             self._driving[eid] = task
         try:
-            if eid in self._cancels:  # cancelled between the answer that resumed it and now
+            if self.cancels.asked(eid):  # cancelled between the answer that resumed it and now
                 await ctx.commit()
-                return self._record_cancel(eid)
+                return self.cancels.record(eid)
             try:
                 output = to_jsonable(await body(ctx, history.input))
             except Suspend:
@@ -497,11 +484,11 @@ class Engine:
                 return ExecutionResult(execution_id=eid, status="failed", error=error)
             except asyncio.CancelledError:
                 await ctx.commit()  # nothing recorded is lost
-                if eid not in self._cancels:
+                if not self.cancels.asked(eid):
                     raise  # not a cancel of the run (the loop is closing): it stays running for recover()
                 if task is not None:
                     task.uncancel()
-                return self._record_cancel(eid)
+                return self.cancels.record(eid)
             except BaseException:
                 await ctx.commit()  # nothing recorded is lost; the execution stays running for recover()
                 raise
@@ -789,97 +776,24 @@ class Engine:
         return result
 
     async def _cancel_one(self, execution_id: str, reason: str | None) -> ExecutionResult:
-        self._cancels[execution_id] = reason
+        self.cancels.ask(execution_id, reason)
         # The children it drives in this task (and theirs) stop with it: recorded cancelled, not left running.
         driving = sorted(self._children.get(execution_id, ()))
         while driving:
             child = driving.pop()
-            self._cancels.setdefault(child, reason or f"its parent {execution_id!r} was cancelled")
+            self.cancels.ask_unless_asked(child, reason or f"its parent {execution_id!r} was cancelled")
             driving.extend(sorted(self._children.get(child, ())))
         task = self._driving.get(execution_id)
         if task is not None and task is not asyncio.current_task() and not task.done():
             task.cancel(f"execution {execution_id} cancelled")
         while True:
             async with self._lock(execution_id):
-                if execution_id not in self._cancels:  # the driving task recorded it
+                if not self.cancels.asked(execution_id):  # the driving task recorded it
                     return self.result(execution_id)
                 if execution_id not in self._active:  # nothing drives it here: record the cancel here
-                    return self._record_cancel_elsewhere(execution_id)
+                    return self.cancels.record_elsewhere(execution_id)
             # An answer resumed it and its driving has not begun: that driving records the cancel.
             await asyncio.sleep(0.005)
-
-    def _record_cancel_elsewhere(self, execution_id: str) -> ExecutionResult:
-        """Record the cancel of an execution this process does not drive (suspended, left running,
-        or driven by another process: a worker holding its lease on a shared journal).
-
-        The driver may commit between this read and this write: then the cancel's seqs are taken and
-        its append is refused by the ``(execution_id, seq)`` key. The cancel then reads the history
-        again and records itself after what the driver committed (the in-flight steps as they are
-        now), until it lands; the driver's next commit is refused in turn and it stops. When what
-        the driver committed ended the run, there is nothing to cancel any more.
-
-        Raises:
-            UsageError: the execution completed or failed before the cancel could be recorded.
-            JournalWriteError: the append failed for another reason (the journal is failing).
-        """
-        reason = self._cancels.get(execution_id)
-        for _ in range(_CANCEL_ATTEMPTS):
-            h = self.history(execution_id)
-            if h.status in TERMINAL_STATUSES:
-                self._cancels.pop(execution_id, None)
-                if h.status == "cancelled":
-                    return self.result(execution_id)
-                raise UsageError(
-                    f"execution {execution_id!r} {h.status} (its driver committed that first) before the cancel "
-                    f"could be recorded; there is nothing to cancel: read its result with runtime.result("
-                    f"{execution_id!r})"
-                )
-            self._cancels[execution_id] = reason
-            try:
-                return self._record_cancel(execution_id, h)
-            except JournalWriteError as failed:
-                self._cancels.pop(execution_id, None)
-                try:
-                    moved = self.history(execution_id).last_seq != h.last_seq
-                except Exception:  # the journal cannot be read either: the write's error says why
-                    moved = False
-                if not moved:
-                    raise failed from failed.__cause__  # not a seq the driver took: the journal failed
-                log.info("the cancel of execution %s met a commit of its driver; reading it again", execution_id)
-        error = JournalWriteError(
-            f"the cancel of execution {execution_id!r} met a new commit of the process driving it "
-            f"{_CANCEL_ATTEMPTS} times in a row and was not recorded: cancel it again"
-        )
-        error.location, error.execution_id = self.journal.location, execution_id
-        raise error
-
-    def _record_cancel(self, execution_id: str, history: History | None = None) -> ExecutionResult:
-        """Append ``execution_cancelled`` (after putting the steps cut in flight in doubt or failed)."""
-        reason = self._cancels.pop(execution_id, None)
-        h = history if history is not None else self.history(execution_id)
-        now = self.clock.now()
-        error = cancelled_error(execution_id, reason)
-        events: list[Event] = []
-
-        def add(kind: str, step_id: str | None, data: dict[str, Any]) -> None:
-            events.append(Event(execution_id, h.last_seq + len(events) + 1, kind, step_id, now, data))
-
-        for step in h.steps.values():
-            if step.settled or step.in_doubt or step.attempts == 0:
-                continue
-            # Which owner's registration the step ran is not journaled: idempotent only when every
-            # registration of its effect is (none: in doubt).
-            specs = self.effects.specs_named(step.effect)
-            idempotent = bool(specs) and all(spec.idempotent for spec in specs)
-            if idempotent or step.retry_pending:
-                data = {"effect": step.effect, "attempt": step.attempts, "will_retry": False}
-                add(EventKind.STEP_FAILED, step.step_id, {**data, "error": error_to_data(error)})
-            else:
-                add(EventKind.STEP_IN_DOUBT, step.step_id, {"effect": step.effect, "attempt": step.attempts})
-        add(EventKind.EXECUTION_CANCELLED, None, {"reason": reason})
-        self.journal.append(events)
-        self.observers.notify_events(events)
-        return ExecutionResult(execution_id=execution_id, status="cancelled", error=error_to_data(error))
 
     async def fork(self, execution_id: str, at_step: str, *, new_execution_id: str | None = None) -> ExecutionResult:
         """Start a new execution that is served ``execution_id``'s recorded prefix up to (not
