@@ -9,7 +9,6 @@ import asyncio
 import logging
 import os
 import socket
-from collections import Counter
 from collections.abc import Coroutine, Iterable, Sequence
 from types import TracebackType
 from typing import Any, Self, TypedDict, TypeVar, cast
@@ -20,26 +19,27 @@ from loom_nb.errors import (
     JournalWriteError,
     LeaseLostError,
     NonDeterminismError,
-    ReplayDivergedError,
     UsageError,
 )
 from loom_nb.journal import step_ids
-from loom_nb.journal.canonical import digest_value, to_jsonable
+from loom_nb.journal.canonical import to_jsonable
 from loom_nb.journal.event_format import CURRENT_FORMAT, with_format
 from loom_nb.journal.events import QUEUED_STATUS, TERMINAL_STATUSES, Event, EventKind, ExecutionRecord
 from loom_nb.journal.store import BatchedLookup, JournalStore
 from loom_nb.kernel.async_bridge import run_sync
 from loom_nb.kernel.cancels import Cancels, cancelled_error
-from loom_nb.kernel.check import CheckHook, CheckReport, check_executions, recorded_trace
+from loom_nb.kernel.check import CheckHook, CheckReport, check_executions
 from loom_nb.kernel.context import ExecutionContext, child_outcome_payload
 from loom_nb.kernel.effect_registry import EffectInvoker, EffectRegistry, Principal
 from loom_nb.kernel.errors_codec import error_to_data
 from loom_nb.kernel.flows import FLOWS, FlowFn, FlowRegistry
+from loom_nb.kernel.fork import fork_cut, forked_events
 from loom_nb.kernel.gates import OpenGate, Suspend, answer_text, validate_payload
 from loom_nb.kernel.history import History
 from loom_nb.kernel.journal_writer import JournalWriter
 from loom_nb.kernel.leases import Leases, dead_here
 from loom_nb.kernel.observers import Observers
+from loom_nb.kernel.replay import replay_history
 from loom_nb.kernel.results import ExecutionResult, GateAnswer, ReplayReport, open_gate
 from loom_nb.kernel.sources import Clock, IdSource, RandomSource
 from loom_nb.kernel.stops import BoundaryStops
@@ -806,21 +806,7 @@ class Engine:
             UsageError: unknown execution, or ``at_step`` is not a step, gate, decision or value of it.
         """
         h = self._known(execution_id)
-        firsts = (EventKind.STEP_STARTED, EventKind.GATE_OPENED, EventKind.DECISION_RECORDED, EventKind.VALUE_RECORDED)
-        cut = next((i for i, e in enumerate(h.events) if e.step_id == at_step and e.kind in firsts), None)
-        if cut is None:
-            known = sorted({e.step_id for e in h.events if e.step_id and e.kind in firsts})
-            raise UsageError(
-                f"execution {execution_id!r} has no step {at_step!r} to fork at (its steps: {', '.join(known[:30])})"
-            )
-        lifecycle = {
-            EventKind.EXECUTION_STARTED,
-            EventKind.EXECUTION_SUSPENDED,
-            EventKind.EXECUTION_RESUMED,
-            EventKind.EXECUTION_COMPLETED,
-            EventKind.EXECUTION_FAILED,
-            EventKind.EXECUTION_CANCELLED,
-        }
+        cut = fork_cut(h, at_step)
         eid = (
             self.ids.new_id()
             if new_execution_id is None
@@ -829,18 +815,7 @@ class Engine:
         async with self._lock(eid):
             if self.journal.get_execution(eid) is not None:
                 raise UsageError(f"execution {eid!r} already exists: pick another new_execution_id")
-            now = self.clock.now()
-            started = {
-                "flow": h.flow,
-                "input": h.input,
-                "principal": h.principal,
-                "forked_from": execution_id,
-                "at_step": at_step,
-            }
-            events = [Event(eid, 1, EventKind.EXECUTION_STARTED, None, now, with_format(started, h.format))]
-            for e in h.events[:cut]:
-                if e.kind not in lifecycle:
-                    events.append(Event(eid, len(events) + 1, e.kind, e.step_id, e.at, e.data))
+            events = forked_events(h, cut, at_step, eid, self.clock.now())
             self.journal.append(events)
             self.observers.notify_events(events)
             return await self._drive(History.of(eid, events))
@@ -848,54 +823,7 @@ class Engine:
     async def replay(self, execution_id: str) -> ReplayReport:
         """Re-run the body purely from the log (no effect runs, nothing is written) and report
         whether it reproduces the recorded run."""
-        h = self._known(execution_id)
-        body = self.flows.get(h.flow)
-        ctx = ExecutionContext(self, h, pure=True)
-        began = self.clock.now()
-        status, message, output = "completed", "", None
-        cut_short = False
-        try:
-            output = to_jsonable(await body(ctx, h.input))
-        except Suspend:
-            status = "suspended"
-        except (ReplayDivergedError, NonDeterminismError) as exc:
-            status, message = "diverged", str(exc)
-            cut_short = isinstance(exc, ReplayDivergedError)  # it reached what the record never finished
-        except FlowNotFoundError as exc:
-            if h.error is None or h.error.get("type") != error_to_data(exc).get("type"):
-                raise  # a child's flow is not registered here (the message says which and how to fix)
-            status = "failed"
-        except Exception as exc:
-            status = "failed"
-            if h.error is not None and error_to_data(exc).get("type") != h.error.get("type"):
-                message = f"the replay failed with {type(exc).__name__} but the record failed otherwise"
-        expected = recorded_trace(h)
-        stopped = status == "suspended" or cut_short
-        if h.status == "cancelled" and stopped and expected in (ctx.trace, ctx.trace[:-1]):
-            # The cancel stopped the recorded run where the replay stops: at a gate, at the step cut
-            # in flight, or before the next step (a pure replay cannot run it).
-            status, message = "cancelled", ""
-        if not message and ctx.trace != expected:
-            missing = Counter(expected) - Counter(ctx.trace)
-            extra = Counter(ctx.trace) - Counter(expected)
-            message = f"the replay asked for {sorted(extra)} not in the record and skipped {sorted(missing)}"
-            if not missing and not extra:
-                message = "the replay asked for the recorded steps in another order"
-        if not message and status != h.status and not (h.status == "running" and status == "suspended"):
-            message = f"the record is {h.status} but the replay ended {status}"
-        if not message and status == "completed" and digest_value(output) != digest_value(h.output):
-            message = "the replay's output differs from the recorded output"
-        return ReplayReport(
-            execution_id=execution_id,
-            reproduced=not message,
-            recorded_status=h.status,
-            replayed_status=status,
-            served=h.served_count() - ctx.unserved,
-            message=message or "reproduced",
-            seconds=self.clock.now() - began,
-            trace=tuple(ctx.trace),
-            children=tuple(ctx.child_replays),
-        )
+        return await replay_history(self, self._known(execution_id))
 
     async def check(self, execution_ids: Sequence[str] | None = None) -> CheckReport:
         """Replay every running or suspended execution (or those named) against the code now loaded,
