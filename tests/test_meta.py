@@ -518,7 +518,6 @@ def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 #: Modules allowed past the ~600-line budget of one concept, each with why, until it is split along
 #: its seams (a budget only shrinks: lower it when the module shrinks).
 LINE_BUDGETS = {
-    "kernel/engine.py": (1230, "start/resume/recover, replay/check, leases: to split along those seams"),
     "agent/run.py": (690, "the Run and Gate handles (moved out of agent.py); Gate to its own module"),
     "journal/duckdb_store.py": (640, "the DuckDB store; the same-file guard, hints and versions already moved out"),
     "providers/http.py": (630, "the HTTP transport of every provider"),

@@ -14,11 +14,6 @@ from types import TracebackType
 from typing import Any, Self, TypedDict, TypeVar, cast
 
 from loom_nb.errors import (
-    EffectNotFoundError,
-    FlowNotFoundError,
-    JournalWriteError,
-    LeaseLostError,
-    NonDeterminismError,
     UsageError,
 )
 from loom_nb.journal import step_ids
@@ -26,19 +21,22 @@ from loom_nb.journal.canonical import to_jsonable
 from loom_nb.journal.event_format import CURRENT_FORMAT, with_format
 from loom_nb.journal.events import QUEUED_STATUS, TERMINAL_STATUSES, Event, EventKind, ExecutionRecord
 from loom_nb.journal.store import BatchedLookup, JournalStore
+from loom_nb.kernel.answers import record_answer
 from loom_nb.kernel.async_bridge import run_sync
 from loom_nb.kernel.cancels import Cancels, cancelled_error
 from loom_nb.kernel.check import CheckHook, CheckReport, check_executions
-from loom_nb.kernel.context import ExecutionContext, child_outcome_payload
+from loom_nb.kernel.children import child_gates
+from loom_nb.kernel.driver import Driver
 from loom_nb.kernel.effect_registry import EffectInvoker, EffectRegistry, Principal
 from loom_nb.kernel.errors_codec import error_to_data
 from loom_nb.kernel.flows import FLOWS, FlowFn, FlowRegistry
 from loom_nb.kernel.fork import fork_cut, forked_events
-from loom_nb.kernel.gates import OpenGate, Suspend, answer_text, validate_payload
-from loom_nb.kernel.history import History
+from loom_nb.kernel.gates import OpenGate
+from loom_nb.kernel.history import History, known_history
 from loom_nb.kernel.journal_writer import JournalWriter
 from loom_nb.kernel.leases import Leases, dead_here
 from loom_nb.kernel.observers import Observers
+from loom_nb.kernel.recovery import recover_executions
 from loom_nb.kernel.replay import replay_history
 from loom_nb.kernel.results import ExecutionResult, GateAnswer, ReplayReport, open_gate
 from loom_nb.kernel.sources import Clock, IdSource, RandomSource
@@ -124,10 +122,8 @@ class Engine:
         self.effects: EffectInvoker = effects if effects is not None else EffectRegistry()
         self.flows = flows or FLOWS
         self.principal = principal or Principal()
-        self._locks: dict[str, asyncio.Lock] = {}
-        self._active: set[str] = set()
-        #: The task driving each execution's body in this process (``cancel`` cancels it).
-        self._driving: dict[str, asyncio.Task[Any]] = {}
+        #: What this engine drives in this process (locks, bodies running, their tasks, children).
+        self.driver = Driver(self)
         #: Cancels asked for and not yet recorded, and how one is recorded.
         self.cancels = Cancels(self)
         #: Stops asked for at the body's next boundary ("after this turn"): ``stop_at_boundary``.
@@ -148,9 +144,6 @@ class Engine:
         #: The leases this engine holds on a shared journal (``LeasingStore``) and their heartbeats;
         #: its owner name is who this engine is in the ``leases`` table: host, process id and engine.
         self.leases = Leases(self, self.capabilities, f"{socket.gethostname()}:{os.getpid()}:{id(self):x}")
-        #: The child executions each parent is driving in this process (``run_child``; several at
-        #: once under parallel tools), for ``cancel``.
-        self._children: dict[str, set[str]] = {}
         #: What each execution hands its effects (``EffectContext.deps``), by execution id: live
         #: objects of this process (a database handle, a client), never journaled. Set before the
         #: execution runs (``Agent.start(deps=...)``, ``Agent.attach(id, deps=...)`` after a
@@ -205,12 +198,7 @@ class Engine:
         return History.of(execution_id, self.journal.read(execution_id))
 
     def _known(self, execution_id: str) -> History:
-        if self.journal.get_execution(execution_id) is None:
-            raise UsageError(
-                f"no execution {execution_id!r} in the journal {self.journal.location} "
-                "(list them with %loom runs or runtime.journal.list_executions())"
-            )
-        return self.history(execution_id)
+        return known_history(self.journal, execution_id)
 
     def result(self, execution_id: str) -> ExecutionResult:
         """Where an execution stands, from the journal."""
@@ -281,9 +269,9 @@ class Engine:
     def is_active(self, execution_id: str) -> bool:
         """True while this process is running the execution's body (from ``answer`` on, when that
         answer resumed it)."""
-        return execution_id in self._active
+        return execution_id in self.driver.active
 
-    # -- driving ----------------------------------------------------------------------------------
+    # -- reads ------------------------------------------------------------------------------------
     async def _lookup(self, execution_id: str) -> ExecutionRecord | None:
         """Execution ``execution_id``'s projection row, read together with those of every run that
         asks in the same turn of the event loop (one query for 64 runs started by one ``gather``)
@@ -292,12 +280,6 @@ class Engine:
         if not self._offers(BatchedLookup):
             return journal.get_execution(execution_id)
         return await self.lookups.lookup(cast(BatchedLookup, journal), execution_id)
-
-    def _lock(self, execution_id: str) -> asyncio.Lock:
-        lock = self._locks.get(execution_id)
-        if lock is None:
-            lock = self._locks[execution_id] = asyncio.Lock()
-        return lock
 
     # -- leases (a shared journal: ``LeasingStore``; see ``Leases``) ----------------------------------
     def _offers(self, capability: type) -> bool:
@@ -323,182 +305,17 @@ class Engine:
         """
         self.leases.check(execution_id)
 
-    async def _drive(self, history: History, *, fresh: bool = False, recovering: bool = False) -> ExecutionResult:
-        eid = history.execution_id
-        if not self.leases.claim(eid):
-            raise LeaseLostError(
-                f"execution {eid!r} is driven by another process of the shared journal {self.journal.location} "
-                f"(it holds the lease): this process ({self.lease_owner}) leaves it to that one"
-            )
-        self.leases.hold(eid)
-        try:
-            result = await self._drive_held(history, fresh=fresh, recovering=recovering)
-        except asyncio.CancelledError:
-            if not self.leases.cut_for_lost_lease(eid):
-                raise
-            # The heartbeat found the lease lost and cancelled this task: that is a lost lease, not a
-            # cancel someone asked for (which stays ``CancelledError``).
-            task = asyncio.current_task()
-            if task is not None:
-                task.uncancel()
-            self.check_lease(eid)
-            raise
-        finally:
-            self.leases.let_go(eid)
-        if result.status in TERMINAL_STATUSES:
-            self.deps.pop(eid, None)
-            self.stops.drop(eid)
-        if history.parent is not None and result.status in TERMINAL_STATUSES:
-            await self._wake_parent(history.parent, result)
-        return result
+    # -- driving (``Driver``) ----------------------------------------------------------------------
+    async def _drive_held(self, history: History, *, fresh: bool = False, recovering: bool = False) -> ExecutionResult:
+        # (tests drive a child without the parent's wake-up through this)
+        return await self.driver.drive_held(history, fresh=fresh, recovering=recovering)
 
-    # -- child executions (``ctx.child``) ------------------------------------------------------------
     async def run_child(
         self, child_id: str, flow: str, input: Any, *, parent: dict[str, Any], principal: Principal
     ) -> ExecutionResult:
         """Start the child execution ``child_id`` of ``parent`` (``{"execution", "step"}``), or drive
         it on when a crash left it running, or return where it stands (engine-facing: ``ctx.child``)."""
-        pid = str(parent["execution"])
-        self._children.setdefault(pid, set()).add(child_id)
-        if pid in self.deps:
-            self.deps.setdefault(child_id, self.deps[pid])  # a sub-agent shares its caller's deps
-        try:
-            return await self._run_child(child_id, flow, input, parent=parent, principal=principal)
-        finally:
-            driving = self._children.get(pid)
-            if driving is not None:
-                driving.discard(child_id)
-                if not driving:
-                    del self._children[pid]
-
-    async def _run_child(
-        self, child_id: str, flow: str, input: Any, *, parent: dict[str, Any], principal: Principal
-    ) -> ExecutionResult:
-        async with self._lock(child_id):
-            if self.journal.get_execution(child_id) is None:
-                history = History(
-                    execution_id=child_id,
-                    flow=flow,
-                    input=to_jsonable(input),
-                    principal={"name": principal.name, "scopes": sorted(principal.scopes)},
-                    format=self.event_format,
-                    status="running",
-                    parent=dict(parent),
-                )
-                return await self._drive(history, fresh=True)
-            h = self.history(child_id)
-            if h.status == "running" and child_id not in self._active:
-                return await self._drive(h, recovering=True)
-        return self.result(child_id)
-
-    async def _wake_parent(self, parent: dict[str, Any], child: ExecutionResult) -> None:
-        """Answer the parent's ``ChildExecution`` gate with the settled child's outcome and run the
-        parent on (nothing to do while the parent itself drives the child, or once answered)."""
-        pid, step = str(parent.get("execution", "")), str(parent.get("step", ""))
-        rec = self.journal.get_execution(pid)
-        if rec is None or rec.status != "suspended" or pid in self._active:
-            return
-        async with self._lock(pid):
-            h = self.history(pid)
-            gate = h.gates.get(step)
-            if h.status != "suspended" or gate is None or gate.resolved or gate.kind != CHILD_GATE:
-                return
-            outcome = child_outcome_payload(child.status, child.output, child.error)
-            await self._proceed(self._answer(pid, step, outcome, child=True))
-
-    @staticmethod
-    def _child_gates(history: History) -> list[tuple[str, str]]:
-        """``(gate id, child execution id)`` of the parent's open ``ChildExecution`` gates."""
-        return [
-            (g.gate_id, step_ids.child_execution_id(history.execution_id, g.gate_id))
-            for g in history.gates.values()
-            if g.kind == CHILD_GATE and not g.resolved
-        ]
-
-    async def _wake_settled_children(self) -> list[ExecutionResult]:
-        """Parents suspended on a child that has settled (a crash between the two): wake them."""
-        out: list[ExecutionResult] = []
-        records = self.journal.list_executions()
-        suspended = {r.execution_id for r in records if r.status == "suspended"}
-        # A child's id is ``<parent>/<step>``: only a suspended execution that prefixes a settled
-        # one can be waiting for it (read only those histories, not every suspended one).
-        candidates: set[str] = set()
-        for r in records:
-            if r.status in TERMINAL_STATUSES and "/" in r.execution_id:
-                parts = r.execution_id.split("/")
-                candidates.update(p for k in range(1, len(parts)) if (p := "/".join(parts[:k])) in suspended)
-        for rec in (r for r in records if r.execution_id in candidates):
-            h = self.history(rec.execution_id)
-            for gid, cid in self._child_gates(h):
-                child = self.journal.get_execution(cid)
-                if child is not None and child.status in TERMINAL_STATUSES:
-                    await self._wake_parent({"execution": rec.execution_id, "step": gid}, self.result(cid))
-                    out.append(self.result(rec.execution_id))
-        return out
-
-    async def _drive_held(self, history: History, *, fresh: bool = False, recovering: bool = False) -> ExecutionResult:
-        eid = history.execution_id
-        body = self.flows.get(history.flow)
-        ctx = ExecutionContext(self, history, recovering=recovering)
-        if fresh:
-            started: dict[str, Any] = {"flow": history.flow, "input": history.input, "principal": history.principal}
-            if history.parent is not None:
-                started["parent"] = history.parent
-            ctx.stage(EventKind.EXECUTION_STARTED, None, with_format(started, history.format))
-        self._active.add(eid)
-        task = asyncio.current_task()
-        if task is not None:
-            self._driving[eid] = task
-        try:
-            if self.cancels.asked(eid):  # cancelled between the answer that resumed it and now
-                await ctx.commit()
-                return self.cancels.record(eid)
-            try:
-                output = to_jsonable(await body(ctx, history.input))
-            except Suspend:
-                waiting = ctx.open_gates()
-                ctx.stage(EventKind.EXECUTION_SUSPENDED, None, {"gates": [g.gate_id for g in waiting]})
-                await ctx.commit()
-                gates = tuple(open_gate(eid, g) for g in waiting)
-                if any(g.kind == CHILD_GATE for g in waiting):
-                    gates = tuple(self.open_gates(eid))  # a child's gates, in the parent's place
-                return ExecutionResult(execution_id=eid, status="suspended", gates=gates)
-            except LeaseLostError:
-                raise  # another process drives it now: write nothing more
-            except JournalWriteError as exc:
-                # The journal failed, not the flow: never record that as the run's failure. Write
-                # what the context still holds staged once more (a transient fault may have cleared)
-                # and stop; the run stays ``running`` for ``recover()``.
-                try:
-                    await ctx.commit()
-                except JournalWriteError as again:
-                    exc.add_note(f"(writing the staged events once more failed too: {again.cause_text})")
-                raise
-            except (NonDeterminismError, EffectNotFoundError, FlowNotFoundError):
-                await ctx.commit()
-                raise
-            except Exception as exc:
-                error = error_to_data(exc)
-                ctx.stage(EventKind.EXECUTION_FAILED, None, {"error": error})
-                await ctx.commit()
-                return ExecutionResult(execution_id=eid, status="failed", error=error)
-            except asyncio.CancelledError:
-                await ctx.commit()  # nothing recorded is lost
-                if not self.cancels.asked(eid):
-                    raise  # not a cancel of the run (the loop is closing): it stays running for recover()
-                if task is not None:
-                    task.uncancel()
-                return self.cancels.record(eid)
-            except BaseException:
-                await ctx.commit()  # nothing recorded is lost; the execution stays running for recover()
-                raise
-            ctx.stage(EventKind.EXECUTION_COMPLETED, None, {"output": output})
-            await ctx.commit()
-            return ExecutionResult(execution_id=eid, status="completed", output=output)
-        finally:
-            self._active.discard(eid)
-            if task is not None and self._driving.get(eid) is task:
-                del self._driving[eid]
+        return await self.driver.run_child(child_id, flow, input, parent=parent, principal=principal)
 
     async def start(
         self,
@@ -515,7 +332,7 @@ class Engine:
         """
         name = self.flows.name_of(flow)
         eid = self.ids.new_id() if execution_id is None else require_execution_id(execution_id, "execution_id")
-        async with self._lock(eid):
+        async with self.driver.lock(eid):
             existing = self._existing(eid, name, await self._lookup(eid))
             if existing is not None:
                 return existing
@@ -533,7 +350,7 @@ class Engine:
                 format=self.event_format,
                 status="running",
             )
-            return await self._drive(history, fresh=True)
+            return await self.driver.drive(history, fresh=True)
 
     def _existing(self, eid: str, flow_name: str, existing: ExecutionRecord | None) -> ExecutionResult | None:
         """The current result of execution ``eid``, whose projection row is ``existing``, when it
@@ -596,8 +413,8 @@ class Engine:
             UsageError: unknown execution or gate, a gate already resolved, or an execution that
                 is not suspended (nothing recorded).
         """
-        async with self._lock(execution_id):
-            return await self._proceed(self.answer(execution_id, gate_id, payload))
+        async with self.driver.lock(execution_id):
+            return await self.driver.proceed(self.answer(execution_id, gate_id, payload))
 
     def submitted(self, execution_id: str) -> bool:
         """True when the execution was submitted for the workers (``submit``): a worker drives it,
@@ -623,75 +440,14 @@ class Engine:
                 is not suspended, or a ``ChildExecution`` gate (answered when its child
                 settles: answer the child's gates) (nothing recorded).
         """
-        return self._answer(execution_id, gate_id, payload, drive_here=drive_here)
-
-    def _answer(
-        self, execution_id: str, gate_id: str, payload: Any = None, *, drive_here: bool = True, child: bool = False
-    ) -> GateAnswer:
-        """``answer``; with ``child``, a ``ChildExecution`` gate too (the engine waking a parent)."""
         h = self._known(execution_id)
-        gate = h.gates.get(gate_id)
-        if gate is None:
-            open_ids = ", ".join(g.gate_id for g in h.open_gates()) or "none"
-            raise UsageError(f"execution {execution_id!r} has no gate {gate_id!r} (open gates: {open_ids})")
-        if gate.kind == CHILD_GATE and not child and not gate.resolved:
-            cid = step_ids.child_execution_id(execution_id, gate_id)
-            waiting = ", ".join(g.gate_id for g in self.open_gates(cid)) or "none"
-            raise UsageError(
-                f"gate {gate_id!r} of execution {execution_id!r} waits for the child execution {cid!r}; "
-                f"it is answered when the child settles: answer the child's gates instead ({waiting})"
-            )
-        if gate.resolved:
-            raise UsageError(
-                f"gate {gate_id!r} of execution {execution_id!r} is already decided: {answer_text(gate.resolution)}, "
-                "as the journal records it. A gate is answered once (run.gates lists the open ones)."
-            )
-        if h.status != "suspended":
-            raise UsageError(
-                f"execution {execution_id!r} is {h.status}, not suspended; it cannot be resumed "
-                "(wait until it waits at its gates)"
-            )
-        value = validate_payload(
-            gate.schema, payload, execution_id=execution_id, gate_id=gate_id, gate_payload=gate.payload
-        )
-        now = self.clock.now()
-        seq = h.last_seq + 1
-        events = [Event(execution_id, seq, EventKind.GATE_RESOLVED, gate_id, now, {"payload": to_jsonable(value)})]
-        resumed = not any(g.gate_id != gate_id for g in h.open_gates())
-        if resumed and drive_here and not self.leases.claim(execution_id):
-            raise UsageError(
-                f"execution {execution_id!r} is driven by another process of the shared journal "
-                f"{self.journal.location}: its gate {gate_id!r} was answered there already"
-            )
-        if resumed:
-            events.append(Event(execution_id, seq + 1, EventKind.EXECUTION_RESUMED, None, now, {"gate_id": gate_id}))
-        try:
-            self.journal.append(events)
-        except BaseException:
-            if resumed and drive_here:
-                self.leases.let_go(execution_id)  # the gate is still open: another process may answer it
-            raise
-        h.extend(events)
-        if resumed and drive_here:
-            self._active.add(execution_id)  # so recover() leaves it to proceed()
-        self.observers.notify_events(events)
-        return GateAnswer(execution_id=execution_id, gate_id=gate_id, history=h, resumed=resumed)
+        return record_answer(self, h, gate_id, payload, drive_here=drive_here, active=self.driver.active)
 
     async def proceed(self, answer: GateAnswer) -> ExecutionResult:
         """Run the body on after ``answer`` (from the history it holds: no read), or, when gates
         are still open, return the suspended result with the remaining gates."""
-        async with self._lock(answer.execution_id):
-            return await self._proceed(answer)
-
-    async def _proceed(self, answer: GateAnswer) -> ExecutionResult:
-        h = answer.history
-        if not answer.resumed:
-            gates = tuple(open_gate(h.execution_id, g) for g in h.open_gates())
-            return ExecutionResult(execution_id=h.execution_id, status="suspended", gates=gates)
-        try:
-            return await self._drive(h)
-        finally:
-            self._active.discard(h.execution_id)  # the reservation ``answer`` made, whatever happened
+        async with self.driver.lock(answer.execution_id):
+            return await self.driver.proceed(answer)
 
     async def recover(self, *, execution_ids: Iterable[str] | None = None) -> list[ExecutionResult]:
         """Run on every execution a crash left ``running`` (not those this process is running).
@@ -709,46 +465,7 @@ class Engine:
         other execution would fail the same way; recovery stops and it propagates (what each
         execution recorded so far stays; ``recover()`` again once the journal is writable).
         """
-        results: list[ExecutionResult] = []
-        if execution_ids is None:
-            results.extend(await self._wake_settled_children())
-            records = self.journal.list_executions("running")
-        else:
-            found = (self.journal.get_execution(eid) for eid in dict.fromkeys(execution_ids))
-            records = [rec for rec in found if rec is not None and rec.status == "running"]
-        for rec in records:
-            if rec.execution_id in self._active:
-                continue
-            async with self._lock(rec.execution_id):
-                if not self.leases.claim(rec.execution_id):
-                    continue  # another live process drives it
-                try:
-                    history = self.history(rec.execution_id)  # read after the claim: what the last owner left
-                    if history.status != "running" or rec.execution_id in self._active:
-                        if rec.execution_id not in self._active:
-                            self.leases.let_go(rec.execution_id)  # another process finished or parked it meanwhile
-                        continue  # another task drove it on while this one waited for its lock
-                    results.append(await self._drive(history, recovering=True))
-                except LeaseLostError as exc:
-                    log.warning("execution %s: %s", rec.execution_id, exc)
-                except JournalWriteError:
-                    raise  # the journal is failing, not this execution: stop rather than fail them all
-                except Exception as exc:
-                    # One execution that cannot go on must not stop the others: report it, leave it
-                    # running, and let the developer fix the cause and recover again.
-                    expected = isinstance(exc, (NonDeterminismError, EffectNotFoundError, FlowNotFoundError))
-                    log.log(
-                        logging.WARNING if expected else logging.ERROR,
-                        "execution %s not recovered (%s: %s); it stays running: fix the cause, then recover() again",
-                        rec.execution_id,
-                        type(exc).__name__,
-                        exc,
-                        exc_info=not expected,
-                    )
-                    results.append(
-                        ExecutionResult(execution_id=rec.execution_id, status="running", error=error_to_data(exc))
-                    )
-        return results
+        return await recover_executions(self, self.driver, execution_ids)
 
     async def cancel(self, execution_id: str, reason: str | None = None) -> ExecutionResult:
         """Cancel an execution: it is recorded ``cancelled`` (``execution_cancelled``) and never goes on.
@@ -769,7 +486,7 @@ class Engine:
         self.stops.drop(execution_id)  # a cancel now supersedes a stop asked for at a boundary
         result = await self._cancel_one(execution_id, reason)
         # Cancel propagates to the children it waited for (and theirs).
-        for _, cid in self._child_gates(self.history(execution_id)):
+        for _, cid in child_gates(self.history(execution_id)):
             child = self.journal.get_execution(cid)
             if child is not None and child.status not in TERMINAL_STATUSES:
                 await self.cancel(cid, reason or f"its parent {execution_id!r} was cancelled")
@@ -778,19 +495,20 @@ class Engine:
     async def _cancel_one(self, execution_id: str, reason: str | None) -> ExecutionResult:
         self.cancels.ask(execution_id, reason)
         # The children it drives in this task (and theirs) stop with it: recorded cancelled, not left running.
-        driving = sorted(self._children.get(execution_id, ()))
+        children = self.driver.children
+        driving = sorted(children.get(execution_id, ()))
         while driving:
             child = driving.pop()
             self.cancels.ask_unless_asked(child, reason or f"its parent {execution_id!r} was cancelled")
-            driving.extend(sorted(self._children.get(child, ())))
-        task = self._driving.get(execution_id)
+            driving.extend(sorted(children.get(child, ())))
+        task = self.driver.tasks.get(execution_id)
         if task is not None and task is not asyncio.current_task() and not task.done():
             task.cancel(f"execution {execution_id} cancelled")
         while True:
-            async with self._lock(execution_id):
+            async with self.driver.lock(execution_id):
                 if not self.cancels.asked(execution_id):  # the driving task recorded it
                     return self.result(execution_id)
-                if execution_id not in self._active:  # nothing drives it here: record the cancel here
+                if execution_id not in self.driver.active:  # nothing drives it here: record the cancel here
                     return self.cancels.record_elsewhere(execution_id)
             # An answer resumed it and its driving has not begun: that driving records the cancel.
             await asyncio.sleep(0.005)
@@ -812,13 +530,13 @@ class Engine:
             if new_execution_id is None
             else require_execution_id(new_execution_id, "new_execution_id")
         )
-        async with self._lock(eid):
+        async with self.driver.lock(eid):
             if self.journal.get_execution(eid) is not None:
                 raise UsageError(f"execution {eid!r} already exists: pick another new_execution_id")
             events = forked_events(h, cut, at_step, eid, self.clock.now())
             self.journal.append(events)
             self.observers.notify_events(events)
-            return await self._drive(History.of(eid, events))
+            return await self.driver.drive(History.of(eid, events))
 
     async def replay(self, execution_id: str) -> ReplayReport:
         """Re-run the body purely from the log (no effect runs, nothing is written) and report
