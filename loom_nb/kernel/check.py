@@ -13,16 +13,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from loom_nb.errors import FlowNotFoundError, NonDeterminismError, ReplayDivergedError
 from loom_nb.journal.events import EventKind
-from loom_nb.kernel.context import IN_DOUBT_GATE, ExecutionContext
+from loom_nb.kernel.context import IN_DOUBT_GATE, ExecutionContext, ExecutionHost
 from loom_nb.kernel.gates import Suspend
 from loom_nb.kernel.history import History
-
-if TYPE_CHECKING:  # the engine imports this module (check and replay use ``recorded_trace``)
-    from loom_nb.kernel.engine import Engine
 
 #: The fix ``check`` suggests for a flow whose code changed under a recorded run.
 PATCH_FIX = (
@@ -67,6 +64,16 @@ class CheckFinding:
 
 #: A flow layer's own check of one execution (``Engine.check_hooks[flow]``): its findings.
 CheckHook = Callable[[History], Sequence[CheckFinding]]
+
+
+class CheckHost(ExecutionHost, Protocol):
+    """What ``check`` needs of the engine (``Engine`` is one): what a pure replay of one execution
+    needs, and the flow layers' own checks."""
+
+    @property
+    def check_hooks(self) -> dict[str, CheckHook]:
+        """A flow layer's own checks of an unfinished execution, by flow name."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -174,7 +181,7 @@ def _first_difference(asked: Sequence[tuple[str, str]], recorded: Sequence[tuple
     return None
 
 
-async def check_execution(engine: Engine, history: History) -> ExecutionCheck:
+async def check_execution(engine: CheckHost, history: History) -> ExecutionCheck:
     """Replay one execution purely from its log with the code now loaded and say whether, and where,
     it would diverge from its record."""
     findings: list[CheckFinding] = []
@@ -217,7 +224,7 @@ async def check_execution(engine: Engine, history: History) -> ExecutionCheck:
     return ExecutionCheck(history.execution_id, history.flow, history.status, tuple(findings))
 
 
-async def check_executions(engine: Engine, execution_ids: Sequence[str] | None = None) -> CheckReport:
+async def check_executions(engine: CheckHost, execution_ids: Sequence[str] | None = None) -> CheckReport:
     """``Engine.check``: check every running or suspended execution (or the ones named)."""
     if execution_ids is None:
         ids = [r.execution_id for r in engine.journal.list_executions() if r.status in ("running", "suspended")]

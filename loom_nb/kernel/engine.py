@@ -9,164 +9,54 @@ import asyncio
 import logging
 import os
 import socket
-from collections import Counter
 from collections.abc import Coroutine, Iterable, Sequence
-from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Any, Self, TypedDict, TypeVar
+from typing import Any, Self, TypedDict, TypeVar, cast
 
 from loom_nb.errors import (
-    EffectNotFoundError,
-    FlowNotFoundError,
-    JournalWriteError,
-    LeaseLostError,
-    NonDeterminismError,
-    ReplayDivergedError,
-    RunCancelledError,
     UsageError,
 )
 from loom_nb.journal import step_ids
-from loom_nb.journal.canonical import digest_value, storable_text, to_jsonable
+from loom_nb.journal.canonical import to_jsonable
 from loom_nb.journal.event_format import CURRENT_FORMAT, with_format
 from loom_nb.journal.events import QUEUED_STATUS, TERMINAL_STATUSES, Event, EventKind, ExecutionRecord
-from loom_nb.journal.store import BatchedLookup, JournalStore, LeasingStore
+from loom_nb.journal.store import BatchedLookup, JournalStore
+from loom_nb.kernel.answers import record_answer
 from loom_nb.kernel.async_bridge import run_sync
-from loom_nb.kernel.check import CheckHook, CheckReport, check_executions, recorded_trace
-from loom_nb.kernel.context import ExecutionContext, child_outcome_payload
+from loom_nb.kernel.cancels import Cancels, cancelled_error
+from loom_nb.kernel.check import CheckHook, CheckReport, check_executions
+from loom_nb.kernel.children import child_gates
+from loom_nb.kernel.driver import Driver
 from loom_nb.kernel.effect_registry import EffectInvoker, EffectRegistry, Principal
-from loom_nb.kernel.errors_codec import error_from_data, error_summary, error_to_data
+from loom_nb.kernel.errors_codec import error_to_data
 from loom_nb.kernel.flows import FLOWS, FlowFn, FlowRegistry
-from loom_nb.kernel.gates import OpenGate, Suspend, answer_text, validate_payload
-from loom_nb.kernel.history import GateRecord, History
+from loom_nb.kernel.fork import fork_cut, forked_events
+from loom_nb.kernel.gates import OpenGate
+from loom_nb.kernel.history import History, known_history
 from loom_nb.kernel.journal_writer import JournalWriter
+from loom_nb.kernel.leases import Leases, dead_here
 from loom_nb.kernel.observers import Observers
+from loom_nb.kernel.recovery import recover_executions
+from loom_nb.kernel.replay import replay_history
+from loom_nb.kernel.results import ExecutionResult, GateAnswer, ReplayReport, open_gate
 from loom_nb.kernel.sources import Clock, IdSource, RandomSource
 from loom_nb.kernel.stops import BoundaryStops
+from loom_nb.kernel.store_reads import ProjectionLookups, StoreCapabilities
 from loom_nb.system_sources import RandomIds, SystemClock, SystemRandom
+
+__all__ = [
+    "Engine",
+    "EngineOptions",
+    "ExecutionResult",
+    "GateAnswer",
+    "ReplayReport",
+    "cancelled_error",
+    "require_execution_id",
+]
 
 T = TypeVar("T")
 CHILD_GATE = step_ids.CHILD_GATE
 log = logging.getLogger("loom_nb")
-
-
-@dataclass(frozen=True, kw_only=True)
-class ExecutionResult:
-    """Where an execution stands.
-
-    Attributes:
-        execution_id: The execution.
-        status: ``running``, ``suspended``, ``completed``, ``failed`` or ``cancelled``.
-        output: The body's return value (plain JSON) when completed.
-        error: The journaled failure (type, message, ...) when failed; when cancelled, the
-            ``RunCancelledError`` that awaiting the run raises.
-        gates: The open gates when suspended.
-    """
-
-    execution_id: str
-    status: str
-    output: Any = None
-    error: dict[str, Any] | None = None
-    gates: tuple[OpenGate, ...] = ()
-
-    def exception(self) -> BaseException | None:
-        """The failure rebuilt as an exception, or None."""
-        return None if self.error is None else error_from_data(self.error)
-
-    def __str__(self) -> str:
-        if self.status == "failed" and self.error:
-            return f"execution {self.execution_id}: failed ({error_summary(self.error)})"
-        if self.status == "suspended":
-            return f"execution {self.execution_id}: suspended on {', '.join(g.gate_id for g in self.gates)}"
-        return f"execution {self.execution_id}: {self.status}"
-
-
-@dataclass(frozen=True, kw_only=True)
-class ReplayReport:
-    """What a pure replay found.
-
-    Attributes:
-        execution_id: The execution replayed.
-        reproduced: True when the body, served only from the log, asked for the same steps, gates,
-            decisions and values in the same order and ended the same way.
-        recorded_status: The status in the journal.
-        replayed_status: How the replay ended (``completed``, ``suspended``, ``failed``,
-            ``diverged``; ``cancelled`` when it stopped where a cancelled run's record stops).
-        served: How many recorded outcomes the replay was served.
-        message: What differed, or "reproduced".
-        seconds: Wall time of the replay, from the runtime clock.
-        trace: ``(kind, id)`` of every step, gate, decision and value the replay asked for.
-        children: The replays of the child executions (``ctx.child``) the replay descended into,
-            in the order it reached them (each one with its own ``children``).
-    """
-
-    execution_id: str
-    reproduced: bool
-    recorded_status: str
-    replayed_status: str
-    served: int
-    message: str
-    seconds: float = 0.0
-    trace: tuple[tuple[str, str], ...] = field(default=(), repr=False)
-    children: tuple[ReplayReport, ...] = field(default=(), repr=False)
-
-
-@dataclass(frozen=True, kw_only=True)
-class GateAnswer:
-    """A gate's answer the journal now holds (from ``Engine.answer``); ``Engine.proceed`` runs on.
-
-    Attributes:
-        execution_id: The execution.
-        gate_id: The gate answered.
-        history: The execution's history with the answer applied (driving on reads nothing again).
-        resumed: True when it was the last open gate (the body runs on), False when gates remain.
-    """
-
-    execution_id: str
-    gate_id: str
-    history: History = field(repr=False)
-    resumed: bool
-
-
-def _dead_here(owner: str) -> bool:
-    """True when ``owner`` (``host:pid:engine``) names a process of this host that no longer runs."""
-    host, _, rest = owner.partition(":")
-    pid_text = rest.partition(":")[0]
-    if host != socket.gethostname() or not pid_text.isdigit():
-        return False
-    pid = int(pid_text)
-    if pid == os.getpid():
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    except OSError:
-        return False
-    return False
-
-
-def _gate(execution_id: str, g: GateRecord) -> OpenGate:
-    return OpenGate(
-        execution_id=execution_id,
-        gate_id=g.gate_id,
-        kind=g.kind,
-        payload=g.payload,
-        schema=g.schema,
-        opened_at=g.opened_at,
-    )
-
-
-#: How many times a cancel recorded from outside the driving process reads the history again after
-#: the driver took its seqs (each retry follows a commit of the driver, so this bounds a livelock only).
-_CANCEL_ATTEMPTS = 100
-
-
-def cancelled_error(execution_id: str, reason: str | None) -> RunCancelledError:
-    """The ``RunCancelledError`` of a cancelled execution (what awaiting it raises)."""
-    why = f" ({reason})" if reason else ""
-    return RunCancelledError(
-        f"execution {execution_id!r} was cancelled{why}; it will not go on: start a new run to try again"
-    )
 
 
 def require_execution_id(value: Any, argument: str) -> str:
@@ -222,23 +112,20 @@ class Engine:
         self.journal = journal
         #: Batches every execution's commits into one transaction (group commit).
         self.writer = JournalWriter(journal)
-        #: Which optional store protocols the journal implements (``_offers``), and for which journal.
-        self._capabilities_of: JournalStore | None = None
-        self._capabilities: dict[type, bool] = {}
+        #: Which optional store protocols the journal implements (``_offers``).
+        self.capabilities = StoreCapabilities()
         #: Runs waiting for their projection row (``_lookup``), read together on the loop's next turn.
-        self._lookups: list[tuple[str, asyncio.Future[ExecutionRecord | None]]] = []
+        self.lookups = ProjectionLookups()
         self.clock: Clock = clock or SystemClock()
         self.ids: IdSource = ids or RandomIds()
         self.random: RandomSource = random or SystemRandom()
         self.effects: EffectInvoker = effects if effects is not None else EffectRegistry()
         self.flows = flows or FLOWS
         self.principal = principal or Principal()
-        self._locks: dict[str, asyncio.Lock] = {}
-        self._active: set[str] = set()
-        #: The task driving each execution's body in this process (``cancel`` cancels it).
-        self._driving: dict[str, asyncio.Task[Any]] = {}
-        #: Cancels asked for and not yet recorded: execution id -> reason.
-        self._cancels: dict[str, str | None] = {}
+        #: What this engine drives in this process (locks, bodies running, their tasks, children).
+        self.driver = Driver(self)
+        #: Cancels asked for and not yet recorded, and how one is recorded.
+        self.cancels = Cancels(self)
         #: Stops asked for at the body's next boundary ("after this turn"): ``stop_at_boundary``.
         self.stops = BoundaryStops()
         #: Who watches committed events and streamed deltas (``observe`` subscribes here).
@@ -254,28 +141,31 @@ class Engine:
         #: source's). Set it to 1 to write the format before versioning.
         self.event_format: int = CURRENT_FORMAT
         self._closed = False
-        #: Seconds a lease on a shared journal (``LeasingStore``) lasts without a heartbeat; the
-        #: heartbeat renews it every third of that while this process drives the execution.
-        self.lease_seconds = 30.0
-        #: Who this engine is in the ``leases`` table: host, process id and engine.
-        self.lease_owner = f"{socket.gethostname()}:{os.getpid()}:{id(self):x}"
-        self._heartbeats: dict[str, asyncio.Task[None]] = {}
-        #: The child executions each parent is driving in this process (``run_child``; several at
-        #: once under parallel tools), for ``cancel``.
-        self._children: dict[str, set[str]] = {}
+        #: The leases this engine holds on a shared journal (``LeasingStore``) and their heartbeats;
+        #: its owner name is who this engine is in the ``leases`` table: host, process id and engine.
+        self.leases = Leases(self, self.capabilities, f"{socket.gethostname()}:{os.getpid()}:{id(self):x}")
         #: What each execution hands its effects (``EffectContext.deps``), by execution id: live
         #: objects of this process (a database handle, a client), never journaled. Set before the
         #: execution runs (``Agent.start(deps=...)``, ``Agent.attach(id, deps=...)`` after a
         #: restart); a child execution gets its parent's; dropped when the execution settles here.
         self.deps: dict[str, Any] = {}
-        self._lost: dict[str, str] = {}
-        #: The task driving each execution this process holds the lease of, so a heartbeat that
-        #: finds the lease lost stops the work in flight (``_heartbeat``); and the executions whose
-        #: driver it so cancelled (``_drive`` turns that cancel into ``LeaseLostError``).
-        self._drivers: dict[str, asyncio.Task[Any]] = {}
-        self._cut_for_lost_lease: set[str] = set()
 
     # -- lifecycle ------------------------------------------------------------------------------
+    @property
+    def lease_seconds(self) -> float:
+        """Seconds a lease on a shared journal (``LeasingStore``) lasts without a heartbeat; the
+        heartbeat renews it every third of that while this process drives the execution."""
+        return self.leases.seconds
+
+    @lease_seconds.setter
+    def lease_seconds(self, seconds: float) -> None:
+        self.leases.seconds = seconds
+
+    @property
+    def lease_owner(self) -> str:
+        """Who this engine is in the ``leases`` table: host, process id and engine."""
+        return self.leases.owner
+
     @property
     def closed(self) -> bool:
         """True once ``close()`` ran."""
@@ -308,12 +198,7 @@ class Engine:
         return History.of(execution_id, self.journal.read(execution_id))
 
     def _known(self, execution_id: str) -> History:
-        if self.journal.get_execution(execution_id) is None:
-            raise UsageError(
-                f"no execution {execution_id!r} in the journal {self.journal.location} "
-                "(list them with %loom runs or runtime.journal.list_executions())"
-            )
-        return self.history(execution_id)
+        return known_history(self.journal, execution_id)
 
     def result(self, execution_id: str) -> ExecutionResult:
         """Where an execution stands, from the journal."""
@@ -341,14 +226,14 @@ class Engine:
             if rec is not None and rec.status == "suspended":
                 for g in self.history(rec.execution_id).open_gates():
                     if g.kind != CHILD_GATE:
-                        out.append(_gate(rec.execution_id, g))
+                        out.append(open_gate(rec.execution_id, g))
                     elif execution_id is not None:  # a parent shows its child's gates (the child's own ids)
                         out.extend(self.open_gates(step_ids.child_execution_id(rec.execution_id, g.gate_id)))
         return out
 
     def cancelling(self, execution_id: str) -> bool:
         """True while a cancel of the execution was asked for and not yet recorded."""
-        return execution_id in self._cancels
+        return self.cancels.asked(execution_id)
 
     def stop_at_boundary(self, execution_id: str, reason: str | None = None, *, starting: bool = False) -> None:
         """Ask the execution to stop at its body's next boundary (``ExecutionContext.boundary``: the
@@ -364,9 +249,9 @@ class Engine:
         record = self.journal.get_execution(execution_id) if starting else self._known(execution_id)
         if record is not None and record.status in TERMINAL_STATUSES:
             raise UsageError(f"execution {execution_id!r} already {record.status}; there is nothing to stop")
-        leases = self._leases()
+        leases = self.leases.store()
         holder = leases.lease_owner(execution_id) if leases is not None else None
-        if holder is not None and holder != self.lease_owner and not _dead_here(holder):
+        if holder is not None and holder != self.lease_owner and not dead_here(holder):
             raise UsageError(
                 f"execution {execution_id!r} is driven by another process ({holder}): a stop after its turn is "
                 f"asked there; stop it now from here with cancel()"
@@ -378,15 +263,15 @@ class Engine:
         when a stop at a boundary was asked for (``stop_at_boundary``)."""
         asked, reason = self.stops.take(execution_id)
         if asked:
-            self._cancels.setdefault(execution_id, reason)
+            self.cancels.ask_unless_asked(execution_id, reason)
         return asked
 
     def is_active(self, execution_id: str) -> bool:
         """True while this process is running the execution's body (from ``answer`` on, when that
         answer resumed it)."""
-        return execution_id in self._active
+        return execution_id in self.driver.active
 
-    # -- driving ----------------------------------------------------------------------------------
+    # -- reads ------------------------------------------------------------------------------------
     async def _lookup(self, execution_id: str) -> ExecutionRecord | None:
         """Execution ``execution_id``'s projection row, read together with those of every run that
         asks in the same turn of the event loop (one query for 64 runs started by one ``gather``)
@@ -394,96 +279,13 @@ class Engine:
         journal = self.journal
         if not self._offers(BatchedLookup):
             return journal.get_execution(execution_id)
-        loop = asyncio.get_running_loop()
-        waiter: asyncio.Future[ExecutionRecord | None] = loop.create_future()
-        if not self._lookups:
-            loop.call_soon(self._read_lookups, journal)
-        self._lookups.append((execution_id, waiter))
-        return await waiter
+        return await self.lookups.lookup(cast(BatchedLookup, journal), execution_id)
 
-    def _read_lookups(self, journal: Any) -> None:
-        asked, self._lookups = self._lookups, []
-        try:
-            found = journal.get_executions([eid for eid, _ in asked])
-        except BaseException as exc:  # each asker gets the store's error, as its own read would raise it
-            for _, waiter in asked:
-                if not waiter.done():
-                    waiter.set_exception(exc)
-            return
-        for eid, waiter in asked:
-            if not waiter.done():
-                waiter.set_result(found.get(storable_text(eid)))
-
-    def _lock(self, execution_id: str) -> asyncio.Lock:
-        lock = self._locks.get(execution_id)
-        if lock is None:
-            lock = self._locks[execution_id] = asyncio.Lock()
-        return lock
-
-    # -- leases (a shared journal: ``LeasingStore``) -------------------------------------------------
-    def _leases(self) -> LeasingStore | None:
-        journal = self.journal
-        return journal if self._offers(LeasingStore) else None  # type: ignore[return-value]
-
+    # -- leases (a shared journal: ``LeasingStore``; see ``Leases``) ----------------------------------
     def _offers(self, capability: type) -> bool:
-        """Whether the journal implements the optional store protocol ``capability``, asked once per
-        journal and protocol (a runtime-checkable protocol's ``isinstance`` costs ~20 µs, and this
-        is asked per run and per start)."""
-        journal = self.journal
-        if self._capabilities_of is not journal:
-            self._capabilities_of, self._capabilities = journal, {}
-        offered = self._capabilities.get(capability)
-        if offered is None:
-            offered = self._capabilities[capability] = isinstance(journal, capability)
-        return offered
-
-    def _claim(self, execution_id: str) -> bool:
-        """Take the execution's lease (True at once on a journal without leases). A lease held by a
-        process of this host that has died is taken over without waiting for it to expire."""
-        leases = self._leases()
-        if leases is None:
-            return True
-        if leases.claim_lease(execution_id, self.lease_owner, self.lease_seconds):
-            return True
-        holder = leases.lease_owner(execution_id)
-        if holder is not None and _dead_here(holder):
-            return leases.take_over_lease(execution_id, self.lease_owner, holder, self.lease_seconds)
-        return holder is None and leases.claim_lease(execution_id, self.lease_owner, self.lease_seconds)
-
-    def _hold(self, execution_id: str) -> None:
-        """Renew the lease in the background while this process drives the execution."""
-        leases = self._leases()
-        if leases is None or execution_id in self._heartbeats:
-            return
-        self._lost.pop(execution_id, None)
-        driver = asyncio.current_task()
-        if driver is not None:
-            self._drivers[execution_id] = driver
-        self._heartbeats[execution_id] = asyncio.get_running_loop().create_task(
-            self._heartbeat(leases, execution_id), name=f"loom-lease-{execution_id}"
-        )
-
-    async def _heartbeat(self, leases: LeasingStore, execution_id: str) -> None:
-        while True:
-            await asyncio.sleep(self.lease_seconds / 3)
-            try:
-                held = leases.renew_lease(execution_id, self.lease_owner, self.lease_seconds)
-            except Exception as exc:  # a blip of the server: try again at the next beat
-                log.warning("could not renew the lease of execution %s: %s", execution_id, exc)
-                continue
-            if not held:
-                self._lose(leases, execution_id)
-                return
-
-    def _lose(self, leases: LeasingStore, execution_id: str) -> None:
-        """Mark the execution's lease lost (its next commit is refused) and cancel the task driving
-        it here: a call in flight (a tool awaiting its answer, a model streaming) stops instead of
-        finishing for an owner that is no longer this process."""
-        self._lost[execution_id] = leases.lease_owner(execution_id) or ""
-        driver = self._drivers.pop(execution_id, None)
-        if driver is not None and not driver.done() and driver is not asyncio.current_task():
-            self._cut_for_lost_lease.add(execution_id)
-            driver.cancel(f"the lease of execution {execution_id!r} was lost")
+        """Whether the journal implements the optional store protocol ``capability`` (asked once per
+        journal and protocol: ``StoreCapabilities``)."""
+        return self.capabilities.offers(self.journal, capability)
 
     def confirm_lease(self, execution_id: str) -> None:
         """Check at the database, now, that this process still holds the execution's lease (renewing
@@ -493,26 +295,7 @@ class Engine:
         Raises:
             LeaseLostError: another process took the execution over; the effect does not run.
         """
-        leases = self._leases()
-        if leases is None or execution_id not in self._heartbeats:
-            return  # no shared journal, or not driven under a lease here (a pure replay, a test double)
-        self.check_lease(execution_id)
-        if not leases.renew_lease(execution_id, self.lease_owner, self.lease_seconds):
-            self._lose(leases, execution_id)
-            self.check_lease(execution_id)
-
-    def _let_go(self, execution_id: str) -> None:
-        """Stop the heartbeat and give the lease up (unless it was lost to another owner)."""
-        task = self._heartbeats.pop(execution_id, None)
-        if task is not None:
-            task.cancel()
-        self._drivers.pop(execution_id, None)
-        leases = self._leases()
-        if leases is not None and self._lost.pop(execution_id, None) is None:
-            try:
-                leases.release_lease(execution_id, self.lease_owner)
-            except Exception as exc:  # it expires on its own
-                log.warning("could not release the lease of execution %s: %s", execution_id, exc)
+        self.leases.confirm(execution_id)
 
     def check_lease(self, execution_id: str) -> None:
         """Refuse a commit of an execution whose lease this process lost (called before each commit).
@@ -520,194 +303,19 @@ class Engine:
         Raises:
             LeaseLostError: another process took the execution over; this run stops here.
         """
-        if execution_id in self._lost:
-            holder = self._lost[execution_id]
-            error = LeaseLostError(
-                f"this process ({self.lease_owner}) lost the lease of execution {execution_id!r} on the journal "
-                f"{self.journal.location} (no heartbeat for {self.lease_seconds:g} s; now held by "
-                f"{holder or 'nobody'}): it stopped before writing more; the owner of the lease goes on with it. "
-                "If this process was merely slow, raise runtime.lease_seconds."
-            )
-            error.location, error.execution_id, error.owner = self.journal.location, execution_id, holder
-            raise error
+        self.leases.check(execution_id)
 
-    async def _drive(self, history: History, *, fresh: bool = False, recovering: bool = False) -> ExecutionResult:
-        eid = history.execution_id
-        if not self._claim(eid):
-            raise LeaseLostError(
-                f"execution {eid!r} is driven by another process of the shared journal {self.journal.location} "
-                f"(it holds the lease): this process ({self.lease_owner}) leaves it to that one"
-            )
-        self._hold(eid)
-        try:
-            result = await self._drive_held(history, fresh=fresh, recovering=recovering)
-        except asyncio.CancelledError:
-            if eid not in self._cut_for_lost_lease:
-                raise
-            # The heartbeat found the lease lost and cancelled this task: that is a lost lease, not a
-            # cancel someone asked for (which stays ``CancelledError``).
-            self._cut_for_lost_lease.discard(eid)
-            task = asyncio.current_task()
-            if task is not None:
-                task.uncancel()
-            self.check_lease(eid)
-            raise
-        finally:
-            self._let_go(eid)
-        if result.status in TERMINAL_STATUSES:
-            self.deps.pop(eid, None)
-            self.stops.drop(eid)
-        if history.parent is not None and result.status in TERMINAL_STATUSES:
-            await self._wake_parent(history.parent, result)
-        return result
+    # -- driving (``Driver``) ----------------------------------------------------------------------
+    async def _drive_held(self, history: History, *, fresh: bool = False, recovering: bool = False) -> ExecutionResult:
+        # (tests drive a child without the parent's wake-up through this)
+        return await self.driver.drive_held(history, fresh=fresh, recovering=recovering)
 
-    # -- child executions (``ctx.child``) ------------------------------------------------------------
     async def run_child(
         self, child_id: str, flow: str, input: Any, *, parent: dict[str, Any], principal: Principal
     ) -> ExecutionResult:
         """Start the child execution ``child_id`` of ``parent`` (``{"execution", "step"}``), or drive
         it on when a crash left it running, or return where it stands (engine-facing: ``ctx.child``)."""
-        pid = str(parent["execution"])
-        self._children.setdefault(pid, set()).add(child_id)
-        if pid in self.deps:
-            self.deps.setdefault(child_id, self.deps[pid])  # a sub-agent shares its caller's deps
-        try:
-            return await self._run_child(child_id, flow, input, parent=parent, principal=principal)
-        finally:
-            driving = self._children.get(pid)
-            if driving is not None:
-                driving.discard(child_id)
-                if not driving:
-                    del self._children[pid]
-
-    async def _run_child(
-        self, child_id: str, flow: str, input: Any, *, parent: dict[str, Any], principal: Principal
-    ) -> ExecutionResult:
-        async with self._lock(child_id):
-            if self.journal.get_execution(child_id) is None:
-                history = History(
-                    execution_id=child_id,
-                    flow=flow,
-                    input=to_jsonable(input),
-                    principal={"name": principal.name, "scopes": sorted(principal.scopes)},
-                    format=self.event_format,
-                    status="running",
-                    parent=dict(parent),
-                )
-                return await self._drive(history, fresh=True)
-            h = self.history(child_id)
-            if h.status == "running" and child_id not in self._active:
-                return await self._drive(h, recovering=True)
-        return self.result(child_id)
-
-    async def _wake_parent(self, parent: dict[str, Any], child: ExecutionResult) -> None:
-        """Answer the parent's ``ChildExecution`` gate with the settled child's outcome and run the
-        parent on (nothing to do while the parent itself drives the child, or once answered)."""
-        pid, step = str(parent.get("execution", "")), str(parent.get("step", ""))
-        rec = self.journal.get_execution(pid)
-        if rec is None or rec.status != "suspended" or pid in self._active:
-            return
-        async with self._lock(pid):
-            h = self.history(pid)
-            gate = h.gates.get(step)
-            if h.status != "suspended" or gate is None or gate.resolved or gate.kind != CHILD_GATE:
-                return
-            outcome = child_outcome_payload(child.status, child.output, child.error)
-            await self._proceed(self._answer(pid, step, outcome, child=True))
-
-    @staticmethod
-    def _child_gates(history: History) -> list[tuple[str, str]]:
-        """``(gate id, child execution id)`` of the parent's open ``ChildExecution`` gates."""
-        return [
-            (g.gate_id, step_ids.child_execution_id(history.execution_id, g.gate_id))
-            for g in history.gates.values()
-            if g.kind == CHILD_GATE and not g.resolved
-        ]
-
-    async def _wake_settled_children(self) -> list[ExecutionResult]:
-        """Parents suspended on a child that has settled (a crash between the two): wake them."""
-        out: list[ExecutionResult] = []
-        records = self.journal.list_executions()
-        suspended = {r.execution_id for r in records if r.status == "suspended"}
-        # A child's id is ``<parent>/<step>``: only a suspended execution that prefixes a settled
-        # one can be waiting for it (read only those histories, not every suspended one).
-        candidates: set[str] = set()
-        for r in records:
-            if r.status in TERMINAL_STATUSES and "/" in r.execution_id:
-                parts = r.execution_id.split("/")
-                candidates.update(p for k in range(1, len(parts)) if (p := "/".join(parts[:k])) in suspended)
-        for rec in (r for r in records if r.execution_id in candidates):
-            h = self.history(rec.execution_id)
-            for gid, cid in self._child_gates(h):
-                child = self.journal.get_execution(cid)
-                if child is not None and child.status in TERMINAL_STATUSES:
-                    await self._wake_parent({"execution": rec.execution_id, "step": gid}, self.result(cid))
-                    out.append(self.result(rec.execution_id))
-        return out
-
-    async def _drive_held(self, history: History, *, fresh: bool = False, recovering: bool = False) -> ExecutionResult:
-        eid = history.execution_id
-        body = self.flows.get(history.flow)
-        ctx = ExecutionContext(self, history, recovering=recovering)
-        if fresh:
-            started: dict[str, Any] = {"flow": history.flow, "input": history.input, "principal": history.principal}
-            if history.parent is not None:
-                started["parent"] = history.parent
-            ctx.stage(EventKind.EXECUTION_STARTED, None, with_format(started, history.format))
-        self._active.add(eid)
-        task = asyncio.current_task()
-        if task is not None:
-            self._driving[eid] = task
-        try:
-            if eid in self._cancels:  # cancelled between the answer that resumed it and now
-                await ctx.commit()
-                return self._record_cancel(eid)
-            try:
-                output = to_jsonable(await body(ctx, history.input))
-            except Suspend:
-                waiting = ctx.open_gates()
-                ctx.stage(EventKind.EXECUTION_SUSPENDED, None, {"gates": [g.gate_id for g in waiting]})
-                await ctx.commit()
-                gates = tuple(_gate(eid, g) for g in waiting)
-                if any(g.kind == CHILD_GATE for g in waiting):
-                    gates = tuple(self.open_gates(eid))  # a child's gates, in the parent's place
-                return ExecutionResult(execution_id=eid, status="suspended", gates=gates)
-            except LeaseLostError:
-                raise  # another process drives it now: write nothing more
-            except JournalWriteError as exc:
-                # The journal failed, not the flow: never record that as the run's failure. Write
-                # what the context still holds staged once more (a transient fault may have cleared)
-                # and stop; the run stays ``running`` for ``recover()``.
-                try:
-                    await ctx.commit()
-                except JournalWriteError as again:
-                    exc.add_note(f"(writing the staged events once more failed too: {again.cause_text})")
-                raise
-            except (NonDeterminismError, EffectNotFoundError, FlowNotFoundError):
-                await ctx.commit()
-                raise
-            except Exception as exc:
-                error = error_to_data(exc)
-                ctx.stage(EventKind.EXECUTION_FAILED, None, {"error": error})
-                await ctx.commit()
-                return ExecutionResult(execution_id=eid, status="failed", error=error)
-            except asyncio.CancelledError:
-                await ctx.commit()  # nothing recorded is lost
-                if eid not in self._cancels:
-                    raise  # not a cancel of the run (the loop is closing): it stays running for recover()
-                if task is not None:
-                    task.uncancel()
-                return self._record_cancel(eid)
-            except BaseException:
-                await ctx.commit()  # nothing recorded is lost; the execution stays running for recover()
-                raise
-            ctx.stage(EventKind.EXECUTION_COMPLETED, None, {"output": output})
-            await ctx.commit()
-            return ExecutionResult(execution_id=eid, status="completed", output=output)
-        finally:
-            self._active.discard(eid)
-            if task is not None and self._driving.get(eid) is task:
-                del self._driving[eid]
+        return await self.driver.run_child(child_id, flow, input, parent=parent, principal=principal)
 
     async def start(
         self,
@@ -724,11 +332,11 @@ class Engine:
         """
         name = self.flows.name_of(flow)
         eid = self.ids.new_id() if execution_id is None else require_execution_id(execution_id, "execution_id")
-        async with self._lock(eid):
+        async with self.driver.lock(eid):
             existing = self._existing(eid, name, await self._lookup(eid))
             if existing is not None:
                 return existing
-            if not self._claim(eid):
+            if not self.leases.claim(eid):
                 raise UsageError(
                     f"execution {eid!r} is being started by another process of the shared journal "
                     f"{self.journal.location}: wait for it (runtime.result({eid!r}))"
@@ -742,7 +350,7 @@ class Engine:
                 format=self.event_format,
                 status="running",
             )
-            return await self._drive(history, fresh=True)
+            return await self.driver.drive(history, fresh=True)
 
     def _existing(self, eid: str, flow_name: str, existing: ExecutionRecord | None) -> ExecutionResult | None:
         """The current result of execution ``eid``, whose projection row is ``existing``, when it
@@ -805,8 +413,8 @@ class Engine:
             UsageError: unknown execution or gate, a gate already resolved, or an execution that
                 is not suspended (nothing recorded).
         """
-        async with self._lock(execution_id):
-            return await self._proceed(self.answer(execution_id, gate_id, payload))
+        async with self.driver.lock(execution_id):
+            return await self.driver.proceed(self.answer(execution_id, gate_id, payload))
 
     def submitted(self, execution_id: str) -> bool:
         """True when the execution was submitted for the workers (``submit``): a worker drives it,
@@ -832,75 +440,14 @@ class Engine:
                 is not suspended, or a ``ChildExecution`` gate (answered when its child
                 settles: answer the child's gates) (nothing recorded).
         """
-        return self._answer(execution_id, gate_id, payload, drive_here=drive_here)
-
-    def _answer(
-        self, execution_id: str, gate_id: str, payload: Any = None, *, drive_here: bool = True, child: bool = False
-    ) -> GateAnswer:
-        """``answer``; with ``child``, a ``ChildExecution`` gate too (the engine waking a parent)."""
         h = self._known(execution_id)
-        gate = h.gates.get(gate_id)
-        if gate is None:
-            open_ids = ", ".join(g.gate_id for g in h.open_gates()) or "none"
-            raise UsageError(f"execution {execution_id!r} has no gate {gate_id!r} (open gates: {open_ids})")
-        if gate.kind == CHILD_GATE and not child and not gate.resolved:
-            cid = step_ids.child_execution_id(execution_id, gate_id)
-            waiting = ", ".join(g.gate_id for g in self.open_gates(cid)) or "none"
-            raise UsageError(
-                f"gate {gate_id!r} of execution {execution_id!r} waits for the child execution {cid!r}; "
-                f"it is answered when the child settles: answer the child's gates instead ({waiting})"
-            )
-        if gate.resolved:
-            raise UsageError(
-                f"gate {gate_id!r} of execution {execution_id!r} is already decided: {answer_text(gate.resolution)}, "
-                "as the journal records it. A gate is answered once (run.gates lists the open ones)."
-            )
-        if h.status != "suspended":
-            raise UsageError(
-                f"execution {execution_id!r} is {h.status}, not suspended; it cannot be resumed "
-                "(wait until it waits at its gates)"
-            )
-        value = validate_payload(
-            gate.schema, payload, execution_id=execution_id, gate_id=gate_id, gate_payload=gate.payload
-        )
-        now = self.clock.now()
-        seq = h.last_seq + 1
-        events = [Event(execution_id, seq, EventKind.GATE_RESOLVED, gate_id, now, {"payload": to_jsonable(value)})]
-        resumed = not any(g.gate_id != gate_id for g in h.open_gates())
-        if resumed and drive_here and not self._claim(execution_id):
-            raise UsageError(
-                f"execution {execution_id!r} is driven by another process of the shared journal "
-                f"{self.journal.location}: its gate {gate_id!r} was answered there already"
-            )
-        if resumed:
-            events.append(Event(execution_id, seq + 1, EventKind.EXECUTION_RESUMED, None, now, {"gate_id": gate_id}))
-        try:
-            self.journal.append(events)
-        except BaseException:
-            if resumed and drive_here:
-                self._let_go(execution_id)  # the gate is still open: another process may answer it
-            raise
-        h.extend(events)
-        if resumed and drive_here:
-            self._active.add(execution_id)  # so recover() leaves it to proceed()
-        self.observers.notify_events(events)
-        return GateAnswer(execution_id=execution_id, gate_id=gate_id, history=h, resumed=resumed)
+        return record_answer(self, h, gate_id, payload, drive_here=drive_here, active=self.driver.active)
 
     async def proceed(self, answer: GateAnswer) -> ExecutionResult:
         """Run the body on after ``answer`` (from the history it holds: no read), or, when gates
         are still open, return the suspended result with the remaining gates."""
-        async with self._lock(answer.execution_id):
-            return await self._proceed(answer)
-
-    async def _proceed(self, answer: GateAnswer) -> ExecutionResult:
-        h = answer.history
-        if not answer.resumed:
-            gates = tuple(_gate(h.execution_id, g) for g in h.open_gates())
-            return ExecutionResult(execution_id=h.execution_id, status="suspended", gates=gates)
-        try:
-            return await self._drive(h)
-        finally:
-            self._active.discard(h.execution_id)  # the reservation ``answer`` made, whatever happened
+        async with self.driver.lock(answer.execution_id):
+            return await self.driver.proceed(answer)
 
     async def recover(self, *, execution_ids: Iterable[str] | None = None) -> list[ExecutionResult]:
         """Run on every execution a crash left ``running`` (not those this process is running).
@@ -918,46 +465,7 @@ class Engine:
         other execution would fail the same way; recovery stops and it propagates (what each
         execution recorded so far stays; ``recover()`` again once the journal is writable).
         """
-        results: list[ExecutionResult] = []
-        if execution_ids is None:
-            results.extend(await self._wake_settled_children())
-            records = self.journal.list_executions("running")
-        else:
-            found = (self.journal.get_execution(eid) for eid in dict.fromkeys(execution_ids))
-            records = [rec for rec in found if rec is not None and rec.status == "running"]
-        for rec in records:
-            if rec.execution_id in self._active:
-                continue
-            async with self._lock(rec.execution_id):
-                if not self._claim(rec.execution_id):
-                    continue  # another live process drives it
-                try:
-                    history = self.history(rec.execution_id)  # read after the claim: what the last owner left
-                    if history.status != "running" or rec.execution_id in self._active:
-                        if rec.execution_id not in self._active:
-                            self._let_go(rec.execution_id)  # another process finished or parked it meanwhile
-                        continue  # another task drove it on while this one waited for its lock
-                    results.append(await self._drive(history, recovering=True))
-                except LeaseLostError as exc:
-                    log.warning("execution %s: %s", rec.execution_id, exc)
-                except JournalWriteError:
-                    raise  # the journal is failing, not this execution: stop rather than fail them all
-                except Exception as exc:
-                    # One execution that cannot go on must not stop the others: report it, leave it
-                    # running, and let the developer fix the cause and recover again.
-                    expected = isinstance(exc, (NonDeterminismError, EffectNotFoundError, FlowNotFoundError))
-                    log.log(
-                        logging.WARNING if expected else logging.ERROR,
-                        "execution %s not recovered (%s: %s); it stays running: fix the cause, then recover() again",
-                        rec.execution_id,
-                        type(exc).__name__,
-                        exc,
-                        exc_info=not expected,
-                    )
-                    results.append(
-                        ExecutionResult(execution_id=rec.execution_id, status="running", error=error_to_data(exc))
-                    )
-        return results
+        return await recover_executions(self, self.driver, execution_ids)
 
     async def cancel(self, execution_id: str, reason: str | None = None) -> ExecutionResult:
         """Cancel an execution: it is recorded ``cancelled`` (``execution_cancelled``) and never goes on.
@@ -978,104 +486,32 @@ class Engine:
         self.stops.drop(execution_id)  # a cancel now supersedes a stop asked for at a boundary
         result = await self._cancel_one(execution_id, reason)
         # Cancel propagates to the children it waited for (and theirs).
-        for _, cid in self._child_gates(self.history(execution_id)):
+        for _, cid in child_gates(self.history(execution_id)):
             child = self.journal.get_execution(cid)
             if child is not None and child.status not in TERMINAL_STATUSES:
                 await self.cancel(cid, reason or f"its parent {execution_id!r} was cancelled")
         return result
 
     async def _cancel_one(self, execution_id: str, reason: str | None) -> ExecutionResult:
-        self._cancels[execution_id] = reason
+        self.cancels.ask(execution_id, reason)
         # The children it drives in this task (and theirs) stop with it: recorded cancelled, not left running.
-        driving = sorted(self._children.get(execution_id, ()))
+        children = self.driver.children
+        driving = sorted(children.get(execution_id, ()))
         while driving:
             child = driving.pop()
-            self._cancels.setdefault(child, reason or f"its parent {execution_id!r} was cancelled")
-            driving.extend(sorted(self._children.get(child, ())))
-        task = self._driving.get(execution_id)
+            self.cancels.ask_unless_asked(child, reason or f"its parent {execution_id!r} was cancelled")
+            driving.extend(sorted(children.get(child, ())))
+        task = self.driver.tasks.get(execution_id)
         if task is not None and task is not asyncio.current_task() and not task.done():
             task.cancel(f"execution {execution_id} cancelled")
         while True:
-            async with self._lock(execution_id):
-                if execution_id not in self._cancels:  # the driving task recorded it
+            async with self.driver.lock(execution_id):
+                if not self.cancels.asked(execution_id):  # the driving task recorded it
                     return self.result(execution_id)
-                if execution_id not in self._active:  # nothing drives it here: record the cancel here
-                    return self._record_cancel_elsewhere(execution_id)
+                if execution_id not in self.driver.active:  # nothing drives it here: record the cancel here
+                    return self.cancels.record_elsewhere(execution_id)
             # An answer resumed it and its driving has not begun: that driving records the cancel.
             await asyncio.sleep(0.005)
-
-    def _record_cancel_elsewhere(self, execution_id: str) -> ExecutionResult:
-        """Record the cancel of an execution this process does not drive (suspended, left running,
-        or driven by another process: a worker holding its lease on a shared journal).
-
-        The driver may commit between this read and this write: then the cancel's seqs are taken and
-        its append is refused by the ``(execution_id, seq)`` key. The cancel then reads the history
-        again and records itself after what the driver committed (the in-flight steps as they are
-        now), until it lands; the driver's next commit is refused in turn and it stops. When what
-        the driver committed ended the run, there is nothing to cancel any more.
-
-        Raises:
-            UsageError: the execution completed or failed before the cancel could be recorded.
-            JournalWriteError: the append failed for another reason (the journal is failing).
-        """
-        reason = self._cancels.get(execution_id)
-        for _ in range(_CANCEL_ATTEMPTS):
-            h = self.history(execution_id)
-            if h.status in TERMINAL_STATUSES:
-                self._cancels.pop(execution_id, None)
-                if h.status == "cancelled":
-                    return self.result(execution_id)
-                raise UsageError(
-                    f"execution {execution_id!r} {h.status} (its driver committed that first) before the cancel "
-                    f"could be recorded; there is nothing to cancel: read its result with runtime.result("
-                    f"{execution_id!r})"
-                )
-            self._cancels[execution_id] = reason
-            try:
-                return self._record_cancel(execution_id, h)
-            except JournalWriteError as failed:
-                self._cancels.pop(execution_id, None)
-                try:
-                    moved = self.history(execution_id).last_seq != h.last_seq
-                except Exception:  # the journal cannot be read either: the write's error says why
-                    moved = False
-                if not moved:
-                    raise failed from failed.__cause__  # not a seq the driver took: the journal failed
-                log.info("the cancel of execution %s met a commit of its driver; reading it again", execution_id)
-        error = JournalWriteError(
-            f"the cancel of execution {execution_id!r} met a new commit of the process driving it "
-            f"{_CANCEL_ATTEMPTS} times in a row and was not recorded: cancel it again"
-        )
-        error.location, error.execution_id = self.journal.location, execution_id
-        raise error
-
-    def _record_cancel(self, execution_id: str, history: History | None = None) -> ExecutionResult:
-        """Append ``execution_cancelled`` (after putting the steps cut in flight in doubt or failed)."""
-        reason = self._cancels.pop(execution_id, None)
-        h = history if history is not None else self.history(execution_id)
-        now = self.clock.now()
-        error = cancelled_error(execution_id, reason)
-        events: list[Event] = []
-
-        def add(kind: str, step_id: str | None, data: dict[str, Any]) -> None:
-            events.append(Event(execution_id, h.last_seq + len(events) + 1, kind, step_id, now, data))
-
-        for step in h.steps.values():
-            if step.settled or step.in_doubt or step.attempts == 0:
-                continue
-            # Which owner's registration the step ran is not journaled: idempotent only when every
-            # registration of its effect is (none: in doubt).
-            specs = self.effects.specs_named(step.effect)
-            idempotent = bool(specs) and all(spec.idempotent for spec in specs)
-            if idempotent or step.retry_pending:
-                data = {"effect": step.effect, "attempt": step.attempts, "will_retry": False}
-                add(EventKind.STEP_FAILED, step.step_id, {**data, "error": error_to_data(error)})
-            else:
-                add(EventKind.STEP_IN_DOUBT, step.step_id, {"effect": step.effect, "attempt": step.attempts})
-        add(EventKind.EXECUTION_CANCELLED, None, {"reason": reason})
-        self.journal.append(events)
-        self.observers.notify_events(events)
-        return ExecutionResult(execution_id=execution_id, status="cancelled", error=error_to_data(error))
 
     async def fork(self, execution_id: str, at_step: str, *, new_execution_id: str | None = None) -> ExecutionResult:
         """Start a new execution that is served ``execution_id``'s recorded prefix up to (not
@@ -1088,96 +524,24 @@ class Engine:
             UsageError: unknown execution, or ``at_step`` is not a step, gate, decision or value of it.
         """
         h = self._known(execution_id)
-        firsts = (EventKind.STEP_STARTED, EventKind.GATE_OPENED, EventKind.DECISION_RECORDED, EventKind.VALUE_RECORDED)
-        cut = next((i for i, e in enumerate(h.events) if e.step_id == at_step and e.kind in firsts), None)
-        if cut is None:
-            known = sorted({e.step_id for e in h.events if e.step_id and e.kind in firsts})
-            raise UsageError(
-                f"execution {execution_id!r} has no step {at_step!r} to fork at (its steps: {', '.join(known[:30])})"
-            )
-        lifecycle = {
-            EventKind.EXECUTION_STARTED,
-            EventKind.EXECUTION_SUSPENDED,
-            EventKind.EXECUTION_RESUMED,
-            EventKind.EXECUTION_COMPLETED,
-            EventKind.EXECUTION_FAILED,
-            EventKind.EXECUTION_CANCELLED,
-        }
+        cut = fork_cut(h, at_step)
         eid = (
             self.ids.new_id()
             if new_execution_id is None
             else require_execution_id(new_execution_id, "new_execution_id")
         )
-        async with self._lock(eid):
+        async with self.driver.lock(eid):
             if self.journal.get_execution(eid) is not None:
                 raise UsageError(f"execution {eid!r} already exists: pick another new_execution_id")
-            now = self.clock.now()
-            started = {
-                "flow": h.flow,
-                "input": h.input,
-                "principal": h.principal,
-                "forked_from": execution_id,
-                "at_step": at_step,
-            }
-            events = [Event(eid, 1, EventKind.EXECUTION_STARTED, None, now, with_format(started, h.format))]
-            for e in h.events[:cut]:
-                if e.kind not in lifecycle:
-                    events.append(Event(eid, len(events) + 1, e.kind, e.step_id, e.at, e.data))
+            events = forked_events(h, cut, at_step, eid, self.clock.now())
             self.journal.append(events)
             self.observers.notify_events(events)
-            return await self._drive(History.of(eid, events))
+            return await self.driver.drive(History.of(eid, events))
 
     async def replay(self, execution_id: str) -> ReplayReport:
         """Re-run the body purely from the log (no effect runs, nothing is written) and report
         whether it reproduces the recorded run."""
-        h = self._known(execution_id)
-        body = self.flows.get(h.flow)
-        ctx = ExecutionContext(self, h, pure=True)
-        began = self.clock.now()
-        status, message, output = "completed", "", None
-        cut_short = False
-        try:
-            output = to_jsonable(await body(ctx, h.input))
-        except Suspend:
-            status = "suspended"
-        except (ReplayDivergedError, NonDeterminismError) as exc:
-            status, message = "diverged", str(exc)
-            cut_short = isinstance(exc, ReplayDivergedError)  # it reached what the record never finished
-        except FlowNotFoundError as exc:
-            if h.error is None or h.error.get("type") != error_to_data(exc).get("type"):
-                raise  # a child's flow is not registered here (the message says which and how to fix)
-            status = "failed"
-        except Exception as exc:
-            status = "failed"
-            if h.error is not None and error_to_data(exc).get("type") != h.error.get("type"):
-                message = f"the replay failed with {type(exc).__name__} but the record failed otherwise"
-        expected = recorded_trace(h)
-        stopped = status == "suspended" or cut_short
-        if h.status == "cancelled" and stopped and expected in (ctx.trace, ctx.trace[:-1]):
-            # The cancel stopped the recorded run where the replay stops: at a gate, at the step cut
-            # in flight, or before the next step (a pure replay cannot run it).
-            status, message = "cancelled", ""
-        if not message and ctx.trace != expected:
-            missing = Counter(expected) - Counter(ctx.trace)
-            extra = Counter(ctx.trace) - Counter(expected)
-            message = f"the replay asked for {sorted(extra)} not in the record and skipped {sorted(missing)}"
-            if not missing and not extra:
-                message = "the replay asked for the recorded steps in another order"
-        if not message and status != h.status and not (h.status == "running" and status == "suspended"):
-            message = f"the record is {h.status} but the replay ended {status}"
-        if not message and status == "completed" and digest_value(output) != digest_value(h.output):
-            message = "the replay's output differs from the recorded output"
-        return ReplayReport(
-            execution_id=execution_id,
-            reproduced=not message,
-            recorded_status=h.status,
-            replayed_status=status,
-            served=h.served_count() - ctx.unserved,
-            message=message or "reproduced",
-            seconds=self.clock.now() - began,
-            trace=tuple(ctx.trace),
-            children=tuple(ctx.child_replays),
-        )
+        return await replay_history(self, self._known(execution_id))
 
     async def check(self, execution_ids: Sequence[str] | None = None) -> CheckReport:
         """Replay every running or suspended execution (or those named) against the code now loaded,

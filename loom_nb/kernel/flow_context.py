@@ -12,14 +12,18 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeAlias
 
 from loom_nb.kernel.decisions import Policy
 from loom_nb.kernel.effect_registry import Principal
 from loom_nb.kernel.gates import GateRequest
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # kept ring (tests/test_meta.py): a body's ``ctx.runtime`` is the Engine itself
     from loom_nb.kernel.engine import Engine
+
+#: What ``FlowContext.runtime`` is: the engine running the execution (named here so the kernel's
+#: lower modules spell that type without importing the engine).
+FlowRuntime: TypeAlias = "Engine"
 
 
 class FlowContext(Protocol):
@@ -51,7 +55,7 @@ class FlowContext(Protocol):
         ...
 
     @property
-    def runtime(self) -> Engine:
+    def runtime(self) -> FlowRuntime:
         """The engine running this execution (to register an effect a body needs on first use)."""
         ...
 

@@ -5,9 +5,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from loom_nb.errors import UsageError
 from loom_nb.journal import step_ids
 from loom_nb.journal.events import Event
 from loom_nb.journal.run_state import GateState, RunState, StepState
+from loom_nb.journal.store import JournalStore
 
 #: A step as the journal holds it (the fold's ``StepState``).
 StepRecord = StepState
@@ -65,3 +67,17 @@ def in_doubt_attempt(gate: GateRecord) -> int:
     payload = gate.payload if isinstance(gate.payload, dict) else {}
     attempt = payload.get("attempt")
     return attempt if isinstance(attempt, int) else step_ids.parse_step_id(gate.gate_id).number or 1
+
+
+def known_history(journal: JournalStore, execution_id: str) -> History:
+    """The history of execution ``execution_id`` of ``journal``.
+
+    Raises:
+        UsageError: the journal holds no such execution.
+    """
+    if journal.get_execution(execution_id) is None:
+        raise UsageError(
+            f"no execution {execution_id!r} in the journal {journal.location} "
+            "(list them with %loom runs or runtime.journal.list_executions())"
+        )
+    return History.of(execution_id, journal.read(execution_id))
