@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import weakref
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Self, Unpack, cast
+from typing import Any, Self, Unpack, cast
 
 from loom_nb.effects.claimcheck import JournalContentStore
 from loom_nb.effects.quota import Quota, UsageTotals
@@ -21,10 +21,6 @@ from loom_nb.journal.postgres_store import is_postgres_url
 from loom_nb.journal.run_state import RunState
 from loom_nb.journal.store import JournalStore
 from loom_nb.kernel.engine import Engine, EngineOptions
-
-if TYPE_CHECKING:
-    from loom_nb.agent.agent import Agent
-    from loom_nb.agent.run import Run
 
 
 class RuntimeOptions(EngineOptions, total=False):
@@ -67,11 +63,13 @@ class Runtime(Engine):
         )
         super().__init__(journal, effects=ring, **cast(EngineOptions, options))  # the ring options are popped
         #: The agents registered on this runtime (``Agent.register``), by flow name: how a notebook
-        #: finds the agent of an execution it did not start in this cell.
-        self.agents: dict[str, Agent] = {}
+        #: finds the agent of an execution it did not start in this cell. Registries keyed by name:
+        #: the values are the agent layer's ``Agent`` and ``Run``, typed there (the composition root
+        #: never imports the layer above it).
+        self.agents: dict[str, Any] = {}
         #: This process's ``Run`` handle on each execution it started or attached, by execution id
         #: (weak: a handle nobody holds goes away), so a magic, a card and a live view share one.
-        self.runs: weakref.WeakValueDictionary[str, Run] = weakref.WeakValueDictionary()
+        self.runs: weakref.WeakValueDictionary[str, Any] = weakref.WeakValueDictionary()
         if ring.content_store is None:
             ring.content_store = JournalContentStore(journal)
 

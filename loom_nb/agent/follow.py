@@ -15,12 +15,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from loom_nb.journal.events import TERMINAL_STATUSES, Event
-
-if TYPE_CHECKING:
-    from loom_nb.agent.run import Run
+from loom_nb.runtime import Runtime
 
 log = logging.getLogger("loom_nb")
 
@@ -30,7 +28,36 @@ RECONNECT_FIRST = 0.1
 RECONNECT_MOST = 5.0
 
 
-async def follow_journal(run: Run[Any], journal: Any) -> None:
+class FollowedRun(Protocol):
+    """What following needs of a run (``Run`` is one; this module never imports it: ``Run.follow``
+    imports this one)."""
+
+    @property
+    def id(self) -> str:
+        """The execution followed."""
+        ...
+
+    @property
+    def runtime(self) -> Runtime:
+        """The runtime whose observers hear the new events."""
+        ...
+
+    @property
+    def status(self) -> str:
+        """The run's status as last read."""
+        ...
+
+    @property
+    def moving(self) -> bool:
+        """True while an answer given here is being driven on."""
+        ...
+
+    def refresh(self) -> None:
+        """Read the run's state from the journal again."""
+        ...
+
+
+async def follow_journal(run: FollowedRun, journal: Any) -> None:
     """Follow ``run`` from ``journal`` (a shared journal with ``async_listener``) until it settles."""
     conn = await _connect(run, journal, announced=False)
     last = run.runtime.journal.read(run.id)
@@ -60,7 +87,7 @@ async def follow_journal(run: Run[Any], journal: Any) -> None:
             await conn.close()
 
 
-async def _connect(run: Run[Any], journal: Any, *, announced: bool) -> Any:
+async def _connect(run: FollowedRun, journal: Any, *, announced: bool) -> Any:
     """A new ``LISTEN`` connection, trying again with a growing pause until one opens."""
     delay = RECONNECT_FIRST
     while True:
@@ -74,7 +101,7 @@ async def _connect(run: Run[Any], journal: Any, *, announced: bool) -> Any:
             delay = min(delay * 2, RECONNECT_MOST)
 
 
-def _catch_up(run: Run[Any], seen: list[int]) -> None:
+def _catch_up(run: FollowedRun, seen: list[int]) -> None:
     """Read the run's state and hand on the events committed since ``seen[0]``."""
     if not run.moving:
         run.refresh()  # before the read: the events handed on hold all the state shows

@@ -21,7 +21,7 @@ from loom_nb.kernel.async_bridge import caller_thread
 from loom_nb.messages import Message
 from loom_nb.runtime import Runtime, default_runtime
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # kept ring (tests/test_meta.py): the agent makes sessions; a session names its agent and runs
     from loom_nb.agent.agent import Agent
     from loom_nb.agent.config import AgentResult
     from loom_nb.agent.run import Run

@@ -25,7 +25,8 @@ log = logging.getLogger("loom_nb")
 def remember(run: Run) -> Run:
     """Remember ``run`` as this kernel's handle on its execution (on its runtime), unless one is
     remembered already; returns the one remembered (``Run.of``)."""
-    return run.runtime.runs.setdefault(run.id, run)
+    remembered: Run = run.runtime.runs.setdefault(run.id, run)
+    return remembered
 
 
 def live_run(runtime: Runtime, execution_id: str) -> Run | None:
