@@ -473,6 +473,8 @@ TYPE_ONLY_RING_EDGES: dict[tuple[str, str], str] = {
     ("loom_nb.agent.run", "loom_nb.agent.agent"): (
         "Run.agent is the Agent it runs: its typed output, config and register are the handle's work"
     ),
+    ("loom_nb.agent.gate", "loom_nb.agent.agent"): "Gate.agent is its run's Agent (a sub-agent's is found in it)",
+    ("loom_nb.agent.gate", "loom_nb.agent.run"): "Gate.run is the Run it belongs to: resuming it is the gate's work",
     ("loom_nb.agent.batch", "loom_nb.agent.agent"): (
         "Batch.agent is the Agent that made it (Agent.map); the batch starts and attaches its runs"
     ),
@@ -533,7 +535,6 @@ def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 #: Modules allowed past the ~600-line budget of one concept, each with why, until it is split along
 #: its seams (a budget only shrinks: lower it when the module shrinks).
 LINE_BUDGETS = {
-    "agent/run.py": (690, "the Run and Gate handles (moved out of agent.py); Gate to its own module"),
     "journal/duckdb_store.py": (640, "the DuckDB store; the same-file guard, hints and versions already moved out"),
     "providers/http.py": (630, "the HTTP transport of every provider"),
     "analysis/sql_views.py": (620, "the SQL views, one per frame, checked against the fold"),

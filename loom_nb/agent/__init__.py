@@ -12,11 +12,12 @@ from loom_nb.agent.config import (
     Routes,
     Skill,
 )
+from loom_nb.agent.gate import Gate
 from loom_nb.agent.llm import llm_effect, summarizer_effect
 from loom_nb.agent.loop import TranscriptGrowthWarning, agent_loop
 from loom_nb.agent.memory import TieredMemory
 from loom_nb.agent.output import OutputSpec
-from loom_nb.agent.run import Gate, Run
+from loom_nb.agent.run import Run
 from loom_nb.agent.session import Session
 from loom_nb.agent.subagent_tool import AgentTool
 from loom_nb.agent.transcript import RebuiltRequest, rebuild_requests

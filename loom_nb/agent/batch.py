@@ -28,7 +28,8 @@ from collections.abc import Callable, Coroutine, Generator, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Literal, TextIO
 
 from loom_nb.agent.config import APPROVAL_GATE, AgentResult
-from loom_nb.agent.run import Gate, Run
+from loom_nb.agent.gate import Gate
+from loom_nb.agent.run import Run
 from loom_nb.errors import LoomError, UsageError
 from loom_nb.journal import step_ids
 from loom_nb.journal.events import TERMINAL_STATUSES

@@ -1,4 +1,4 @@
-"""``Run`` and ``Gate``: the handles on one agent execution and on one of its open gates.
+"""``Run``: the handle on one agent execution (its ``Gate`` handles live in ``agent/gate.py``).
 
 ``Agent.start`` / ``attach`` / ``submit`` make a ``Run``; a ``Gate`` approves, refuses or resolves one
 of its gates. In a notebook a click's answer is checked and recorded at once and the run is
@@ -9,26 +9,22 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable, Coroutine, Generator, Iterable
+from collections.abc import Callable, Coroutine, Generator
 from typing import TYPE_CHECKING, Any, Generic, cast
 
 from loom_nb.agent.config import (
-    APPROVAL_GATE,
     AgentResult,
-    ApprovalDecision,
     Out,
 )
 from loom_nb.agent.follow import follow_journal, log_unexpected
+from loom_nb.agent.gate import Gate, carry_along, child_agent, live_ancestors
 from loom_nb.agent.output import output_text
 from loom_nb.agent.stalls import forget_stalled, note_stalled
-from loom_nb.agent.subagent_tool import AgentTool
 from loom_nb.errors import JournalError, LoomError, UsageError, WaitInterrupted
-from loom_nb.journal.canonical import digest_value, to_jsonable
-from loom_nb.journal.events import TERMINAL_STATUSES, Event, EventKind
+from loom_nb.journal.events import TERMINAL_STATUSES
 from loom_nb.kernel.async_bridge import in_running_loop, run_or_schedule
-from loom_nb.kernel.context import IN_DOUBT_GATE, InDoubtResolution
 from loom_nb.kernel.engine import ExecutionResult
-from loom_nb.kernel.gates import OpenGate, answer_text
+from loom_nb.kernel.gates import OpenGate
 from loom_nb.runtime import Runtime
 
 if TYPE_CHECKING:  # the agent makes runs; a run only names its agent
@@ -50,230 +46,6 @@ WAIT_UNTIL: dict[str, frozenset[str]] = {
 
 #: How often a waiting ``Run.wait`` wakes the event loop (so an interrupt lands within this time).
 WAKE_SECONDS = 0.25
-
-
-#: The events after which a child execution stands still (settled, or waiting at gates).
-_PAUSING = frozenset(
-    {
-        EventKind.EXECUTION_SUSPENDED,
-        EventKind.EXECUTION_COMPLETED,
-        EventKind.EXECUTION_FAILED,
-        EventKind.EXECUTION_CANCELLED,
-    }
-)
-
-
-def _live_ancestors(rt: Runtime, execution_id: str) -> list[str]:
-    """The executions ``execution_id`` is a child (grandchild...) of, nearest first, down to the
-    first one without a live ``Run`` here (none unless such a Run exists: no journal read then)."""
-    out: list[str] = []
-    at = execution_id
-    while "/" in at and rt.runs.get(at.rsplit("/", 1)[0]) is not None:
-        events = rt.journal.read(at)
-        parent = events[0].data.get("parent") if events and isinstance(events[0].data, dict) else None
-        if not isinstance(parent, dict) or parent.get("execution") != at.rsplit("/", 1)[0]:
-            break  # an id with a '/' of its own, not a child execution
-        at = str(parent["execution"])
-        out.append(at)
-    return out
-
-
-def _carry_along(rt: Runtime, execution_ids: Iterable[str], outcome: Any) -> None:
-    """The live ``Run`` of each of ``execution_ids`` (``Runtime.runs``) that does not move follows
-    what ``outcome`` (another run's driving: a task, or a script's finished result) does to it."""
-    for eid in execution_ids:
-        other: Run[Any] | None = rt.runs.get(eid)
-        if other is None or other.moving:
-            continue
-        if isinstance(outcome, asyncio.Future):
-            other.drive(_until_paused(rt, eid, outcome))
-        else:  # a script: everything ran already
-            other.refresh()
-
-
-async def _until_paused(rt: Runtime, execution_id: str, driving: asyncio.Future[Any]) -> ExecutionResult:
-    """The state of ``execution_id`` (a child another run's task drives) once it settles or waits
-    again, or once ``driving`` ends (whichever comes first)."""
-    paused: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-
-    def on_event(e: Event) -> None:
-        if e.kind in _PAUSING and not paused.done():
-            paused.set_result(None)
-
-    stop = rt.observe(on_event, execution_id=execution_id)
-    try:
-        await asyncio.wait({paused, driving}, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        stop()
-        paused.cancel()
-    return rt.result(execution_id)
-
-
-def _child_agent(agent: Agent[Any], flow: str) -> Agent[Any] | None:
-    """The agent behind ``agent``'s ``as_tool`` tool that runs the flow ``flow``, or None."""
-    for t in agent.config.tools:
-        if isinstance(t, AgentTool) and t.child_flow == flow:
-            return t.agent
-    return None
-
-
-class Resumption:
-    """The resume a gate answer scheduled on the running loop: await it for the runtime's result.
-
-    Attributes:
-        run: The run being resumed.
-        gate_id: The gate answered.
-    """
-
-    def __init__(self, run: Run, gate_id: str, task: asyncio.Future[ExecutionResult]) -> None:
-        self.run = run
-        self.gate_id = gate_id
-        self.task = task
-
-    def __await__(self) -> Generator[Any, None, ExecutionResult]:
-        return self.task.__await__()
-
-    def done(self) -> bool:
-        """True once the resume finished."""
-        return self.task.done()
-
-    def __repr__(self) -> str:
-        return f"<resuming run {self.run.id} at {self.gate_id}>"
-
-
-class Gate:
-    """An open gate of a run: approve or refuse a tool call, or resolve an in-doubt step.
-
-    Attributes:
-        run: The run.
-        gate_id: The gate.
-        kind: ``AgentToolApproval``, ``InDoubt`` or a custom kind.
-        payload: What the gate shows (tool, arguments... / effect, input...).
-        opened_at: When it opened.
-    """
-
-    def __init__(self, run: Run, gate: OpenGate) -> None:
-        self.run = run
-        #: The execution the gate belongs to: the run's own, or a sub-agent's (a child execution)
-        #: the run waits for.
-        self.execution_id = gate.execution_id
-        self.gate_id = gate.gate_id
-        self.kind = gate.kind
-        self.payload = gate.payload
-        self.opened_at = gate.opened_at
-        self.resolution: Any = None
-
-    @property
-    def tool(self) -> str | None:
-        """The tool an approval gate is about."""
-        return self.payload.get("tool") if isinstance(self.payload, dict) else None
-
-    @property
-    def arguments(self) -> dict[str, Any]:
-        """The arguments of the call an approval gate is about."""
-        args = self.payload.get("arguments") if isinstance(self.payload, dict) else None
-        return dict(args) if isinstance(args, dict) else {}
-
-    @property
-    def agent(self) -> Agent[Any] | None:
-        """The agent whose execution holds the gate: the run's own agent, or, for a sub-agent's
-        gate, the child's (``Run.agent_of``). None when the run was attached without its agent."""
-        return self.run.agent_of(self.execution_id)
-
-    @property
-    def resolved(self) -> bool:
-        """True once this object resolved the gate."""
-        return self.resolution is not None
-
-    def __repr__(self) -> str:
-        if self.kind == APPROVAL_GATE:
-            args = ", ".join(f"{k}={v!r}" for k, v in self.arguments.items())
-            return f"<Gate {self.gate_id}: approve {self.tool}({args})?>"
-        return f"<Gate {self.gate_id} ({self.kind})>"
-
-    def resolve(self, payload: Any) -> Any:
-        """Resolve with any payload the gate's schema accepts; returns what ``Run`` resumes with."""
-        if self.resolution is not None:
-            raise UsageError(
-                f"gate {self.gate_id!r} of execution {self.execution_id!r} is already decided: "
-                f"{answer_text(self.resolution)}, by an earlier call on this gate. A gate is answered once."
-            )
-        self.resolution = payload
-        try:
-            if self.execution_id != self.run.id:
-                outcome = self._resolve_in_child(payload)
-            else:
-                outcome = self.run.resume(self.gate_id, payload)
-        except BaseException:
-            self.resolution = None
-            raise
-        return Resumption(self.run, self.gate_id, outcome) if isinstance(outcome, asyncio.Future) else outcome
-
-    def _resolve_in_child(self, payload: Any) -> Any:
-        """Answer a sub-agent's gate: the child runs on and, once it settles, the run (its parent).
-
-        The live ``Run`` of the child (and of any execution between, ``Run.of``) follows: it is
-        ``running`` while the child runs and reads its new state once the child settles or waits
-        again, so ``await child_run`` returns after an answer given through the parent."""
-        rt, run = self.run.runtime, self.run
-        answer = rt.answer(self.execution_id, self.gate_id, payload)  # a wrong answer raises here
-
-        async def through_child() -> ExecutionResult:
-            await rt.proceed(answer)
-            return rt.result(run.id)
-
-        outcome = run.drive(through_child())
-        steps = self.execution_id[len(run.id) + 1 :].split("/")
-        _carry_along(rt, ["/".join([run.id, *steps[: i + 1]]) for i in range(len(steps))], outcome)
-        return outcome
-
-    def approve(self, reason: str | None = None, *, arguments: dict[str, Any] | None = None) -> Any:
-        """Approve the tool call; the run resumes and runs it.
-
-        Args:
-            reason: Why (optional).
-            arguments: Edited arguments to run instead of the model's (the model is told). The
-                approval is bound to the digest of the exact arguments that will run.
-
-        Raises:
-            ToolArgumentsError: the edited arguments fail the tool's schema (nothing recorded).
-            StaleApprovalError: the gate's arguments are not the ones this object shows.
-        """
-        self._expect(APPROVAL_GATE)
-        if arguments is not None:
-            agent = self.agent
-            found = agent.config.tool(str(self.tool)) if agent is not None else None
-            if found is not None:
-                found.validate(arguments)
-            arguments = to_jsonable(dict(arguments))
-        running = arguments if arguments is not None else self.arguments
-        return self.resolve(
-            ApprovalDecision(approved=True, reason=reason, arguments=arguments, digest=digest_value(running))
-        )
-
-    def refuse(self, reason: str | None = None) -> Any:
-        """Refuse the tool call; the model is told (with ``reason``) and the run goes on."""
-        self._expect(APPROVAL_GATE)
-        return self.resolve(ApprovalDecision(approved=False, reason=reason))
-
-    def happened(self, output: Any) -> Any:
-        """In doubt: the effect did happen; record ``output`` as its result."""
-        self._expect(IN_DOUBT_GATE)
-        return self.resolve(InDoubtResolution(action="happened", output=output))
-
-    def run_again(self) -> Any:
-        """In doubt: invoke the effect again."""
-        self._expect(IN_DOUBT_GATE)
-        return self.resolve(InDoubtResolution(action="run_again"))
-
-    def fail(self, reason: str | None = None) -> Any:
-        """In doubt: record the step as failed."""
-        self._expect(IN_DOUBT_GATE)
-        return self.resolve(InDoubtResolution(action="fail", reason=reason))
-
-    def _expect(self, kind: str) -> None:
-        if self.kind != kind:
-            raise UsageError(f"gate {self.gate_id!r} is a {self.kind} gate, not {kind}")
 
 
 class Run(Generic[Out]):
@@ -326,7 +98,7 @@ class Run(Generic[Out]):
             record = self.runtime.journal.get_execution(at)
             if record is None:
                 return None
-            found = _child_agent(agent, record.flow) if agent is not None else None
+            found = child_agent(agent, record.flow) if agent is not None else None
             agent = found if found is not None else self.runtime.agents.get(record.flow)
         return agent
 
@@ -548,7 +320,7 @@ class Run(Generic[Out]):
             outcome = self.drive(self._bounded(lambda: self.runtime.proceed(answer)))
             # A sub-agent's run (``<parent>/<step>``): once it settles the engine runs its parent on;
             # the parent's live Run (and its parent's...) follows.
-            _carry_along(self.runtime, _live_ancestors(self.runtime, self.id), outcome)
+            carry_along(self.runtime, live_ancestors(self.runtime, self.id), outcome)
             return outcome
         previous = self._task
         if previous is None or not in_running_loop():

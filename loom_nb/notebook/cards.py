@@ -19,7 +19,7 @@ from typing import Any
 import ipywidgets as widgets
 
 from loom_nb.agent.config import APPROVAL_GATE
-from loom_nb.agent.run import Gate
+from loom_nb.agent.gate import Gate
 from loom_nb.agent.tool_calls import ran_arguments
 from loom_nb.kernel.context import IN_DOUBT_GATE
 from loom_nb.notebook.click_feedback import SCOPE_CLASS, ClickFeedback
