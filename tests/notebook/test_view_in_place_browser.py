@@ -57,7 +57,7 @@ PROBE = """
   const scrolls = (e) => e.scrollHeight > e.clientHeight && /(auto|scroll)/.test(getComputedStyle(e).overflowY);
   let scroller = view.parentElement;
   while (scroller && !scrolls(scroller)) scroller = scroller.parentElement;
-  const reasons = [...view.querySelectorAll('.loom-reason input')];
+  const reasons = [...view.querySelectorAll('.loom-reason input')].filter(r => r.getClientRects().length);
   const details = view.querySelector('details.loom-thinking');
   return {
     same: view.__loomMark === mark,
