@@ -8,7 +8,12 @@
 // - keys: Escape closes the question a confirmation asks (focus back on the button that asked) or
 //   an open Edit form; a question that appears takes the focus on its cancelling button, and once
 //   it goes, the button that asked takes it back;
-// - Show all: shown only while a capped box overflows (or to put the cap back).
+// - Show all: shown only while a capped box overflows (or to put the cap back);
+// - the page stays: when the view changes size while it is in sight and the page scrolled by
+//   itself for it (the browser's scroll anchoring keeps a focused editor below the view in place,
+//   so the view would climb by all it grew, at the end of a stream too), the page scrolls back so
+//   the view's top stays where it was; not while the focus is in the view (the box being typed in
+//   stays put) nor when the view is out of sight (what the reader looks at stays put).
 // No JupyterLab extension is needed: the module ships with the widget.
 
 const AT_END = 8; // px from the end that still count as "at the end"
@@ -27,6 +32,9 @@ function render({ el }) {
   let timer = null;
   let asker = null; // the button whose click asked the question shown last
   let refocus = null; // that button, to take the focus back once its question went and it is enabled
+  let sizes = null; // watches the view's size (the page stays)
+  let place = null; // {top, height} of the view in its scroller, as the reader last had it
+  let page = null; // that scroller (the notebook's)
 
   function atEnd(box) {
     return box.scrollHeight - box.scrollTop - box.clientHeight <= AT_END;
@@ -101,6 +109,35 @@ function render({ el }) {
     if (expand.style.display !== display) expand.style.display = display;
   }
 
+  function scroller() {
+    if (page && page.isConnected && page.contains(root)) return page;
+    page = null;
+    for (let a = root.parentElement; a && !page; a = a.parentElement) {
+      if (a.scrollHeight > a.clientHeight && /(auto|scroll)/.test(getComputedStyle(a).overflowY)) page = a;
+    }
+    return page;
+  }
+
+  function where(box) {
+    const r = root.getBoundingClientRect();
+    return { top: r.top - box.getBoundingClientRect().top, height: r.height };
+  }
+
+  function stay(event) {
+    // on the page's scroll and on the view's resize (whichever the browser reports first): the
+    // view moved and changed size at once, so the browser scrolled the page for the new size
+    const box = root ? scroller() : null;
+    if (!box || (event instanceof Event && event.target !== box)) return;
+    const now = where(box);
+    const before = place;
+    place = now;
+    if (!before || Math.abs(now.top - before.top) < 1 || Math.abs(now.height - before.height) < 1) return;
+    const inSight = before.top < box.clientHeight && before.top + before.height > 0;
+    if (!inSight || root.contains(root.ownerDocument.activeElement)) return;
+    box.scrollTop += now.top - before.top;
+    place = where(box);
+  }
+
   function update() {
     frame = 0;
     if (!root) return;
@@ -149,6 +186,9 @@ function render({ el }) {
     root.addEventListener("scroll", onScroll, true); // scroll does not bubble: listen while it descends
     root.addEventListener("keydown", onKey, true);
     root.addEventListener("click", onClick, true);
+    sizes = new ResizeObserver(stay);
+    sizes.observe(root);
+    root.ownerDocument.addEventListener("scroll", stay, true);
     soon();
   }
 
@@ -157,10 +197,12 @@ function render({ el }) {
     clearTimeout(timer);
     if (frame) cancelAnimationFrame(frame);
     if (observer) observer.disconnect();
+    if (sizes) sizes.disconnect();
     if (root) {
       root.removeEventListener("scroll", onScroll, true);
       root.removeEventListener("keydown", onKey, true);
       root.removeEventListener("click", onClick, true);
+      root.ownerDocument.removeEventListener("scroll", stay, true);
     }
   };
 }

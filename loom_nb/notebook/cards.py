@@ -30,7 +30,9 @@ from loom_nb.notebook.formatting import (
     arguments_diff,
     call_text,
     close_tree,
+    gone,
     html_widget,
+    take_out,
 )
 from loom_nb.notebook.gate_card import GateCard, card_button, card_field, card_heading, describe_resolution
 from loom_nb.notebook.in_doubt_card import NO_RESULT_GIVEN, InDoubtCard, in_doubt_cause
@@ -209,16 +211,17 @@ class TurnApprovals(TextForm, widgets.VBox):  # type: ignore[misc]
         self.refresh()
 
     def add(self, card: ApprovalCard) -> None:
-        """Add a card of the same turn."""
+        """Add a card of the same turn (after the others: the cards shown stay as they are)."""
         self.cards.append(card)
-        self.children = (self.bar, *self.cards)
+        self.children = (*widgets.VBox.children.get(self), card)
         self.refresh()
 
     def remove(self, card: ApprovalCard) -> None:
-        """Take a card out (a decided card folded into its tool row)."""
+        """Take a card out (a decided card folded into its tool row: ``take_out``, so the cards
+        after it stay as they are in the page)."""
         if card in self.cards:
             self.cards.remove(card)
-            self.children = (self.bar, *self.cards)
+            take_out(self, card)
             self.refresh()
 
     def open_cards(self) -> list[ApprovalCard]:
@@ -285,10 +288,11 @@ class FoldedCards:
 
     A card folds once its approval is decided and the view shows the call's tool row: the row
     then says the decision (``done, approved``; ``· approved at 14:25:03 (reason)``), which it
-    reads from the gate's state, not from the card. The folded card is taken out of its box and
-    closed with its layout and style models (``close_tree``), so neither the kernel nor the
-    notebook's saved widget state keeps it; the view keeps the card object (its decision stays
-    readable) and leaves it out of its text form.
+    reads from the gate's state, not from the card. The folded card is taken out of its box
+    (``formatting.take_out``: hidden while cards after it still wait, so theirs stay as they are in
+    the page) and closed with its layout and style models once it left (``close_tree``), so neither
+    the kernel nor the notebook's saved widget state keeps it; the view keeps the card object (its
+    decision stays readable) and leaves it out of its text form.
 
     Attributes:
         keys: The folded cards' keys (the view's own key: a gate id, or ``(execution id, gate id)``).
@@ -305,15 +309,16 @@ class FoldedCards:
 
     def fold(self, key: Any, card: GateCard, *, has_row: bool, detach: Callable[[GateCard], None]) -> bool:
         """Fold ``card`` (under ``key``) if it is a decided approval card whose call has a tool row
-        (``has_row``): ``detach`` takes it out of its box, then its widgets are closed. Returns
-        whether it is folded (now or before)."""
+        (``has_row``): ``detach`` takes it out of its box (``take_out``, which closes it once it
+        left; a card never placed is closed here). Returns whether it is folded (now or before)."""
         if key in self.keys:
             return True
         if not isinstance(card, ApprovalCard) or card.decision is None or not has_row:
             return False
         self.keys.add(key)
         detach(card)
-        close_tree(card)
+        if not gone(card):  # never placed in a box (``take_out`` closes what leaves one)
+            close_tree(card)
         return True
 
     def lines(self, cards: dict[Any, GateCard]) -> list[str]:

@@ -23,7 +23,7 @@ from loom_nb.journal import step_ids
 from loom_nb.journal.events import Event, EventKind
 from loom_nb.journal.run_state import GateState, RunState, StepState
 from loom_nb.notebook.cards import FoldedCards, GateCard
-from loom_nb.notebook.formatting import TextForm, html_widget, shared_box, short_text
+from loom_nb.notebook.formatting import TextForm, html_widget, shared_box, short_text, take_out
 from loom_nb.notebook.safe_text import visible
 
 #: A parent's tool-row status while its child execution is in each state.
@@ -145,7 +145,7 @@ class ChildPanel(TextForm, widgets.VBox):  # type: ignore[misc]
         return self.folded.fold(key, self.cards[key], has_row=subject in self.tool_rows, detach=self._detach)
 
     def _detach(self, card: GateCard) -> None:
-        self.cards_box.children = tuple(c for c in self.cards_box.children if c is not card)
+        take_out(self.cards_box, card)
 
     def close_cards(self, why: str) -> None:
         """Close every card (the parent settled)."""

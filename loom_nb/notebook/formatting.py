@@ -157,6 +157,45 @@ def close_tree(widget: Any) -> int:
     return len(tree)
 
 
+#: The CSS class of a child a box keeps, hidden, until the children after it leave (``take_out``).
+GONE_CLASS = "loom-gone"
+
+
+def gone(widget: Any) -> bool:
+    """Whether ``take_out`` took ``widget`` out of its box (it may still be there, hidden)."""
+    return GONE_CLASS in getattr(widget, "_dom_classes", ())
+
+
+def take_out(box: Any, child: Any) -> None:
+    """Take ``child`` out of ``box`` for good, without drawing the box's other children anew, and
+    close what left (``close_tree``). A front end draws anew every child after the first one that
+    changed in a box's children (so text typed into them, their focus and scroll would go): a child
+    that other children follow stays, hidden (``GONE_CLASS``), until every child after it left too
+    (or ``sweep`` drops it)."""
+    children = tuple(box.children)
+    if not any(c is child for c in children):
+        return
+    child.add_class(GONE_CLASS)
+    keep = len(children)
+    while keep and gone(children[keep - 1]):
+        keep -= 1
+    if keep < len(children):
+        box.children = children[:keep]
+        for w in children[keep:]:
+            close_tree(w)
+
+
+def sweep(box: Any) -> None:
+    """Drop (and close) every child ``take_out`` left hidden in ``box`` (once nothing in the box
+    waits for a person, a redraw of the rest costs nothing)."""
+    children = tuple(box.children)
+    left = [c for c in children if gone(c)]
+    if left:
+        box.children = tuple(c for c in children if not gone(c))
+        for w in left:
+            close_tree(w)
+
+
 def parse_json_or_text(text: str) -> Any:
     """What a person typed as a payload: JSON when it parses, else the stripped text (None if empty)."""
     text = text.strip()

@@ -394,6 +394,7 @@ class RunView(ViewCards, TextForm, widgets.VBox):  # type: ignore[misc]
         self._render_usage()
         for row in self.tool_rows.values():
             row.render()
+        self._sweep_cards()
         if self._ticker is not None:
             self._ticker.cancel()
             self._ticker = None

@@ -50,20 +50,34 @@ def display(obj: Any) -> Any:
 
     A live view (an object with a ``run``, or with an ``on_refresh(listener)`` like the batch view)
     has its display updated whenever the run's status or gates change (whenever the view refreshed),
-    so the text and HTML forms a saved notebook keeps (GitHub, nbviewer, nbval) show the latest state,
-    not the state when it was first displayed. See ``follow_display``.
+    so the text form a front end without widgets and a saved notebook keep (terminal IPython,
+    GitHub, nbviewer, ``make notebooks``) show the latest state, not the state when it was first
+    displayed; never while a front end with widgets shows it (it would draw the whole view anew
+    there, while the widget already shows every change in place). See ``follow_display``.
     """
     from IPython.display import display as ipython_display
 
+    run = getattr(obj, "run", None)
+    live = isinstance(run, Run) or callable(getattr(obj, "on_refresh", None))
+    if live and getattr(obj, "_view_count", 0) is None:
+        obj._view_count = 0  # the front end counts the views it shows (FollowedDisplay.shown)
     handle = ipython_display(obj, display_id=True)  # type: ignore[no-untyped-call]
     if handle is None:
         return None
-    run = getattr(obj, "run", None)
     if isinstance(run, Run):
         follow_display(obj, handle, run.on_change)
-    elif callable(getattr(obj, "on_refresh", None)):
+    elif live:
         follow_display(obj, handle, obj.on_refresh)
     return handle
+
+
+def widget_front_end() -> bool:
+    """Whether a front end that runs widget code is connected to this kernel: JupyterLab's and
+    Notebook's widget manager opens ipywidgets' control comm as it connects, before any cell runs;
+    nbclient, nbval and terminal IPython never do."""
+    import ipywidgets
+
+    return getattr(ipywidgets.Widget, "_control_comm", None) is not None
 
 
 class FollowedDisplay:
@@ -86,9 +100,20 @@ class FollowedDisplay:
         """Whether the view's widget was closed (nothing to update any more)."""
         return getattr(self.view, "comm", True) is None
 
+    @property
+    def shown(self) -> bool:
+        """Whether a front end with widgets shows the view (``widget_front_end``, or the count of
+        views a front end reports in the widget's ``_view_count``): each update of the display would
+        draw the whole view anew there (JupyterLab makes a new view of the widget for it, so the
+        scroll inside the view, open sections and text being typed would go, and the page jump),
+        while the widget already shows every change in place."""
+        count = getattr(self.view, "_view_count", None)
+        return (isinstance(count, int) and count > 0) or widget_front_end()
+
     def changed(self, *_: Any) -> None:
-        """Update the display when the view's text changed (a listener of the run or the view)."""
-        if self.closed:
+        """Update the display when the view's text changed (a listener of the run or the view),
+        unless a front end with widgets shows it (``shown``)."""
+        if self.closed or self.shown:
             return
         try:
             text = repr(self.view)
@@ -100,11 +125,14 @@ class FollowedDisplay:
 
     def republish(self) -> bool:
         """Update the display again, from the context of the cell that runs now, when the view's text
-        changed since the last such update and its run (or batch) is not moving (a front end redraws
-        the view at each update); returns whether to keep following (False once the view is closed,
-        or its run ended and its final text was sent)."""
+        changed since the last such update, its run (or batch) is not moving (a front end redraws
+        the view at each update) and no front end with widgets shows it (``shown``); returns whether
+        to keep following (False once the view is closed, or its run ended and its final text was
+        sent)."""
         if self.closed:
             return False
+        if self.shown:
+            return True  # the widget shows every change in place: an update would only redraw it
         run, batch = getattr(self.view, "run", None), getattr(self.view, "batch", None)
         if (isinstance(run, Run) and run.status == "running") or getattr(batch, "moving", False):
             return True  # each update redraws the view in the page: wait until it settles
@@ -130,7 +158,8 @@ def follow_display(view: Any, handle: Any, subscribe: Any) -> FollowedDisplay:
     """Update ``handle`` (a display of ``view``) each time ``subscribe``'s listener is called (the
     run's status or gates changed; the view refreshed), after the view updated itself, until the
     view is closed; and again after each cell that runs while the view's text changed
-    (``republish_displays``).
+    (``republish_displays``); neither while a front end with widgets shows the view
+    (``FollowedDisplay.shown``).
 
     The second is for clients that save the notebook from the messages of each cell: nbclient (so
     nbconvert, ``make notebooks``) takes a display update only while the cell it belongs to runs;
@@ -138,6 +167,10 @@ def follow_display(view: Any, handle: Any, subscribe: Any) -> FollowedDisplay:
     header) reaches it while another cell runs and is dropped, so the saved output stayed at its
     first state. The update sent after each cell carries the running cell's header, and nbclient
     applies it to every output of that display id, in whichever cell it is.
+
+    A front end with widgets (JupyterLab) is sent neither: it applies an update to the cell that
+    displayed the view and makes a new view of the widget for it, the whole view drawn anew. A
+    notebook it saves keeps the text form of the view as first displayed (and the widget's state).
     """
     followed = FollowedDisplay(view, handle)
     subscribe(followed.changed)

@@ -13,7 +13,7 @@ import ipywidgets as widgets
 from loom_nb.journal import step_ids
 from loom_nb.notebook.cards import ApprovalCard, GateCard, TurnApprovals
 from loom_nb.notebook.child_panel import ChildPanel
-from loom_nb.notebook.formatting import close_tree, html_widget, shared_box
+from loom_nb.notebook.formatting import html_widget, shared_box, take_out
 from loom_nb.notebook.rows import AnswerRow, ToolRow
 from loom_nb.notebook.safe_text import escape_bidi, markdown_html
 from loom_nb.notebook.view_page import FOLLOW_CLASS
@@ -113,7 +113,6 @@ class TurnBlock(widgets.VBox):  # type: ignore[misc]
             if approvals.cards:
                 return
             self.approvals = None
-            self.cards.children = tuple(c for c in self.cards.children if c is not approvals)
-            close_tree(approvals)
+            take_out(self.cards, approvals)
             return
-        self.cards.children = tuple(c for c in self.cards.children if c is not card)
+        take_out(self.cards, card)

@@ -14,6 +14,7 @@ from loom_nb.journal.events import EventKind
 from loom_nb.journal.run_state import GateState
 from loom_nb.notebook.cards import GateCard, card_for
 from loom_nb.notebook.child_panel import direct_child
+from loom_nb.notebook.formatting import sweep, take_out
 from loom_nb.notebook.runs import ensure_registered
 from loom_nb.notebook.view_steps import ViewSteps
 
@@ -52,7 +53,16 @@ class ViewCards(ViewSteps):
         """Take a card out of its turn's block (or of the cards below the turns)."""
         for block in self.blocks.values():
             block.remove_card(card)
-        self.cards_box.children = tuple(c for c in self.cards_box.children if c is not card)
+        take_out(self.cards_box, card)
+
+    def _sweep_cards(self) -> None:
+        """Drop the folded cards kept hidden while cards after them waited (``take_out``): the run
+        settled, nothing in the view waits for a person any more."""
+        boxes = [self.cards_box, *(p.cards_box for p in self.child_panels.values())]
+        for block in self.blocks.values():
+            boxes += [block.cards] + ([block.approvals] if block.approvals is not None else [])
+        for box in boxes:
+            sweep(box)
 
     def _has_card(self, gate: Any) -> bool:
         cid = direct_child(self.run.id, gate.execution_id)

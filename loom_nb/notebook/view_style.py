@@ -26,6 +26,7 @@ STYLE = (
 .loom-badge-completed { color: var(--loom-completed); } .loom-badge-failed { color: var(--loom-failed); }
 .loom-badge-cancelled { color: var(--loom-cancelled); }
 .loom-body.loom-capped, .loom-current.loom-capped .loom-turn-text { max-height: 420px; overflow-y: auto; }
+.loom-run .loom-gone { display: none !important; } /* a child that left, kept until those after it go */
 .loom-run .widget-vbox > * { flex-shrink: 0; } /* a capped body scrolls; its children never squash */
 .loom-turn { border-top: 1px solid var(--jp-border-color2, #e0e0e0); padding: 2px 0; }
 .loom-turn-head { font-size: 11px; color: var(--loom-muted); }
