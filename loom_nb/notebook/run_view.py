@@ -296,12 +296,23 @@ class RunView(ViewCards, TextForm, widgets.VBox):  # type: ignore[misc]
             return
         self.stop.disabled = True
         self.confirm_stop.ask(
-            "Stop this run for good? It cannot go on afterwards (a tool call cut mid-way is recorded in doubt).",
+            "Stop this run for good? Now cuts a tool call mid-way (recorded in doubt); after this turn lets "
+            "the turn finish first.",
             "Stop now",
             self._stop_now,
             no="Keep running",
             on_no=lambda: setattr(self.stop, "disabled", False),
+            also=("Stop after this turn", self._stop_after_turn),
         )
+
+    def _stop_after_turn(self) -> None:
+        self.stop.disabled, self.stop.description = True, "Stops after this turn"
+        try:
+            self.run.cancel("stopped from the live view after its turn", when="after_turn")
+        except Exception as exc:  # e.g. it completed meanwhile, or another process drives it
+            self.stop.disabled, self.stop.description = False, "Stop"
+            self.stop.tooltip = f"Not stopped: {exc}"[:200]
+            log.warning("loom_nb: could not stop run %s after its turn: %s", self.run.id, exc)
 
     def _stop_now(self) -> None:
         self.stop.disabled, self.stop.description = True, "Stopping…"

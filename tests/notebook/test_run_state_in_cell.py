@@ -145,6 +145,27 @@ async def test_the_stop_button_cancels_a_suspended_run() -> None:
         done.cancel()
 
 
+async def test_stop_after_this_turn_lets_the_approved_turn_finish_then_stops() -> None:
+    rt = make_runtime()
+    t = TidyAgent()
+    run = t.agent.start(TASK, runtime=rt)
+    view = RunView(run)
+    await run.wait(until="paused")  # turn 1 waits for approval of delete_file
+    view.stop.click()
+    bar = view.confirm_stop
+    assert bar.also.layout.display == "" and bar.also.description == "Stop after this turn"
+    bar.also.click()
+    assert not bar.asking and view.stop.disabled and view.stop.description == "Stops after this turn"
+    assert run.stopping and run.status == "suspended"  # nothing cut: the card still waits
+    view.cards[GATE].approve.click()  # the turn finishes: its call runs ...
+    await asyncio.wait_for(run.wait(), 5)
+    assert t.deleted == ["/tmp/x/stale.log"]
+    assert run.status == "cancelled" and not run.stopping  # ... and the run stops at the next turn's boundary
+    kinds = [e.kind for e in rt.journal.read(run.id)]
+    assert "step_in_doubt" not in kinds and kinds[-1] == "execution_cancelled"
+    assert "<b>Stopped</b> (stopped from the live view after its turn)" in view.stopped.value
+
+
 async def test_wait_until_a_status_with_a_timeout() -> None:
     rt = make_runtime()
     run = TidyAgent().agent.start(TASK, runtime=rt)
