@@ -10,9 +10,10 @@ process having the chunk's text (a stream chunk reaching past it, or the step's 
 came first): median, p95 and max over ``--runs`` runs per policy, interleaved, each policy with its own
 worker and schema:
 
-- ``prompt``: ``StreamCommits`` ``PROMPT``, the default on PostgreSQL now (every chunk committed as cut);
+- ``prompt``: ``PROMPT`` (``StreamCommits(within=0)``), the default on PostgreSQL now: chunks committed
+  on the event loop's next turn;
 - ``deferred``: ``DEFERRED`` (the default on DuckDB: deltas wait, chunks held, committed every 0.2 s);
-- ``baseline``: ``StreamCommits(prompt=False, within=inf)``, the code path before ``StreamCommits``
+- ``baseline``: ``StreamCommits(within=inf)``, the code path before ``StreamCommits``
   (chunks held until the step completes, fails, or 64 wait).
 
 Run: ``.venv/bin/python bench/live_stream.py [--runs 5] [--pace 0.02] [--url URL]``
@@ -44,7 +45,7 @@ from loom_nb.worker import Worker  # noqa: E402
 from tests.workers.stream_agents import answer, narrator, read_delta_log, shown_delays  # noqa: E402
 
 URL = os.environ.get("LOOM_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test")
-POLICIES = {"prompt": PROMPT, "deferred": DEFERRED, "baseline": StreamCommits(prompt=False, within=math.inf)}
+POLICIES = {"prompt": PROMPT, "deferred": DEFERRED, "baseline": StreamCommits(within=math.inf)}
 
 
 def fresh_schema(url: str, name: str) -> str:

@@ -191,11 +191,8 @@ class ContextCore:
         self._urgent = False
         #: The error of a commit made in the background (``_kick``), raised by the next ``commit``.
         self._failed: Exception | None = None
-        policy = runtime.stream_policy
-        #: Every stream chunk is staged as it is cut and committed at once (``StreamCommits.prompt``).
-        self._prompt = policy.prompt
         #: Seconds a cut chunk waits at most before its commit starts (``StreamCommits.within``).
-        self._within = policy.within
+        self._within = runtime.stream_policy.within
         #: Staged stream chunks are due: the next ``_kick`` commits them (``_chunks_now``).
         self._chunks_due = False
         #: The timer that makes the staged chunks due (``_chunk_staged``), while one is armed.
@@ -363,11 +360,11 @@ class ContextCore:
         asyncio.get_running_loop().call_soon(self._kick)
 
     def _chunk_staged(self) -> None:
-        """A stream chunk was staged: it is committed at once (``_prompt``), else within
-        ``_within`` seconds unless a commit takes it first."""
+        """A stream chunk was staged: it is committed on the loop's next turn (``_within`` 0), else
+        within ``_within`` seconds unless a commit takes it first."""
         if self._chunks_due or self._pure:
             return
-        if self._prompt:
+        if not self._within:
             self._chunks_now()
         elif self._chunk_timer is None:
             self._chunk_timer = asyncio.get_running_loop().call_later(self._within, self._chunks_now)

@@ -75,9 +75,8 @@ class StepExecution(InDoubtSteps):
                 (``stream(..., step_id=<this step>)``), so in event format 2 it may be fed late: the
                 deltas wait and reach it, in order, only when their text is needed (someone observes
                 the execution, the attempt fails, ``DELTAS_WAITING`` deltas wait, or the stream
-                went on for ``StreamCommits.within`` seconds). An attempt that completes unobserved
-                before then never feeds it: its output holds the text. Ignored under a prompt
-                ``StreamCommits`` policy (every delta is fed at once).
+                went on for ``StreamCommits.within`` seconds: 0, the loop's next turn). An attempt
+                that completes unobserved before then never feeds it: its output holds the text.
             owner: Whose registration of ``effect_id`` runs it (``EffectSpec.owner``: an agent's
                 flow and version); the runtime's shared one when the owner has none, or when None.
                 The journal names only ``effect_id``.
@@ -164,7 +163,7 @@ class StepExecution(InDoubtSteps):
         live.fenced = not spec.idempotent
         if on_delta is None:
             emit_delta = live.emit_to_observers
-        elif defer_deltas and self._format > FORMAT_1 and not self._prompt:
+        elif defer_deltas and self._format > FORMAT_1:
             # The deltas wait on ``live`` and reach ``on_delta`` only when their text is needed
             # (see ``execute``); an attempt that completes unwatched within ``_within`` never feeds it.
             live.sink, live.waiting = on_delta, []
@@ -248,6 +247,7 @@ class StepExecution(InDoubtSteps):
         ``delay`` and start the next one; its number."""
         sid = live.sid
         failed = {"effect": live.effect_id, "attempt": live.current, "will_retry": True, "delay": delay}
+        live.stop()
         live.feed_waiting()
         self._release_held(sid)  # the failed attempt's text: no output holds it
         self.stage(EventKind.STEP_FAILED, sid, {**failed, "error": error_to_data(error)})

@@ -19,49 +19,42 @@ class StreamsAndContent(ContextCore):
     def stream(self, text: str, channel: str = "assistant", *, step_id: str | None = None) -> None:
         """Append a durable stream chunk (group-committed) and show it to every observer.
 
-        Not re-emitted while the body is being served its recorded prefix. When it is committed
-        is the engine's ``StreamCommits`` policy: at once (``PROMPT``, a shared journal), else with
-        the next commit and at most ``within`` seconds later.
+        Not re-emitted while the body is being served its recorded prefix. It is committed with
+        the next commit, and no later than the engine's ``StreamCommits.within`` seconds after it
+        is staged (0 on a shared journal: on the event loop's next turn).
 
         Args:
             text: The chunk.
             channel: ``assistant``, ``thinking``...
-            step_id: The step whose output will hold this text (the model step streaming it). Once
-                that step completed, the chunk is not journaled (its output holds the text). In
-                event format 2 without ``StreamCommits.prompt`` the chunk is also held while the
-                step runs: not journaled if it completes, journaled when it fails, when 64 of its
-                chunks are held, or when it streamed for ``within`` seconds (``LiveAttempt.due``).
+            step_id: The step whose output will hold this text (the model step streaming it). In
+                event format 2 the chunk is held while that step runs and not journaled once it
+                completes; it is journaled when the step fails, when 64 of its chunks are held, or
+                when it was held ``StreamCommits.within`` seconds (``LiveAttempt.due``).
         """
         if not text or self.replaying:
             return
         data = {"channel": channel, "text": text}
         if step_id is not None and self._format > FORMAT_1 and self._holds(step_id):
             held = self._held.get(step_id)
-            if held is None or not self._prompt:  # (a live step of a prompt policy: staged below)
-                self._hold(step_id, held, data)
-                return
+            observers = self._rt.observers
+            if observers.active:  # (the event is built for them only)
+                # Stamped with the last staged event's time, not a clock read: a held chunk reads no
+                # clock, watched or not (``defer_deltas`` makes no chunk of an unwatched attempt), so
+                # an injected clock sees the same reads whether anybody watches.
+                event = Event(self.execution_id, self._seq, EventKind.STREAM_CHUNK, None, self._last_at, data)
+                observers.notify_events((event,))
+            if held is None:
+                return  # the step completed: its output holds the text
+            held.append((channel, text))
+            if len(held) >= STREAM_FLUSH_EVERY:  # (the staged chunks' own count: a release is not undone)
+                self._release_held(step_id)
+                self._held[step_id] = []
+                asyncio.get_running_loop().call_soon(self._kick)
+            return
         event = self.stage(EventKind.STREAM_CHUNK, None, data)
         self._rt.observers.notify_events((event,))
         self._chunk_staged()
         if len(self._staged) >= STREAM_FLUSH_EVERY:
-            asyncio.get_running_loop().call_soon(self._kick)
-
-    def _hold(self, step_id: str, held: list[tuple[str, str]] | None, data: dict[str, str]) -> None:
-        """Format 2: show a chunk of step ``step_id`` to the observers and hold it (``held``), or
-        drop it once the step completed (``held`` is None: its output holds the text)."""
-        observers = self._rt.observers
-        if observers.active:  # (the event is built for them only)
-            # Stamped with the last staged event's time, not a clock read: a held chunk reads no
-            # clock, watched or not (``defer_deltas`` makes no chunk of an unwatched attempt), so
-            # an injected clock sees the same reads whether anybody watches.
-            event = Event(self.execution_id, self._seq, EventKind.STREAM_CHUNK, None, self._last_at, data)
-            observers.notify_events((event,))
-        if held is None:
-            return  # the step completed: its output holds the text
-        held.append((data["channel"], data["text"]))
-        if len(held) >= STREAM_FLUSH_EVERY:  # (the staged chunks' own count: a release is not undone)
-            self._release_held(step_id)
-            self._held[step_id] = []
             asyncio.get_running_loop().call_soon(self._kick)
 
     def _holds(self, step_id: str) -> bool:

@@ -24,7 +24,7 @@ from loom_nb.errors import (
     UsageError,
 )
 from loom_nb.journal.events import EventKind
-from loom_nb.kernel import DEFERRED, PROMPT, ExecutionContext, FlowRegistry
+from loom_nb.kernel import ExecutionContext, FlowRegistry
 from loom_nb.messages import Message, ModelRequest, ModelResponse, Usage
 from loom_nb.providers.scripted import ScriptedModel
 from loom_nb.runtime import Runtime
@@ -349,17 +349,14 @@ async def test_the_loop_streams_every_delta_live_and_journals_sentence_chunks() 
     chunks = [e.data["text"] for e in events(rt, result.execution_id, EventKind.STREAM_CHUNK)]
     # Whole sentences of at least chunk_min_chars ("Yes. " alone is too short), the rest flushed.
     assert chunks == ["Yes. The first sentence is here. ", "The second one follows it. ", "And a short tail"]
-    # Event format 2 keeps no durable copy once the model step completed (its output holds the text),
-    # unless chunks are committed as they are cut (``PROMPT``, a shared journal's default): then the
-    # sentences cut while the step ran are journaled, never the tail flushed once it completed.
-    for policy, journaled in ((DEFERRED, []), (PROMPT, chunks[:2])):
-        rt1 = make_runtime(stream_commits=policy)
-        rt1.event_format = 2
-        _, result1 = await run_agent(
-            AgentConfig(model=MODEL, chunk_min_chars=20), ScriptedModel([ModelResponse.text(text)]), rt=rt1
-        )
-        assert [e.data["text"] for e in events(rt1, result1.execution_id, EventKind.STREAM_CHUNK)] == journaled
-        assert rt1.history(result1.execution_id).steps["#turn:0"].output["message"]["text"] == text
+    # Event format 2 keeps no durable copy once the model step completed (its output holds the text).
+    rt1 = make_runtime()
+    rt1.event_format = 2
+    _, result1 = await run_agent(
+        AgentConfig(model=MODEL, chunk_min_chars=20), ScriptedModel([ModelResponse.text(text)]), rt=rt1
+    )
+    assert events(rt1, result1.execution_id, EventKind.STREAM_CHUNK) == []
+    assert rt1.history(result1.execution_id).steps["#turn:0"].output["message"]["text"] == text
     # stream=False journals no chunks at all.
     quiet = ScriptedModel([ModelResponse.text(text)])
     rt2, result2 = await run_agent(AgentConfig(model=MODEL, stream=False), quiet)

@@ -1,9 +1,7 @@
 """The model step's deltas wait in the kernel and reach the chunker only when their text is needed
-(``execute(..., defer_deltas=True)``, the ``DEFERRED`` stream policy): the journal is the same byte
-for byte whether anybody watches (deltas chunked as they arrive) or not (an attempt that completes is
-never chunked), the text of a failed attempt is journaled as it was, and a long stream still commits
-its held text mid-step. Under ``PROMPT`` (a shared journal's default) every chunk is journaled as it
-is cut, watched or not."""
+(``execute(..., defer_deltas=True)``): the journal is the same byte for byte whether anybody watches
+(deltas chunked as they arrive) or not (an attempt that completes is never chunked), the text of a
+failed attempt is journaled as it was, and a long stream still commits its held text mid-step."""
 
 from __future__ import annotations
 
@@ -12,7 +10,7 @@ from typing import Any
 import loom_nb as loom
 from loom_nb.errors import ProviderHTTPError
 from loom_nb.journal import Event, EventKind
-from loom_nb.kernel import DEFERRED, PROMPT, FlowRegistry, StreamCommits
+from loom_nb.kernel import FlowRegistry
 from loom_nb.messages import ModelRequest, ModelResponse
 from loom_nb.testing import FakeClock, SequentialIds
 from tests import stores
@@ -47,16 +45,10 @@ def echo(text: str) -> str:
     return text
 
 
-def record(*, watched: bool, policy: StreamCommits = DEFERRED) -> tuple[list[tuple[Any, ...]], list[str], int]:
+def record(*, watched: bool) -> tuple[list[tuple[Any, ...]], list[str], int]:
     """Run the agent on a fresh journal; the journal's rows, the chunk texts an observer saw, and
     the deltas it saw."""
-    rt = loom.Runtime(
-        stores.default_journal(),
-        clock=FakeClock(tick=0.001),
-        ids=SequentialIds(),
-        flows=FlowRegistry(),
-        stream_commits=policy,
-    )
+    rt = loom.Runtime(stores.default_journal(), clock=FakeClock(tick=0.001), ids=SequentialIds(), flows=FlowRegistry())
     seen_chunks: list[str] = []
     seen_deltas: list[str] = []
     if watched:
@@ -85,18 +77,6 @@ def test_the_journal_is_the_same_watched_or_not() -> None:
     assert watched == unwatched
     assert deltas == 3 * len(SENTENCES.split(" "))  # every delta of every attempt reached the observer
     assert "".join(chunks).startswith(SENTENCES)  # the observer saw the failed attempt's text chunked
-
-
-def test_prompt_commits_journal_every_attempts_chunks_watched_or_not() -> None:
-    unwatched, _, _ = record(watched=False, policy=PROMPT)
-    watched, chunks, _ = record(watched=True, policy=PROMPT)
-    assert watched == unwatched
-    texts = [r[4]["text"] for r in unwatched if r[1] == EventKind.STREAM_CHUNK]
-    assert texts == chunks  # what the observer was shown is what the journal holds
-    # Each attempt's sentences, cut as they came (a completed attempt's flushed tail is its output's).
-    assert "".join(texts) == 3 * (SENTENCES + " ")
-    steps = [r[1] for r in unwatched if r[1] != EventKind.STREAM_CHUNK]
-    assert steps.count(EventKind.STEP_FAILED) == 1
 
 
 def test_a_failed_attempt_keeps_its_streamed_text() -> None:

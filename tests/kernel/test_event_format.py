@@ -1,7 +1,6 @@
 """Event format 2 (``loom_nb.journal.event_format``): what the kernel leaves out of the journal, and
 that every guarantee holds without it: input references, derived digests and keys, and the stream
-chunks a step's output holds (dropped once it completes, kept when it does not: the ``DEFERRED``
-stream policy; under ``PROMPT`` each is journaled as it is cut)."""
+chunks a step's output holds (dropped once it completes, kept when it does not)."""
 
 from __future__ import annotations
 
@@ -13,7 +12,7 @@ from loom_nb.errors import NonDeterminismError, UsageError
 from loom_nb.journal import EventKind
 from loom_nb.journal.event_format import FORMAT_1, FORMAT_2, with_format
 from loom_nb.journal.run_state import RunState
-from loom_nb.kernel import DEFERRED, PROMPT, EffectContext, Engine, ExecutionContext, StreamCommits
+from loom_nb.kernel import EffectContext, Engine, ExecutionContext
 from tests.journal.support import copy_prefix, kinds
 from tests.kernel.support import make_runtime
 
@@ -33,10 +32,9 @@ def talker(fail: bool = False) -> Any:
     return talk
 
 
-def runtime(event_format: int, *, fail: bool = False, policy: StreamCommits = DEFERRED) -> Engine:
+def runtime(event_format: int, *, fail: bool = False) -> Engine:
     rt = make_runtime()
     rt.event_format = event_format
-    rt.stream_commits = policy
     rt.effects.register("talk", talker(fail), idempotent=True)
     rt.effects.register("use", lambda value: {"used": value}, idempotent=True)
     return rt
@@ -70,21 +68,6 @@ async def test_format_2_drops_the_chunks_a_completed_step_holds_and_references_i
     ]
     steps = RunState.fold(events).steps
     assert steps["use"].input == {"n": 5} and steps["use"].ref == ["talk", "args"]
-    assert (await rt.replay("e")).reproduced
-
-
-async def test_prompt_commits_journal_a_live_steps_chunks_before_it_completes() -> None:
-    """Under ``PROMPT`` a live step's chunks are staged as they are cut and committed in the
-    background while the step runs: the journal holds them before the step's outcome, the observers
-    saw each once, and the run replays."""
-    rt = runtime(FORMAT_2, policy=PROMPT)
-    seen: list[str] = []
-    rt.observe(lambda e: seen.append(e.data["text"]) if e.kind == EventKind.STREAM_CHUNK else None)
-    await rt.start(streaming_body, 5, execution_id="e")
-    events = rt.journal.read("e")
-    done = next(e.seq for e in events if e.kind == EventKind.STEP_COMPLETED and e.step_id == "talk")
-    assert chunks(rt, "e") == WORDS[:5] == seen
-    assert all(e.seq < done for e in events if e.kind == EventKind.STREAM_CHUNK)
     assert (await rt.replay("e")).reproduced
 
 

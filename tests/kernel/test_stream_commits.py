@@ -1,8 +1,9 @@
 """``StreamCommits``: when stream chunks are committed (``docs/design.md``, section 4, rule 8).
 
-The journal chooses the default (a shared journal, which another process may follow: ``PROMPT``;
-else ``DEFERRED``); under ``DEFERRED`` a step that streams for longer than ``within`` seconds has
-its chunks committed while it runs, and what the sink refuses then still fails the step.
+The journal chooses the default (a shared journal, which another process may follow: ``PROMPT``,
+chunks committed on the event loop's next turn; else ``DEFERRED``, within 0.2 s); a step that streams
+for longer than ``within`` has its chunks committed while it runs, one that completes first journals
+none (its output holds the text), and what the sink refuses when fed late still fails the step.
 """
 
 from __future__ import annotations
@@ -28,22 +29,25 @@ def test_the_journal_chooses_the_default_and_an_option_overrides_it() -> None:
     rt.stream_commits = PROMPT if rt.stream_policy is DEFERRED else DEFERRED
     assert rt.stream_policy is rt.stream_commits
     assert Engine(rt.journal, stream_commits=DEFERRED).stream_policy is DEFERRED
-    with pytest.raises(UsageError, match="within=0"):
-        StreamCommits(prompt=False, within=0)
+    assert PROMPT.within == 0 and DEFERRED.within == 0.2
+    with pytest.raises(UsageError, match="within=-1"):
+        StreamCommits(within=-1)
 
 
-def deferred_runtime(pause: float, mid_stream: list[list[str]]) -> Engine:
-    """A runtime whose ``talk`` streams SENTENCES, waits ``pause`` seconds, appends the chunks the
-    journal holds by then to ``mid_stream``, and returns; chunks are due 50 ms after a delta."""
+def deferred_runtime(pause: float, mid_stream: list[list[str]], within: float = 0.05) -> Engine:
+    """A runtime whose ``talk`` streams SENTENCES, waits ``pause`` seconds (not at all when 0),
+    appends the chunks the journal holds by then to ``mid_stream``, and returns; chunks are due
+    ``within`` seconds after a delta."""
     rt = make_runtime()
     rt.event_format = FORMAT_2
-    rt.stream_commits = StreamCommits(prompt=False, within=0.05)
+    rt.stream_commits = StreamCommits(within=within)
     journal = rt.journal
 
     async def talk(value: Any, ctx: EffectContext) -> Any:
         for text in SENTENCES:
             ctx.emit_delta(text)
-        await asyncio.sleep(pause)
+        if pause:
+            await asyncio.sleep(pause)
         held = [e.data["text"] for e in journal.read(ctx.execution_id) if e.kind == EventKind.STREAM_CHUNK]
         mid_stream.append(held)
         return {"text": "".join(SENTENCES)}
@@ -66,18 +70,20 @@ def streaming_body(sink: str) -> Any:
     return body
 
 
-async def test_deferred_commits_a_slow_steps_chunks_within_its_bound() -> None:
+@pytest.mark.parametrize("within", [0.0, 0.05])
+async def test_a_slow_steps_chunks_are_committed_while_it_runs(within: float) -> None:
     mid: list[list[str]] = []
-    rt = deferred_runtime(0.4, mid)
+    rt = deferred_runtime(0.4, mid, within)
     result = await rt.start(streaming_body("journal"), None, execution_id="e")
     assert result.status == "completed", result
     assert mid == [SENTENCES]  # committed while the step still ran, unwatched
     assert (await rt.replay("e")).reproduced
 
 
-async def test_a_quick_step_under_deferred_journals_no_chunk() -> None:
+@pytest.mark.parametrize("within", [0.0, 0.05])
+async def test_a_step_that_completes_before_its_chunks_are_due_journals_none(within: float) -> None:
     mid: list[list[str]] = []
-    rt = deferred_runtime(0.0, mid)
+    rt = deferred_runtime(0.0, mid, within)
     await rt.start(streaming_body("journal"), None, execution_id="e")
     assert mid == [[]]
     assert [e for e in rt.journal.read("e") if e.kind == EventKind.STREAM_CHUNK] == []
@@ -89,3 +95,18 @@ async def test_a_delta_the_sink_refuses_when_fed_late_fails_the_step() -> None:
     assert result.status == "failed" and "too much text" in str(result.error), result
     failed = [e for e in rt.journal.read("e") if e.kind == EventKind.STEP_FAILED]
     assert len(failed) == 1 and failed[0].step_id == "talk"
+
+
+@pytest.mark.parametrize("within", [0.0, 0.05])
+async def test_the_journal_is_the_same_watched_or_not(within: float) -> None:
+    journals = []
+    for watched in (False, True):
+        mid: list[list[str]] = []
+        rt = deferred_runtime(0.3, mid, within)
+        shown: list[str] = []
+        if watched:
+            rt.observe(lambda e, seen=shown: seen.append(e.data["text"]) if e.kind == EventKind.STREAM_CHUNK else None)
+        await rt.start(streaming_body("journal"), None, execution_id="e")
+        journals.append([(e.seq, e.kind, e.step_id, e.at, e.data) for e in rt.journal.read("e")])
+        assert mid == [SENTENCES] and (not watched or shown == SENTENCES)
+    assert journals[0] == journals[1]
