@@ -2,8 +2,9 @@
 (``test_live_stream.py``) and ``bench/live_stream.py``.
 
 ``narrator`` answers in one model turn: ``answer()`` (sentences of about 50 characters, each its own
-chunk), streamed word by word ``LOOM_STREAM_PACE`` seconds apart (``ScriptedModel(delta_delay=...)``,
-0.02 by default). With ``LOOM_STREAM_LOG`` set, the model appends one line per delta to that file
+chunk, then an unfinished one), streamed word by word ``LOOM_STREAM_PACE`` seconds apart
+(``ScriptedModel(delta_delay=...)``, 0.02 by default). With ``LOOM_STREAM_LOG`` set, the model appends
+one line per delta to that file
 once it answered: the wall time (``time.time()``) the worker handed the delta on, and how many
 characters of the answer were streamed with it, so a follower in another process can tell when the
 worker received the delta that completed each chunk.
@@ -21,11 +22,14 @@ from loom_nb.messages import ModelRequest, ModelResponse
 
 #: Sentences in an answer.
 SENTENCES = 8
+#: How an answer ends: no sentence boundary, so never a chunk of its own (the output holds it).
+TAIL = "That is all"
 
 
 def answer(item: str) -> str:
-    """The answer to ``item``: ``SENTENCES`` sentences, each long enough to be a chunk of its own."""
-    return "".join(f"Sentence {i} about {item} is streamed a word at a time. " for i in range(SENTENCES))
+    """The answer to ``item``: ``SENTENCES`` sentences, each long enough to be a chunk of its own,
+    then ``TAIL``."""
+    return "".join(f"Sentence {i} about {item} is streamed a word at a time. " for i in range(SENTENCES)) + TAIL
 
 
 class TimedModel:

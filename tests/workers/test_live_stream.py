@@ -2,7 +2,8 @@
 (``docs/design.md``, section 4, rule 8): on a shared PostgreSQL journal every chunk is committed
 as it is cut (``StreamCommits`` ``PROMPT``), so ``Run.follow`` (LISTEN/NOTIFY) hands each sentence on
 before the step completes. A real ``loom-nb worker`` process runs ``tests.workers.stream_agents``
-(a model streaming a word every 30 ms); this process follows.
+(a model streaming a word every 30 ms); this process follows, and its live view (``RunView``) shows
+the chunks as they come and the whole answer once the step completed.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Any
 from loom_nb.journal.events import EventKind
 from loom_nb.runtime import Runtime
 from tests import stores
-from tests.workers.stream_agents import SENTENCES, answer, narrator, read_delta_log, shown_delays
+from tests.workers.stream_agents import SENTENCES, TAIL, answer, narrator, read_delta_log, shown_delays
 from tests.workers.support import worker_process
 
 
@@ -29,15 +30,29 @@ def test_a_follower_in_another_process_sees_the_chunks_before_the_step_completes
     worker: Any = None
     arrivals: list[tuple[float, Any]] = []
 
+    from loom_nb.notebook.run_view import RunView
+
+    shown: list[str] = []
+
     async def scenario() -> Any:
         nonlocal worker
         run = narrator.submit("tea", "live-1", runtime=rt, view=False)
-        rt.observe(lambda e: arrivals.append((time.time(), e)), execution_id=run.id)
+        view = RunView(run)
+
+        def arrived(event: Any) -> None:
+            arrivals.append((time.time(), event))
+            if event.kind == EventKind.STREAM_CHUNK:
+                shown.append(view.text())  # (the view was handed the chunk first)
+
+        rt.observe(arrived, execution_id=run.id)
         waiting = asyncio.ensure_future(run.wait(timeout=90))
         await asyncio.sleep(0.3)  # the follower listens before the worker starts
         env = {"LOOM_STREAM_LOG": str(log), "LOOM_STREAM_PACE": "0.03"}
         worker = worker_process(url, "tests.workers.stream_agents", env=env)
         await waiting
+        await asyncio.sleep(0.05)
+        shown.append(view.text())
+        assert view.text_so_far == answer("tea")  # the chunks, then TAIL from the step's output
         return run
 
     try:
@@ -51,8 +66,10 @@ def test_a_follower_in_another_process_sees_the_chunks_before_the_step_completes
     completed_at = next(t for t, e in arrivals if e.kind == EventKind.STEP_COMPLETED and e.step_id == "#turn:0")
     chunks = [(t, e.data["text"]) for t, e in arrivals if e.kind == EventKind.STREAM_CHUNK]
     # Every sentence reached the follower as its own chunk, before the step completed.
-    assert "".join(text for _, text in chunks) == answer("tea") and len(chunks) == SENTENCES
+    assert "".join(text for _, text in chunks) + TAIL == answer("tea") and len(chunks) == SENTENCES
     assert all(t < completed_at for t, _ in chunks)
+    assert "Sentence 0 about tea" in shown[0] and "Sentence 1 about tea" not in shown[0]
+    assert answer("tea") in shown[-1] and shown[-1].count("Sentence 0") == 1  # the answer, shown once
     delays = shown_delays(answer("tea"), read_delta_log(str(log)), chunks, completed_at)
     median = statistics.median(delays)
     print(f"delta -> follower, ms: median {median * 1000:.1f}, max {max(delays) * 1000:.1f}")
