@@ -44,7 +44,8 @@ class Runtime(Engine):
         principal_quota: Limits for each principal.
         default_retry: Retry policy for effects registered without one.
         effects: The effect ring (by default a new one with the quotas and retry policy above).
-        **options: ``clock``, ``ids``, ``random``, ``flows``, ``principal`` (``EngineOptions``).
+        **options: ``clock``, ``ids``, ``random``, ``flows``, ``principal``, ``stream_commits``
+            (``EngineOptions``).
     """
 
     #: The effect ring (the bare kernel ``Engine`` only knows an ``EffectInvoker``).

@@ -19,7 +19,10 @@ key is format 1, the format before versioning. Both replay; a new execution is w
   (``usage_of_output``), ``null`` when the effect reported none although its output carries one.
 - a ``stream_chunk`` that a step's output will hold (``ctx.stream(text, step_id=...)``) is held
   while the step runs and dropped when it completes; it is written when the step fails, when 64
-  events wait for a commit (a long stream stays durable in part), and when the step is unknown.
+  events wait for a commit (a long stream stays durable in part), when it was held for the engine's
+  stream bound (``StreamCommits.within``: the event loop's next turn on a shared journal, 0.2 s on
+  a private one), and when the step is unknown. So a completed step may have some of its text in
+  chunks before its ``step_completed`` too; readers take the output as the step's text.
 
 A reader tells the shapes apart by the data itself (a format 1 ``step_started`` always has a
 ``digest``, a format 1 ``step_completed`` always an ``effect``), so the fold needs no lookup.

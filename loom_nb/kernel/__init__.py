@@ -23,9 +23,12 @@ from loom_nb.kernel.flow_context import FlowContext
 from loom_nb.kernel.flows import FLOWS, FlowRegistry, flow
 from loom_nb.kernel.gates import GateRequest, OpenGate, Suspend
 from loom_nb.kernel.journal_writer import JournalWriter
+from loom_nb.kernel.stream_commits import DEFERRED, PROMPT, StreamCommits
 
 __all__ = [
+    "DEFERRED",
     "FLOWS",
+    "PROMPT",
     "CheckFinding",
     "CheckReport",
     "Decision",
@@ -50,6 +53,7 @@ __all__ = [
     "OpenGate",
     "Principal",
     "ReplayReport",
+    "StreamCommits",
     "Suspend",
     "flow",
 ]

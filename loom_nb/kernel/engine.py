@@ -20,7 +20,7 @@ from loom_nb.journal import step_ids
 from loom_nb.journal.canonical import to_jsonable
 from loom_nb.journal.event_format import CURRENT_FORMAT, with_format
 from loom_nb.journal.events import QUEUED_STATUS, TERMINAL_STATUSES, Event, EventKind, ExecutionRecord
-from loom_nb.journal.store import BatchedLookup, JournalStore
+from loom_nb.journal.store import BatchedLookup, JournalStore, LeasingStore
 from loom_nb.kernel.answers import record_answer
 from loom_nb.kernel.async_bridge import run_sync
 from loom_nb.kernel.cancels import Cancels, cancelled_error
@@ -42,6 +42,7 @@ from loom_nb.kernel.results import ExecutionResult, GateAnswer, ReplayReport, op
 from loom_nb.kernel.sources import Clock, IdSource, RandomSource
 from loom_nb.kernel.stops import BoundaryStops
 from loom_nb.kernel.store_reads import ProjectionLookups, StoreCapabilities
+from loom_nb.kernel.stream_commits import StreamCommits, stream_commits_for
 from loom_nb.system_sources import RandomIds, SystemClock, SystemRandom
 
 __all__ = [
@@ -83,6 +84,7 @@ class EngineOptions(TypedDict, total=False):
     random: RandomSource | None
     flows: FlowRegistry | None
     principal: Principal | None
+    stream_commits: StreamCommits | None
 
 
 class Engine:
@@ -96,6 +98,8 @@ class Engine:
         effects: The effect registry / ring (a plain registry by default).
         flows: Where flows are found by name (the process-wide registry by default).
         principal: Who executions act for unless ``start`` says otherwise.
+        stream_commits: When stream chunks are committed (``StreamCommits``); None: ``PROMPT`` on
+            a shared journal (``LeasingStore``: another process may follow a run), else ``DEFERRED``.
     """
 
     def __init__(
@@ -108,8 +112,11 @@ class Engine:
         effects: EffectInvoker | None = None,
         flows: FlowRegistry | None = None,
         principal: Principal | None = None,
+        stream_commits: StreamCommits | None = None,
     ) -> None:
         self.journal = journal
+        #: The stream chunk policy set (None: the journal's, ``stream_policy``).
+        self.stream_commits = stream_commits
         #: Batches every execution's commits into one transaction (group commit).
         self.writer = JournalWriter(journal)
         #: Which optional store protocols the journal implements (``_offers``).
@@ -286,6 +293,12 @@ class Engine:
         """Whether the journal implements the optional store protocol ``capability`` (asked once per
         journal and protocol: ``StoreCapabilities``)."""
         return self.capabilities.offers(self.journal, capability)
+
+    @property
+    def stream_policy(self) -> StreamCommits:
+        """When this engine's executions commit their stream chunks: ``stream_commits``, else the
+        journal's (``PROMPT`` on a shared journal, which another process may follow)."""
+        return self.stream_commits or stream_commits_for(self._offers(LeasingStore))
 
     def confirm_lease(self, execution_id: str) -> None:
         """Check at the database, now, that this process still holds the execution's lease (renewing

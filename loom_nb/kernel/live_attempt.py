@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from typing import Any
 
@@ -10,7 +11,8 @@ from loom_nb.kernel.staging import STREAM_FLUSH_EVERY
 
 #: Deltas a ``defer_deltas`` step keeps waiting before it feeds them on: a sink makes at most one
 #: chunk per delta, so the held text of a long stream still reaches the journal every
-#: ``STREAM_FLUSH_EVERY`` chunks, at most this many deltas later.
+#: ``STREAM_FLUSH_EVERY`` chunks, at most this many deltas later (and ``within`` seconds later:
+#: ``LiveAttempt.due``).
 DELTAS_WAITING = STREAM_FLUSH_EVERY
 
 
@@ -25,14 +27,18 @@ class LiveAttempt:
     __slots__ = (
         "current",
         "effect_id",
+        "error",
         "execution_id",
         "fenced",
         "first",
         "observers",
+        "release",
         "sid",
         "sink",
         "started",
+        "timer",
         "waiting",
+        "within",
     )
 
     def __init__(
@@ -57,6 +63,15 @@ class LiveAttempt:
         self.waiting: list[str] | None = None
         #: Each attempt's effect runs only after the lease is confirmed (not idempotent: fenced).
         self.fenced = False
+        #: ``defer_deltas``: seconds after a delta before the text it belongs to is committed
+        #: (``StreamCommits.within``), and what stages and commits the step's held chunks then.
+        self.within = 0.0
+        self.release: Callable[[str], None] | None = None
+        #: The timer armed at the first delta not yet committed (``due``), while one is.
+        self.timer: asyncio.TimerHandle | None = None
+        #: What the sink raised when ``due`` fed it (raised in the effect at its next delta, or
+        #: as the step's failure when the effect returns).
+        self.error: BaseException | None = None
 
     def feed_waiting(self) -> None:
         """Pass the waiting deltas on to the sink, in order (a step without any: nothing)."""
@@ -82,9 +97,14 @@ class LiveAttempt:
 
     def emit_when_needed(self, text: str) -> None:
         """A delta to the observers, and to ``on_delta`` only once someone observes the execution
-        or ``DELTAS_WAITING`` deltas wait (then the waiting ones first, in order)."""
+        or ``DELTAS_WAITING`` deltas wait (then the waiting ones first, in order). The first delta
+        since the last commit of the step's text arms ``due``."""
         waiting = self.waiting
         assert waiting is not None
+        if self.timer is None:
+            if self.error is not None:  # the sink refused a delta fed by ``due``: the stream stops here
+                raise self.error
+            self.timer = asyncio.get_running_loop().call_later(self.within, self.due)
         observers = self.observers
         if not observers.active and len(waiting) < DELTAS_WAITING:
             waiting.append(text)  # nobody watches (so nobody watches deltas): it waits
@@ -93,3 +113,22 @@ class LiveAttempt:
             observers.notify_delta(self.execution_id, self.sid, text)
         self.feed_waiting()  # in order, before this one
         self.sink(text)  # type: ignore[misc]
+
+    def due(self) -> None:
+        """``within`` seconds after the first delta not yet committed: the waiting deltas go to the
+        sink (which cuts what it can into chunks) and the step's held chunks are committed, so a
+        process killed mid-stream loses at most the chunk not yet finished and the last
+        ``within`` seconds. A delta the sink refuses (``AnswerTooLargeError``) is kept in ``error``."""
+        self.timer = None
+        try:
+            self.feed_waiting()
+        except Exception as exc:
+            self.error = exc
+        assert self.release is not None
+        self.release(self.sid)
+
+    def stop(self) -> None:
+        """The attempt ended: ``due`` will not run."""
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None

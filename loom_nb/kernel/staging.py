@@ -28,6 +28,7 @@ from loom_nb.kernel.journal_writer import JournalWriter
 from loom_nb.kernel.observers import Observers
 from loom_nb.kernel.results import ExecutionResult, ReplayReport
 from loom_nb.kernel.sources import Clock, IdSource, RandomSource
+from loom_nb.kernel.stream_commits import StreamCommits
 
 #: Stream chunks staged (or held for one step) that start a commit in the background.
 STREAM_FLUSH_EVERY = 64
@@ -76,6 +77,11 @@ class ExecutionHost(Protocol):
     @property
     def writer(self) -> JournalWriter:
         """The group commit the context's commits go through."""
+        ...
+
+    @property
+    def stream_policy(self) -> StreamCommits:
+        """When the execution's stream chunks are committed."""
         ...
 
     @property
@@ -185,6 +191,12 @@ class ContextCore:
         self._urgent = False
         #: The error of a commit made in the background (``_kick``), raised by the next ``commit``.
         self._failed: Exception | None = None
+        #: Seconds a cut chunk waits at most before its commit starts (``StreamCommits.within``).
+        self._within = runtime.stream_policy.within
+        #: Staged stream chunks are due: the next ``_kick`` commits them (``_chunks_now``).
+        self._chunks_due = False
+        #: The timer that makes the staged chunks due (``_chunk_staged``), while one is armed.
+        self._chunk_timer: asyncio.TimerHandle | None = None
         #: Commit every step's start before it runs, until a step outcome is committed: a fresh
         #: execution (so its first step finds it in the journal) and a run ``recover()`` drives (so
         #: a step that kills its process every time counts attempts and meets its limit).
@@ -299,7 +311,10 @@ class ContextCore:
         wakes: on success it notifies the observers; on failure it puts the events back in front
         of what was staged since (and keeps a background commit's error for the next ``commit``)."""
         events, blobs, urgent = self._staged, self._blobs, self._urgent
-        self._staged, self._blobs, self._urgent = [], [], False
+        self._staged, self._blobs, self._urgent, self._chunks_due = [], [], False, False
+        if self._chunk_timer is not None:  # the chunks it waited for go now
+            self._chunk_timer.cancel()
+            self._chunk_timer = None
         done = _Outcome(loop=asyncio.get_running_loop())
         self._inflight = done
         # A partial, not a closure over these locals (a closure's captured locals are cells).
@@ -324,7 +339,7 @@ class ContextCore:
             if observers.active:  # stream chunks were shown when staged
                 observers.notify_events([e for e in events if e.kind != EventKind.STREAM_CHUNK])
             done.set_result(None)
-            if self._urgent:  # an outcome staged while this commit was in flight
+            if self._urgent or self._chunks_due:  # an outcome or due chunks staged meanwhile
                 asyncio.get_running_loop().call_soon(self._kick)
         else:
             self._staged, self._blobs = [*events, *self._staged], [*blobs, *self._blobs]
@@ -344,12 +359,41 @@ class ContextCore:
         self._urgent = True
         asyncio.get_running_loop().call_soon(self._kick)
 
+    def _chunk_staged(self) -> None:
+        """A stream chunk was staged: it is committed on the loop's next turn (``_within`` 0), else
+        within ``_within`` seconds unless a commit takes it first."""
+        if self._chunks_due or self._pure:
+            return
+        if not self._within:
+            self._chunks_now()
+        elif self._chunk_timer is None:
+            self._chunk_timer = asyncio.get_running_loop().call_later(self._within, self._chunks_now)
+
+    def _chunks_now(self) -> None:
+        """Make the staged chunks due: a background commit takes them on the loop's next turns,
+        with whatever else commits then (group commit), or once the commit in flight settled."""
+        self._chunk_timer = None
+        if not self._chunks_due:
+            self._chunks_due = True
+            asyncio.get_running_loop().call_soon(self._kick)
+
+    def _release_due(self, sid: str) -> None:
+        """The chunks held for step ``sid`` waited long enough (``LiveAttempt.due``): stage and
+        commit them now (the step's later chunks are held again)."""
+        if self._held.get(sid):
+            self._release_held(sid)
+            self._held[sid] = []
+            self._chunks_now()
+
     def _kick(self) -> None:
-        """Start a background commit when an outcome waits (``_urge``) or stream chunks piled up,
-        unless one is in flight (it kicks again when it settles) or a background commit failed."""
+        """Start a background commit when an outcome waits (``_urge``), stream chunks are due
+        (``_chunks_now``) or piled up, unless one is in flight (it kicks again when it settles) or a
+        background commit failed."""
         if self._inflight is not None or self._failed is not None or self._pure:
             return
-        if self._urgent or len(self._staged) >= STREAM_FLUSH_EVERY:
+        if self._chunks_due and not self._staged:  # a commit took them already
+            self._chunks_due = False
+        if self._urgent or self._chunks_due or len(self._staged) >= STREAM_FLUSH_EVERY:
             try:
                 self._rt.check_lease(self.execution_id)
             except JournalWriteError as lost:  # the lease was taken over: the next commit raises it

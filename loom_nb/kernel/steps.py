@@ -74,8 +74,9 @@ class StepExecution(InDoubtSteps):
             defer_deltas: ``on_delta`` only turns the deltas into this step's held stream text
                 (``stream(..., step_id=<this step>)``), so in event format 2 it may be fed late: the
                 deltas wait and reach it, in order, only when their text is needed (someone observes
-                the execution, the attempt fails, or ``DELTAS_WAITING`` deltas wait). An attempt
-                that completes unobserved never feeds it: its output holds the text.
+                the execution, the attempt fails, ``DELTAS_WAITING`` deltas wait, or the stream
+                went on for ``StreamCommits.within`` seconds: 0, the loop's next turn). An attempt
+                that completes unobserved before then never feeds it: its output holds the text.
             owner: Whose registration of ``effect_id`` runs it (``EffectSpec.owner``: an agent's
                 flow and version); the runtime's shared one when the owner has none, or when None.
                 The journal names only ``effect_id``.
@@ -164,8 +165,9 @@ class StepExecution(InDoubtSteps):
             emit_delta = live.emit_to_observers
         elif defer_deltas and self._format > FORMAT_1:
             # The deltas wait on ``live`` and reach ``on_delta`` only when their text is needed
-            # (see ``execute``); an attempt that completes unwatched never feeds it.
+            # (see ``execute``); an attempt that completes unwatched within ``_within`` never feeds it.
             live.sink, live.waiting = on_delta, []
+            live.within, live.release = self._within, self._release_due
             emit_delta = live.emit_when_needed
         else:
             live.sink = on_delta
@@ -194,12 +196,16 @@ class StepExecution(InDoubtSteps):
         try:
             try:
                 result = await rt.effects.invoke(call)
+                live.stop()
+                if live.error is not None:  # the sink refused a delta ``due`` fed it: the step fails
+                    raise live.error
                 value = result.output
                 if value is None or isinstance(value, (str, int, float, bool)):
                     output, output_json = value, None  # plain already; the store encodes it once
                 else:
                     output, output_json = jsonable_with_text(value)
             except BaseException:
+                live.stop()
                 live.feed_waiting()
                 self._release_held(sid)  # a step that did not complete holds no text: keep what streamed
                 raise
@@ -241,6 +247,7 @@ class StepExecution(InDoubtSteps):
         ``delay`` and start the next one; its number."""
         sid = live.sid
         failed = {"effect": live.effect_id, "attempt": live.current, "will_retry": True, "delay": delay}
+        live.stop()
         live.feed_waiting()
         self._release_held(sid)  # the failed attempt's text: no output holds it
         self.stage(EventKind.STEP_FAILED, sid, {**failed, "error": error_to_data(error)})

@@ -19,14 +19,17 @@ class StreamsAndContent(ContextCore):
     def stream(self, text: str, channel: str = "assistant", *, step_id: str | None = None) -> None:
         """Append a durable stream chunk (group-committed) and show it to every observer.
 
-        Not re-emitted while the body is being served its recorded prefix.
+        Not re-emitted while the body is being served its recorded prefix. It is committed with
+        the next commit, and no later than the engine's ``StreamCommits.within`` seconds after it
+        is staged (0 on a shared journal: on the event loop's next turn).
 
         Args:
             text: The chunk.
             channel: ``assistant``, ``thinking``...
             step_id: The step whose output will hold this text (the model step streaming it). In
                 event format 2 the chunk is held while that step runs and not journaled once it
-                completes; it is journaled when the step fails, or when 64 of its chunks are held.
+                completes; it is journaled when the step fails, when 64 of its chunks are held, or
+                when it was held ``StreamCommits.within`` seconds (``LiveAttempt.due``).
         """
         if not text or self.replaying:
             return
@@ -50,6 +53,7 @@ class StreamsAndContent(ContextCore):
             return
         event = self.stage(EventKind.STREAM_CHUNK, None, data)
         self._rt.observers.notify_events((event,))
+        self._chunk_staged()
         if len(self._staged) >= STREAM_FLUSH_EVERY:
             asyncio.get_running_loop().call_soon(self._kick)
 

@@ -128,6 +128,7 @@ class RunView(ViewCards, TextForm, widgets.VBox):  # type: ignore[misc]
         self._texts: dict[str, list[str]] = {}  # model step id -> its text so far
         self._dirty: set[int] = set()
         self._seen_delta = False
+        self._chunk_seq = 0  # the highest seq of a stream chunk folded (``_catch_up`` skips those up to it)
         self._resolutions: dict[str, tuple[Any, float]] = {}
         self._usage: dict[str, Any] = {"calls": 0, "input_tokens": 0, "output_tokens": 0, "cost": None}
         self._loading = False
@@ -241,8 +242,11 @@ class RunView(ViewCards, TextForm, widgets.VBox):  # type: ignore[misc]
         """Fold the run's committed events this view has not seen yet. A run another process drives
         (``Run.follow``) may say it settled before its last events reach the observers; the view
         reads them from the journal before it stops watching, so it shows what a view rebuilt from
-        the journal shows."""
+        the journal shows. A stream chunk it folded already is skipped (a followed run's chunks are
+        journaled, and handed on, before the outcome of their step)."""
         for event in self.run.runtime.journal.read(self.run.id):
+            if event.kind == EventKind.STREAM_CHUNK and event.seq <= self._chunk_seq:
+                continue
             if event.seq > self._seq:
                 self._apply(event)
 
@@ -254,6 +258,7 @@ class RunView(ViewCards, TextForm, widgets.VBox):  # type: ignore[misc]
             self._seq = e.seq
         touched = self.state.apply(e)
         if kind == EventKind.STREAM_CHUNK:
+            self._chunk_seq = max(self._chunk_seq, e.seq)
             if not self._seen_delta:  # a chunk belongs to the model step started last
                 sid = e.step_id or self._last_model_step
                 self._texts.setdefault(sid, []).append(str(data.get("text", "")))

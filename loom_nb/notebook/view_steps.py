@@ -51,15 +51,25 @@ class ViewSteps(ViewRender):
 
     def _text_of_output(self, step: StepState) -> None:
         """Event format 2 journals no copy of the text a model step streamed: a view that did not
-        see the deltas or chunks (one rebuilt from the journal) shows the text of its output."""
-        if self._seen_delta or self._texts.get(step.step_id) or not isinstance(step.output, dict):
+        see the deltas or chunks (one rebuilt from the journal) shows the text of its output. One
+        that saw only its first chunks (a run followed from another process: the tail the step
+        completed with is journaled in the output only) shows the rest of the output after them."""
+        if self._seen_delta or not isinstance(step.output, dict):
             return
         message = step.output.get("message")
         text = message.get("text") if isinstance(message, dict) else None
-        if isinstance(text, str) and text:
+        if not isinstance(text, str) or not text:
+            return
+        parts = self._texts.get(step.step_id) or []
+        shown = "".join(parts)
+        if not shown:
             self._texts[step.step_id] = [text]
-            self._dirty.add(self._turn_of(step.step_id))
-            self._throttle.request()
+        elif len(shown) < len(text) and text.startswith(shown):
+            self._texts[step.step_id] = [*parts, text[len(shown) :]]
+        else:
+            return
+        self._dirty.add(self._turn_of(step.step_id))
+        self._throttle.request()
 
     def _row(self, sid: str, name: str, arguments: Any) -> ToolRow:
         row = self.tool_rows.get(sid)
