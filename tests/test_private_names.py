@@ -25,6 +25,15 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("tracing/spans.py", "from opentelemetry.semconv._incubating.attributes import ..."): (
         "opentelemetry-semantic-conventions publishes the GenAI attribute names only in its incubating module"
     ),
+    ("notebook/runs.py", "getattr(widget, '_view_count', 0)"): (
+        "ipywidgets documents _view_count as the trait a kernel sets to 0 to have the front end count its views"
+    ),
+    ("notebook/runs.py", "getattr(widget, '_view_count', None)"): (
+        "ipywidgets documents _view_count as the trait a kernel sets to 0 to have the front end count its views"
+    ),
+    ("notebook/runs.py", "getattr(ipywidgets.Widget, '_control_comm', None)"): (
+        "ipywidgets offers no public sign that a widget front end connected; its control comm opens as one does"
+    ),
 }
 
 

@@ -13,10 +13,14 @@
 //   itself for it (the browser's scroll anchoring keeps a focused editor below the view in place,
 //   so the view would climb by all it grew, at the end of a stream too), the page scrolls back so
 //   the view's top stays where it was; not while the focus is in the view (the box being typed in
-//   stays put) nor when the view is out of sight (what the reader looks at stays put).
+//   stays put) nor when the view is out of sight (what the reader looks at stays put). A view
+//   drawn anew in the same output (the one update a settled view's display gets) keeps the top
+//   its predecessor had there, for two seconds or until the reader scrolls, clicks or types.
 // No JupyterLab extension is needed: the module ships with the widget.
 
 const AT_END = 8; // px from the end that still count as "at the end"
+
+const PERSON = ["wheel", "pointerdown", "keydown", "touchstart"]; // what ends a drawn-anew view's hold
 
 const LIVE = [
   [".loom-run-status, .loom-card-status, .loom-click-feedback, .loom-stopped", "status"],
@@ -35,6 +39,8 @@ function render({ el }) {
   let sizes = null; // watches the view's size (the page stays)
   let place = null; // {top, height} of the view in its scroller, as the reader last had it
   let page = null; // that scroller (the notebook's)
+  let holder = null; // the output element around the view: it outlives a view drawn anew in it
+  let restore = null; // {top, until}: where the view drawn anew keeps its top, and until when
 
   function atEnd(box) {
     return box.scrollHeight - box.scrollTop - box.clientHeight <= AT_END;
@@ -123,19 +129,38 @@ function render({ el }) {
     return { top: r.top - box.getBoundingClientRect().top, height: r.height };
   }
 
+  function inSight(spot, box) {
+    return spot.top < box.clientHeight && spot.top + spot.height > 0;
+  }
+
+  function remember(box) {
+    place = where(box);
+    if (holder) holder.__loomPlace = { ...place, shown: inSight(place, box) };
+  }
+
+  function endRestore() {
+    restore = null;
+  }
+
   function stay(event) {
     // on the page's scroll and on the view's resize (whichever the browser reports first): the
     // view moved and changed size at once, so the browser scrolled the page for the new size
     const box = root ? scroller() : null;
     if (!box || (event instanceof Event && event.target !== box)) return;
     const now = where(box);
+    if (restore && performance.now() > restore.until) restore = null;
+    if (restore) {
+      if (Math.abs(now.top - restore.top) >= 1) box.scrollTop += now.top - restore.top;
+      remember(box);
+      return;
+    }
     const before = place;
     place = now;
+    if (holder) holder.__loomPlace = { ...now, shown: inSight(now, box) };
     if (!before || Math.abs(now.top - before.top) < 1 || Math.abs(now.height - before.height) < 1) return;
-    const inSight = before.top < box.clientHeight && before.top + before.height > 0;
-    if (!inSight || root.contains(root.ownerDocument.activeElement)) return;
+    if (!inSight(before, box) || root.contains(root.ownerDocument.activeElement)) return;
     box.scrollTop += now.top - before.top;
-    place = where(box);
+    remember(box);
   }
 
   function update() {
@@ -186,9 +211,15 @@ function render({ el }) {
     root.addEventListener("scroll", onScroll, true); // scroll does not bubble: listen while it descends
     root.addEventListener("keydown", onKey, true);
     root.addEventListener("click", onClick, true);
+    holder = root.closest(".jp-OutputArea-output") || root.parentElement;
+    const last = holder ? holder.__loomPlace : null;
+    if (last && last.shown) restore = { top: last.top, until: performance.now() + 2000 };
+    for (const kind of PERSON) root.ownerDocument.addEventListener(kind, endRestore, true);
     sizes = new ResizeObserver(stay);
     sizes.observe(root);
     root.ownerDocument.addEventListener("scroll", stay, true);
+    const box = scroller();
+    if (box && !restore) remember(box);
     soon();
   }
 
@@ -203,6 +234,7 @@ function render({ el }) {
       root.removeEventListener("keydown", onKey, true);
       root.removeEventListener("click", onClick, true);
       root.ownerDocument.removeEventListener("scroll", stay, true);
+      for (const kind of PERSON) root.ownerDocument.removeEventListener(kind, endRestore, true);
     }
   };
 }

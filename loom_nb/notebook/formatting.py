@@ -6,6 +6,7 @@ One public home, so no notebook module imports another's private helpers.
 from __future__ import annotations
 
 import json
+import weakref
 from collections.abc import Callable
 from datetime import datetime
 from typing import Any
@@ -161,9 +162,13 @@ def close_tree(widget: Any) -> int:
 GONE_CLASS = "loom-gone"
 
 
+#: The widgets ``take_out`` took out of their box (each may still be there, hidden, until ``sweep``).
+TAKEN_OUT: weakref.WeakSet[Any] = weakref.WeakSet()
+
+
 def gone(widget: Any) -> bool:
     """Whether ``take_out`` took ``widget`` out of its box (it may still be there, hidden)."""
-    return GONE_CLASS in getattr(widget, "_dom_classes", ())
+    return widget in TAKEN_OUT
 
 
 def take_out(box: Any, child: Any) -> None:
@@ -176,6 +181,7 @@ def take_out(box: Any, child: Any) -> None:
     if not any(c is child for c in children):
         return
     child.add_class(GONE_CLASS)
+    TAKEN_OUT.add(child)
     keep = len(children)
     while keep and gone(children[keep - 1]):
         keep -= 1

@@ -17,6 +17,7 @@ from typing import Any
 from loom_nb.agent.agent import Agent
 from loom_nb.agent.run import Run
 from loom_nb.errors import FlowNotFoundError, UsageError
+from loom_nb.journal.events import TERMINAL_STATUSES
 from loom_nb.runtime import Runtime
 
 log = logging.getLogger("loom_nb")
@@ -52,15 +53,16 @@ def display(obj: Any) -> Any:
     has its display updated whenever the run's status or gates change (whenever the view refreshed),
     so the text form a front end without widgets and a saved notebook keep (terminal IPython,
     GitHub, nbviewer, ``make notebooks``) show the latest state, not the state when it was first
-    displayed; never while a front end with widgets shows it (it would draw the whole view anew
-    there, while the widget already shows every change in place). See ``follow_display``.
+    displayed; while a front end with widgets shows it (where an update draws the whole view anew
+    while the widget already shows every change in place), once, when the view settled. See
+    ``follow_display``.
     """
     from IPython.display import display as ipython_display
 
     run = getattr(obj, "run", None)
     live = isinstance(run, Run) or callable(getattr(obj, "on_refresh", None))
-    if live and getattr(obj, "_view_count", 0) is None:
-        obj._view_count = 0  # the front end counts the views it shows (FollowedDisplay.shown)
+    if live:
+        count_views(obj)
     handle = ipython_display(obj, display_id=True)  # type: ignore[no-untyped-call]
     if handle is None:
         return None
@@ -69,6 +71,19 @@ def display(obj: Any) -> Any:
     elif live:
         follow_display(obj, handle, obj.on_refresh)
     return handle
+
+
+def count_views(widget: Any) -> None:
+    """Ask the front end to count the views of ``widget`` it shows (ipywidgets' ``_view_count``
+    trait: None, its default, means untracked; 0 starts the count). ``views_shown`` reads it."""
+    if getattr(widget, "_view_count", 0) is None:
+        widget.set_trait("_view_count", 0)
+
+
+def views_shown(widget: Any) -> int:
+    """How many views of ``widget`` a front end reports it shows (``count_views``; 0 if untracked)."""
+    count = getattr(widget, "_view_count", None)
+    return count if isinstance(count, int) else 0
 
 
 def widget_front_end() -> bool:
@@ -94,6 +109,7 @@ class FollowedDisplay:
         self.handle = handle
         self.sent = repr(view)
         self._last = self.sent
+        self.final = False  # the settled text was sent to a front end with widgets (``changed``)
 
     @property
     def closed(self) -> bool:
@@ -107,19 +123,31 @@ class FollowedDisplay:
         draw the whole view anew there (JupyterLab makes a new view of the widget for it, so the
         scroll inside the view, open sections and text being typed would go, and the page jump),
         while the widget already shows every change in place."""
-        count = getattr(self.view, "_view_count", None)
-        return (isinstance(count, int) and count > 0) or widget_front_end()
+        return views_shown(self.view) > 0 or widget_front_end()
+
+    @property
+    def settled(self) -> bool:
+        """Whether the view stopped changing for good: its run ended (completed, failed or
+        cancelled), or every item of its batch did."""
+        run = getattr(self.view, "run", None)
+        if isinstance(run, Run):
+            return run.status in TERMINAL_STATUSES
+        batch = getattr(self.view, "batch", None)
+        return batch is not None and not batch.moving and not batch.waiting
 
     def changed(self, *_: Any) -> None:
-        """Update the display when the view's text changed (a listener of the run or the view),
-        unless a front end with widgets shows it (``shown``)."""
-        if self.closed or self.shown:
+        """Update the display when the view's text changed (a listener of the run or the view).
+        While a front end with widgets shows it (``shown``), only once, when it ``settled``: the
+        notebook that front end saves then holds the final text, and the one redraw comes when
+        nothing in the view moves any more."""
+        if self.closed or (self.shown and (self.final or not self.settled)):
             return
         try:
             text = repr(self.view)
             if text != self._last:
                 self._last = text
                 self.handle.update(self.view)
+            self.final = self.shown
         except Exception:  # a display must never stop a run
             return
 
@@ -131,8 +159,9 @@ class FollowedDisplay:
         sent)."""
         if self.closed:
             return False
-        if self.shown:
-            return True  # the widget shows every change in place: an update would only redraw it
+        if self.shown:  # the widget shows every change in place: only its settled text is sent
+            self.changed()
+            return not self.final
         run, batch = getattr(self.view, "run", None), getattr(self.view, "batch", None)
         if (isinstance(run, Run) and run.status == "running") or getattr(batch, "moving", False):
             return True  # each update redraws the view in the page: wait until it settles
@@ -158,8 +187,8 @@ def follow_display(view: Any, handle: Any, subscribe: Any) -> FollowedDisplay:
     """Update ``handle`` (a display of ``view``) each time ``subscribe``'s listener is called (the
     run's status or gates changed; the view refreshed), after the view updated itself, until the
     view is closed; and again after each cell that runs while the view's text changed
-    (``republish_displays``); neither while a front end with widgets shows the view
-    (``FollowedDisplay.shown``).
+    (``republish_displays``); while a front end with widgets shows the view
+    (``FollowedDisplay.shown``), once only, when the view settled.
 
     The second is for clients that save the notebook from the messages of each cell: nbclient (so
     nbconvert, ``make notebooks``) takes a display update only while the cell it belongs to runs;
@@ -168,9 +197,10 @@ def follow_display(view: Any, handle: Any, subscribe: Any) -> FollowedDisplay:
     first state. The update sent after each cell carries the running cell's header, and nbclient
     applies it to every output of that display id, in whichever cell it is.
 
-    A front end with widgets (JupyterLab) is sent neither: it applies an update to the cell that
-    displayed the view and makes a new view of the widget for it, the whole view drawn anew. A
-    notebook it saves keeps the text form of the view as first displayed (and the widget's state).
+    A front end with widgets (JupyterLab) applies an update to the cell that displayed the view and
+    makes a new view of the widget for it, the whole view drawn anew; it is sent one update, when
+    the view settled (its run, or every item of its batch, ended), so the notebook it saves holds
+    the final text and the one redraw comes when nothing in the view moves any more.
     """
     followed = FollowedDisplay(view, handle)
     subscribe(followed.changed)

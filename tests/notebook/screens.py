@@ -102,7 +102,7 @@ def main(out: Path) -> None:
 
             # 3: three calls in one turn: Approve all
             name = mail_notebook(root, "all.ipynb", root / "all.duckdb", calls=3)
-            page = browser.new_page(viewport={"width": 1100, "height": 1200})
+            page = browser.new_page(viewport={"width": 1100, "height": 1800})  # the three cards fit
             open_and_run_all(page, f"{url}/lab/tree/{name}?reset")
             run = page.locator(".loom-run")
             expect(run.locator(".loom-approval")).to_have_count(3, timeout=60_000)
