@@ -40,6 +40,7 @@ SESSION_VAR = "JPY_SESSION_NAME"
 #: The runtime this extension opened (and will close), if any. Global because IPython loads and
 #: unloads an extension through module functions: the module is the extension's one owner.
 _opened: Runtime | None = None
+_created: str | None = None  # the file ``_opened`` created when it opened (``drop_if_unused``)
 
 
 def notebook() -> Path | None:
@@ -169,7 +170,7 @@ def open_journal(path: str, *, quiet: bool = False, why: str = "") -> Runtime:
         JournalLockedError: another process holds the file.
         UsageError: runs of the current runtime are still running in this kernel.
     """
-    global _opened
+    global _opened, _created
     old = _opened
     if old is not None and not old.closed:
         active = [eid for eid in old.executions("running") if old.is_active(eid)]
@@ -185,7 +186,13 @@ def open_journal(path: str, *, quiet: bool = False, why: str = "") -> Runtime:
     new = path == ":memory:" or (not is_postgres_url(path) and not os.path.exists(path))
     runtime = Runtime.open(path)
     if old is not None:
+        unused = _created if _created is not None and not _same_file(_created, path) else None
+        if unused is not None and (old.closed or old.journal.list_executions()):
+            unused = None  # something may be recorded there (or it cannot be asked): it stays
         old.close()
+        if unused is not None:
+            drop_if_unused(unused)
+    _created = os.path.abspath(path) if new and path != ":memory:" and not is_postgres_url(path) else None
     _opened = runtime
     set_default_runtime(runtime)
     remember_journal(path)
@@ -198,6 +205,17 @@ def open_journal(path: str, *, quiet: bool = False, why: str = "") -> Runtime:
         for line in crash_report(runtime):
             print(line)
     return runtime
+
+
+def drop_if_unused(path: str) -> None:
+    """Remove the journal file ``path`` (and its write-ahead log) that this extension created a
+    moment ago and nothing was recorded in, now that another journal replaced it: ``%load_ext``
+    followed by ``%loom open OTHER`` leaves no stray ``loom.duckdb`` behind."""
+    for name in (path, f"{path}.wal"):
+        try:
+            os.remove(name)
+        except OSError:  # gone already, or not ours to remove: leave it
+            continue
 
 
 def show_run(run: Run) -> None:

@@ -196,6 +196,33 @@ def test_open_switches_the_journal(ip: Any, tmp_path: Path, capsys: pytest.Captu
     assert first.closed
 
 
+def test_open_removes_the_empty_journal_load_ext_just_created(
+    ip: Any, journal: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert journal.exists()  # %load_ext created it: nothing is recorded there yet
+    ip.run_line_magic("loom", f"open {tmp_path / 'other.duckdb'}")
+    assert not journal.exists() and not Path(f"{journal}.wal").exists()
+    suspended_run(ip)  # something is recorded in other.duckdb: switching away keeps it
+    ip.run_line_magic("loom", f"open {tmp_path / 'third.duckdb'}")
+    assert (tmp_path / "other.duckdb").exists()
+    ip.run_line_magic("loom", f"open {journal}")
+    assert (tmp_path / "third.duckdb").exists() is False  # created by `open`, empty, replaced
+    assert journal.exists()
+    capsys.readouterr()
+
+
+def test_a_journal_that_existed_before_load_ext_stays_when_another_is_opened(
+    shell: Any, journal: Path, tmp_path: Path
+) -> None:
+    loom.Runtime.open(str(journal)).close()  # made before the notebook opened it (empty)
+    shell.run_line_magic("load_ext", "loom_nb")
+    try:
+        shell.run_line_magic("loom", f"open {tmp_path / 'other.duckdb'}")
+        assert journal.exists()
+    finally:
+        shell.run_line_magic("unload_ext", "loom_nb")
+
+
 def test_runs_status_and_sql(ip: Any, capsys: pytest.CaptureFixture[str]) -> None:
     suspended_run(ip)
     TidyAgent("other").agent.start("Remove the stale files")
