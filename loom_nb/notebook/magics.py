@@ -231,7 +231,10 @@ class LoomMagics(Magics):
             print(f"loom_nb: no open gates in {runtime.journal.location}")
             return
         executions = list(dict.fromkeys(g.execution_id for g in gates))
-        print(f"loom_nb: {len(gates)} open gate(s) in {len(executions)} execution(s)")
+        print(
+            f"loom_nb: {len(gates)} gate(s) open when this cell ran, in {len(executions)} execution(s); "
+            "the views below stay live"
+        )
         for eid in executions:
             display(RunView(run_for(runtime, eid)))
 

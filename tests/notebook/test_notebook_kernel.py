@@ -54,7 +54,7 @@ def test_click_resumes_the_run_in_a_real_kernel_and_after_a_restart(tmp_path: Pa
         # before the agent's cell runs again, the card says which flow is missing (no crash)
         outputs = k.run("%loom pending")
         text = "".join(o.get("text", "") + o.get("data", {}).get("text/plain", "") for o in outputs)
-        assert "1 open gate(s) in 1 execution(s)" in text
+        assert "1 gate(s) open when this cell ran, in 1 execution(s); the views below stay live" in text
         assert "no flow named 'agent:tidy' is registered in this process" in text
         (view_id,) = k.widget_models(outputs)
         assert k.find_buttons(view_id, "loom-approve") == []  # disabled until the agent is defined

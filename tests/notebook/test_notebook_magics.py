@@ -278,7 +278,7 @@ def test_pending_shows_a_card_per_open_gate_and_a_click_resumes(
     capsys.readouterr()
     ip.run_line_magic("loom", "pending")
     out = capsys.readouterr().out
-    assert "loom_nb: 1 open gate(s) in 1 execution(s)" in out
+    assert "loom_nb: 1 gate(s) open when this cell ran, in 1 execution(s); the views below stay live" in out
     assert f"%loom resume {run.id} '{GATE}' --approve | --refuse [--reason R]" in out
     (view,) = displayed
     assert isinstance(view, RunView) and view.run is run  # the kernel's own Run, not a copy

@@ -46,7 +46,7 @@ def test_pending_lists_the_childs_gate_and_its_card_finishes_child_and_parent(
     capsys.readouterr()
     ip.run_line_magic("loom", "pending")
     out = capsys.readouterr().out
-    assert "loom_nb: 1 open gate(s) in 1 execution(s)" in out
+    assert "loom_nb: 1 gate(s) open when this cell ran, in 1 execution(s); the views below stay live" in out
     (view,) = shown  # the child's own view: its gate is the open one
     assert isinstance(view, RunView) and view.run.id == child
     card = view.cards["#turn:0:tool:0:approval"]
