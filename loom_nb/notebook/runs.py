@@ -54,8 +54,8 @@ def display(obj: Any) -> Any:
     so the text form a front end without widgets and a saved notebook keep (terminal IPython,
     GitHub, nbviewer, ``make notebooks``) show the latest state, not the state when it was first
     displayed; while a front end with widgets shows it (where an update draws the whole view anew
-    while the widget already shows every change in place), once, when the view settled. See
-    ``follow_display``.
+    while the widget already shows every change in place), when the view first waits at its
+    gates and when it ended. See ``follow_display``.
     """
     from IPython.display import display as ipython_display
 
@@ -109,7 +109,7 @@ class FollowedDisplay:
         self.handle = handle
         self.sent = repr(view)
         self._last = self.sent
-        self.final = False  # the settled text was sent to a front end with widgets (``changed``)
+        self.rested: set[str] = set()  # the rests whose text a front end with widgets was sent (``changed``)
 
     @property
     def closed(self) -> bool:
@@ -125,29 +125,41 @@ class FollowedDisplay:
         while the widget already shows every change in place."""
         return views_shown(self.view) > 0 or widget_front_end()
 
-    @property
-    def settled(self) -> bool:
-        """Whether the view stopped changing for good: its run ended (completed, failed or
-        cancelled), or every item of its batch did."""
+    def rests_at(self) -> str | None:
+        """Where the view came to rest, else None while it moves: its run's status once the run
+        waits at its gates (``suspended``) or ended; for a batch, ``waiting`` once every item
+        ended or waits at a gate, ``settled`` once every one ended."""
         run = getattr(self.view, "run", None)
         if isinstance(run, Run):
-            return run.status in TERMINAL_STATUSES
+            return run.status if run.status in TERMINAL_STATUSES or run.status == "suspended" else None
         batch = getattr(self.view, "batch", None)
-        return batch is not None and not batch.moving and not batch.waiting
+        if batch is None or batch.moving:
+            return None
+        return "waiting" if batch.waiting else "settled"
+
+    @property
+    def final(self) -> bool:
+        """Whether the text sent to a front end with widgets is the view's last (``changed``)."""
+        return any(rest in self.rested for rest in (*TERMINAL_STATUSES, "settled"))
 
     def changed(self, *_: Any) -> None:
         """Update the display when the view's text changed (a listener of the run or the view).
-        While a front end with widgets shows it (``shown``), only once, when it ``settled``: the
-        notebook that front end saves then holds the final text, and the one redraw comes when
-        nothing in the view moves any more."""
-        if self.closed or (self.shown and (self.final or not self.settled)):
+        While a front end with widgets shows it (``shown``), once when it first waits at its gates
+        and once when it ended (``rests_at``): the notebook that front end saves then says where
+        the run stands, and the redraw an update costs there comes when nothing moves (never after
+        a click on one of several cards: the others keep what is typed into them)."""
+        if self.closed:
             return
+        rest = self.rests_at()
+        if self.shown and (rest is None or rest in self.rested):
+            return
+        if rest is not None:
+            self.rested.add(rest)  # sent while no widget showed it too: that rest is in the display
         try:
             text = repr(self.view)
             if text != self._last:
                 self._last = text
                 self.handle.update(self.view)
-            self.final = self.shown
         except Exception:  # a display must never stop a run
             return
 
@@ -159,7 +171,7 @@ class FollowedDisplay:
         sent)."""
         if self.closed:
             return False
-        if self.shown:  # the widget shows every change in place: only its settled text is sent
+        if self.shown:  # the widget shows every change in place: only where it rests is sent
             self.changed()
             return not self.final
         run, batch = getattr(self.view, "run", None), getattr(self.view, "batch", None)
@@ -188,7 +200,7 @@ def follow_display(view: Any, handle: Any, subscribe: Any) -> FollowedDisplay:
     run's status or gates changed; the view refreshed), after the view updated itself, until the
     view is closed; and again after each cell that runs while the view's text changed
     (``republish_displays``); while a front end with widgets shows the view
-    (``FollowedDisplay.shown``), once only, when the view settled.
+    (``FollowedDisplay.shown``), only when it first waits at its gates and when it ended.
 
     The second is for clients that save the notebook from the messages of each cell: nbclient (so
     nbconvert, ``make notebooks``) takes a display update only while the cell it belongs to runs;
@@ -198,9 +210,10 @@ def follow_display(view: Any, handle: Any, subscribe: Any) -> FollowedDisplay:
     applies it to every output of that display id, in whichever cell it is.
 
     A front end with widgets (JupyterLab) applies an update to the cell that displayed the view and
-    makes a new view of the widget for it, the whole view drawn anew; it is sent one update, when
-    the view settled (its run, or every item of its batch, ended), so the notebook it saves holds
-    the final text and the one redraw comes when nothing in the view moves any more.
+    makes a new view of the widget for it, the whole view drawn anew; it is sent an update only
+    when the view first comes to rest (its run waits at its gates; every item of its batch ended
+    or waits) and when it ended, so the notebook it saves says where the run stands, and the
+    redraw comes when nothing in the view moves.
     """
     followed = FollowedDisplay(view, handle)
     subscribe(followed.changed)
