@@ -180,6 +180,16 @@ def errors(samples: list[dict[str, Any]]) -> str:
     return "; ".join(seen)
 
 
+def langgraph_installed() -> bool:
+    """Whether the ``bench`` extra's LangGraph and its SQLite checkpointer are importable."""
+    try:
+        metadata.version("langgraph")
+        metadata.version("langgraph-checkpoint-sqlite")
+    except metadata.PackageNotFoundError:
+        return False
+    return True
+
+
 def main() -> None:
     """Parse the arguments; run a child measurement, or the whole comparison and print it."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
@@ -192,6 +202,9 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=300.0)
     parser.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if not args.child and not langgraph_installed():
+        print("bench/peers.py: LangGraph is not installed: pip install -c constraints.txt -e '.[bench]'")
+        return
     if args.child:
         mode, path, *rest = args.child
         if mode == "one":
