@@ -105,6 +105,7 @@ class McpTool(Tool):
         self.server = server
         self.remote_name = definition.name
         self.input_schema: dict[str, Any] = dict(definition.input_schema)
+        self._validator: Any = None  # the schema's validator, made at the first ``validate``
         annotations = definition.annotations
         self.annotations = (
             None if annotations is None else annotations.model_dump(mode="json", by_alias=True, exclude_none=True)
@@ -123,8 +124,10 @@ class McpTool(Tool):
         Raises:
             ToolArgumentsError: with a message the model can act on.
         """
-        jsonschema = sdk("jsonschema")
-        validator = jsonschema.validators.validator_for(self.input_schema)(self.input_schema)
+        if self._validator is None:
+            jsonschema = sdk("jsonschema")  # loaded by mcp_tools already: a no-op here
+            self._validator = jsonschema.validators.validator_for(self.input_schema)(self.input_schema)
+        validator = self._validator
         problems = [
             f"{'.'.join(str(p) for p in error.absolute_path) or 'arguments'}: {error.message}"
             for error in validator.iter_errors(arguments)
@@ -238,6 +241,10 @@ def mcp_tools(
         McpError: the server could not be started or listed.
     """
     sdk()
+    # jsonschema (which validates each call's arguments) takes 1 to 2 s to import where its format
+    # checkers' grammars are installed (Jupyter's own dependencies bring them): here, in the cell
+    # that lists the tools, not hidden inside the first call before its step starts.
+    sdk("jsonschema")
     link = McpServer(server, read_timeout=read_timeout, headers=headers, auth=auth, secret_headers=secret_headers)
     check_prefix(prefix or "", link.label)
     try:

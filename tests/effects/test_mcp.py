@@ -284,6 +284,18 @@ def test_without_the_sdk_import_works_and_mcp_tools_says_what_to_install(monkeyp
 
 
 @pytest.mark.slow
+def test_mcp_tools_loads_the_argument_validator_so_the_first_call_does_not(tmp_path: Path) -> None:
+    code = (
+        "import sys; import loom_nb as loom; from mcp import StdioServerParameters\n"
+        f"server = StdioServerParameters(command=sys.executable, args=[{str(SERVER)!r}, {str(tmp_path)!r}])\n"
+        "tools = loom.mcp_tools(server)\n"
+        "print('jsonschema' in sys.modules)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120)
+    assert done.stdout.strip().splitlines()[-1] == "True"
+
+
+@pytest.mark.slow
 def test_the_published_time_server_over_stdio() -> None:
     tools = loom.mcp_tools(StdioServerParameters(command=str(TIME_SERVER), args=["--local-timezone", "UTC"]))
     time_tool = by_name(tools)["get_current_time"]
