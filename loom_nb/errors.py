@@ -37,6 +37,7 @@
     │   ├── ProviderProtocolError  a malformed response or stream
     │   │   └── ProviderStreamCut  a stream that ended cleanly before its last event (retryable)
     │   ├── AnswerTooLargeError    a model step's answer passed the agent's ``max_answer_chars``
+    │   ├── AnswerCutError         the final answer was cut off (token limit, content filter), ``when_cut="fail"``
     │   └── OutputValidationError  the final answer failed the agent's output type on every retry
     ├── FlowNotFoundError          a flow name no cell has registered (also a UsageError)
     ├── RunCancelledError          awaiting a run that was cancelled (``execution_cancelled``)
@@ -306,6 +307,12 @@ class AnswerTooLargeError(ProviderError):
     """A model step's answer text passed the agent's ``max_answer_chars`` (``loom_nb.agent.bounds``):
     the step fails (not retried) and the run stops. The message names the execution, the step and
     the limit."""
+
+
+class AnswerCutError(ProviderError):
+    """The model's final answer was cut off (its output token limit, or the provider's content
+    filter) and the agent says ``when_cut="fail"``: the run fails. The message names the execution,
+    the step and what cut it."""
 
 
 class OutputValidationError(ProviderError):

@@ -90,7 +90,7 @@ class Agent(Generic[Deps, Out]):
         **options: The other ``AgentConfig`` fields, documented there (``AgentOptions``): ``system``,
             ``max_turns``, ``compaction``, ``claim_check``, ``needs_approval``, ``refusal_text``,
             ``skill_selector``, ``memory``, ``recall_limit``, ``stream``, ``chunk_min_chars``,
-            ``parallel_tools``, ``tool_timeout``, ``max_tool_calls``, ``max_answer_chars``.
+            ``parallel_tools``, ``tool_timeout``, ``max_tool_calls``, ``max_answer_chars``, ``when_cut``.
     """
 
     @overload

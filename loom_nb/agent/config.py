@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, SerializerFunctionWrapHandler, model
 from typing_extensions import TypeVar
 
 from loom_nb.agent.bounds import MAX_ANSWER_CHARS, MAX_TOOL_CALLS
+from loom_nb.agent.cut_answers import WHEN_CUT, WhenCut
 from loom_nb.agent.output import OutputMode, OutputSpec, output_spec
 from loom_nb.effects.claimcheck import ClaimCheck
 from loom_nb.effects.tool import Tool
@@ -87,8 +88,10 @@ class AgentResult(BaseModel, Generic[Out]):
         output: The final answer: text (the model's refusal when ``stop_reason`` is ``refusal``), or,
             with ``output_type=``, a validated value of that type (``Run.result`` and ``await run``
             give it back as that type; the journal holds its JSON).
-        stop_reason: ``end_turn`` (the model answered), ``refusal`` (the model declined) or
-            ``max_turns``.
+        stop_reason: ``end_turn`` (the model answered), ``refusal`` (the model declined),
+            ``max_turns``, or ``max_tokens`` / ``content_filter`` (the answer was cut off by the
+            model's output token limit or the provider's filter: ``output`` is what came; see
+            ``AgentConfig.when_cut``).
         turns: Model turns taken.
         usage: Token usage summed over model calls.
         tainted: True when the conversation the answer was made from held untrusted content (a
@@ -100,7 +103,7 @@ class AgentResult(BaseModel, Generic[Out]):
     model_config = ConfigDict(frozen=True)
 
     output: Out
-    stop_reason: Literal["end_turn", "refusal", "max_turns"]
+    stop_reason: Literal["end_turn", "refusal", "max_turns", "max_tokens", "content_filter"]
     turns: int
     usage: Usage = Usage()
     tainted: bool = False
@@ -207,6 +210,7 @@ class AgentOptions(TypedDict, total=False):
     output_retries: int
     max_tool_calls: int
     max_answer_chars: int
+    when_cut: WhenCut
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -250,6 +254,10 @@ class AgentConfig:
             step, no gate) and each gets an error result the model can correct (``agent.bounds``).
         max_answer_chars: Most characters of text one model step may answer; past it the step
             fails with ``AnswerTooLargeError`` (counted as the text streams) and the run stops.
+        when_cut: A final answer cut off by the model's token limit or the provider's content
+            filter: ``finish`` with what came (``stop_reason`` says why), ``continue`` (ask the
+            model to go on while turns remain; a filter's cut finishes) or ``fail``
+            (``AnswerCutError``). See ``loom_nb.agent.cut_answers``.
     """
 
     model: str | None = None
@@ -276,6 +284,7 @@ class AgentConfig:
     owner: str | None = None
     max_tool_calls: int = MAX_TOOL_CALLS
     max_answer_chars: int = MAX_ANSWER_CHARS
+    when_cut: WhenCut = "finish"
     _tools_by_name: dict[str, Tool] = field(default_factory=dict, init=False, repr=False, compare=False)
     _output: list[OutputSpec[Any]] = field(default_factory=list, init=False, repr=False, compare=False)
 
@@ -292,6 +301,8 @@ class AgentConfig:
             value = getattr(self, bound)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise UsageError(f"{bound} must be a whole number of at least 1, got {value!r}")
+        if self.when_cut not in WHEN_CUT:
+            raise UsageError(f"when_cut must be one of {', '.join(WHEN_CUT)}, got {self.when_cut!r}")
         if self.tool_timeout is not None and not self.tool_timeout > 0:
             raise UsageError(f"tool_timeout must be a positive number of seconds, got {self.tool_timeout!r}")
         names = [t.name for t in self.tools]

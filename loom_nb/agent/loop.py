@@ -26,6 +26,7 @@ from loom_nb.agent.config import (
     ApprovalDecision,
     Routes,
 )
+from loom_nb.agent.cut_answers import GO_ON, answer_cut, cut_reason
 from loom_nb.agent.output import TypedAnswers
 from loom_nb.agent.transcript import (
     fold,
@@ -100,6 +101,7 @@ class _Turn:
         self.short = False
         self.tools_sent = False
         self.usage = Usage()
+        self.cut_text = ""  # a cut answer's parts the model was asked to go on from (``cut_answers``)
 
 
 async def agent_loop(ctx: FlowContext, config: AgentConfig, input: Any) -> AgentResult[Any]:
@@ -167,7 +169,15 @@ async def agent_loop(ctx: FlowContext, config: AgentConfig, input: Any) -> Agent
                     state.pending.append(_msg(m))
                 continue
         if not message.tool_calls:
-            return _final(response, turns=turn + 1, usage=state.usage, tainted=_tainted(state))
+            cut = cut_reason(response)
+            if cut is not None and config.when_cut == "fail":
+                raise answer_cut(ctx.execution_id, node, cut)
+            if cut == "max_tokens" and config.when_cut == "continue" and turn + 1 < config.max_turns:
+                state.cut_text += message.text  # the answer so far: the next turn goes on from it
+                state.transcript.append(GO_ON)
+                state.pending.append(_msg(GO_ON))
+                continue
+            return _final(response, turns=turn + 1, usage=state.usage, tainted=_tainted(state), before=state.cut_text)
         outcomes = await _run_tools(ctx, config, message.tool_calls, turn, node)
         for j, (call, (kind, payload)) in enumerate(zip(message.tool_calls, outcomes, strict=True)):
             if kind == "tool":
@@ -189,12 +199,16 @@ def _tainted(state: _Turn) -> bool:
     return any(m.tainted for m in state.transcript.messages)
 
 
-def _final(response: ModelResponse, *, turns: int, usage: Usage, tainted: bool) -> AgentResult[str]:
+def _final(response: ModelResponse, *, turns: int, usage: Usage, tainted: bool, before: str = "") -> AgentResult[str]:
+    """The run's result from its last response (``before``: the parts of a cut answer it continues)."""
     message = response.message
     if message.refusal is not None or response.finish_reason == "refusal":
         output = message.text if message.refusal is None else message.refusal
         return AgentResult(output=output, stop_reason="refusal", turns=turns, usage=usage, tainted=tainted)
-    return AgentResult(output=message.text, stop_reason="end_turn", turns=turns, usage=usage, tainted=tainted)
+    cut = cut_reason(response)
+    return AgentResult(
+        output=before + message.text, stop_reason=cut or "end_turn", turns=turns, usage=usage, tainted=tainted
+    )
 
 
 async def _call_model(

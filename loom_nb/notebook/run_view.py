@@ -380,7 +380,9 @@ class RunView(ViewCards, TextForm, widgets.VBox):  # type: ignore[misc]
             result = run.result
             if result is not None:
                 if isinstance(result.output, str):  # the model's text: Markdown
-                    self.answer.value = f"<b>Answer</b>{markdown_html(result.output)}"
+                    cut = CUT_MARKS.get(result.stop_reason, "")
+                    mark = f" <span class='loom-cut'>{cut}</span>" if cut else ""
+                    self.answer.value = f"<b>Answer</b>{mark}{markdown_html(result.output)}"
                 else:  # a typed answer: its JSON
                     shown = visible(output_text(result.output, indent=2))
                     self.answer.value = f"<b>Answer</b><pre>{html.escape(shown)}</pre>"
@@ -471,7 +473,8 @@ class RunView(ViewCards, TextForm, widgets.VBox):  # type: ignore[misc]
         if status == "suspended" and not self.cards and not any(p.cards for p in self.child_panels.values()):
             lines += [f"  {g!r}" for g in run.gates]
         if result is not None:
-            lines.append(f"  answer: {output_text(result.output)}")
+            cut = CUT_MARKS.get(result.stop_reason)
+            lines.append(f"  answer{f' ({cut})' if cut else ''}: {output_text(result.output)}")
         if status in ("failed", "cancelled"):
             exc = run.exception()
             lines.append(f"  error: {type(exc).__name__}: {exc}" if exc is not None else "  error")
@@ -479,6 +482,13 @@ class RunView(ViewCards, TextForm, widgets.VBox):  # type: ignore[misc]
         if usage:
             lines.append("  " + usage)
         return "\n".join(lines)
+
+
+#: The mark an answer the model did not finish carries (``AgentResult.stop_reason``).
+CUT_MARKS = {
+    "max_tokens": "cut off by the model's output token limit",
+    "content_filter": "stopped by the provider's content filter",
+}
 
 
 class RecoveryView(TextForm, widgets.VBox):  # type: ignore[misc]

@@ -38,6 +38,8 @@ STYLE = (
 .loom-error pre { white-space: pre-wrap; word-break: normal; overflow-wrap: break-word; margin: 2px 0;
   font-size: 13px; }
 .loom-stopped { color: var(--jp-content-font-color1, inherit); font-size: 13px; }
+.loom-cut { color: var(--jp-content-font-color1, inherit); font-size: 12px; font-weight: normal;
+  border: 1px solid var(--loom-waiting); border-radius: 3px; padding: 0 4px; margin-left: 6px; }
 .loom-confirm { border: 1px solid var(--loom-waiting); border-radius: 4px; padding: 2px 6px; margin: 2px 0; }
 .loom-confirm-question { margin-right: 8px; }
 .loom-arg-form .widget-label { font-family: var(--jp-code-font-family, monospace); }
