@@ -17,7 +17,8 @@ import contextlib
 import logging
 from typing import Any, Protocol
 
-from loom_nb.journal.events import TERMINAL_STATUSES, Event
+from loom_nb.journal.events import TERMINAL_STATUSES, Event, EventKind
+from loom_nb.journal.store import TailReader
 from loom_nb.runtime import Runtime
 
 log = logging.getLogger("loom_nb")
@@ -101,13 +102,30 @@ async def _connect(run: FollowedRun, journal: Any, *, announced: bool) -> Any:
             delay = min(delay * 2, RECONNECT_MOST)
 
 
+#: The event kinds after which a follower reads the run's state again (its status or open gates
+#: may have changed); after any other (a stream chunk, a step) only the new events are handed on.
+STATE_KINDS = frozenset(k.value for k in EventKind if k.value.startswith(("execution_", "gate_")))
+
+
 def _catch_up(run: FollowedRun, seen: list[int]) -> None:
-    """Read the run's state and hand on the events committed since ``seen[0]``."""
-    if not run.moving:
-        run.refresh()  # before the read: the events handed on hold all the state shows
-    new = [e for e in run.runtime.journal.read(run.id) if e.seq > seen[0]]
+    """Hand on the events committed since ``seen[0]``, reading only those (``TailReader``), and the
+    run's state again when they may have changed it (``STATE_KINDS``): a long run's follower pays
+    for what is new at each commit, not for the whole run."""
+    journal = run.runtime.journal
+    new = events_after(journal, run.id, seen[0])
+    if not run.moving and (not new or any(e.kind in STATE_KINDS for e in new)):
+        run.refresh()
+        # what committed meanwhile too, so the events handed on hold all the state shows
+        new += events_after(journal, run.id, new[-1].seq if new else seen[0])
     if new:
         run.runtime.observers.notify_events(new)
+
+
+def events_after(journal: Any, execution_id: str, seq: int) -> list[Event]:
+    """The execution's events after ``seq``: the tail alone where the store reads one."""
+    if isinstance(journal, TailReader):
+        return journal.read_after(execution_id, seq)
+    return [e for e in journal.read(execution_id) if e.seq > seq]
 
 
 def log_unexpected(task: asyncio.Future[None]) -> None:

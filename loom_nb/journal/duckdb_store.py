@@ -438,6 +438,17 @@ class DuckDBJournal:
             ).fetchall()
         return [Event(eid, seq, kind, step, us / 1e6, json.loads(data)) for seq, kind, step, us, data in rows]
 
+    def read_after(self, execution_id: str, seq: int) -> list[Event]:
+        """Return an execution's events after ``seq``, in order (``TailReader``)."""
+        eid = journal_id(execution_id)
+        with self.reading(f"read execution {execution_id!r} after event {seq}"):
+            rows = self.connection.execute(
+                'SELECT seq, kind, step_id, epoch_us("at"), data FROM events WHERE execution_id = ? AND seq > ? '
+                "ORDER BY seq",
+                [eid, seq],
+            ).fetchall()
+        return [Event(eid, n, kind, step, us / 1e6, json.loads(data)) for n, kind, step, us, data in rows]
+
     def _record(self, row: tuple[Any, ...]) -> ExecutionRecord:
         return ExecutionRecord(row[0], row[1], row[2], row[3] / 1e6, row[4] / 1e6)
 

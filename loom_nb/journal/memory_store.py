@@ -61,6 +61,10 @@ class InMemoryJournal:
         check_on_loop(self.location)
         return list(self._events.get(journal_id(execution_id), ()))
 
+    def read_after(self, execution_id: str, seq: int) -> list[Event]:
+        """Return an execution's events after ``seq``, in order (``TailReader``)."""
+        return [e for e in self.read(execution_id) if e.seq > seq]
+
     def get_execution(self, execution_id: str) -> ExecutionRecord | None:
         """Return one execution's projection row."""
         return self._executions.get(journal_id(execution_id))

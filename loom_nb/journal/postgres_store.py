@@ -292,6 +292,17 @@ class PostgresJournal:
         )
         return [Event(eid, seq, kind, step, us / 1e6, json.loads(data)) for seq, kind, step, us, data in rows]
 
+    def read_after(self, execution_id: str, seq: int) -> list[Event]:
+        """Return an execution's events after ``seq``, in order (``TailReader``)."""
+        eid = journal_id(execution_id)
+        rows = self._fetch(
+            f"read execution {execution_id!r} after event {seq}",
+            f"SELECT seq, kind, step_id, {_EPOCH_US.format(col='at')}, data FROM events "
+            "WHERE execution_id = %s AND seq > %s ORDER BY seq",
+            [eid, seq],
+        )
+        return [Event(eid, n, kind, step, us / 1e6, json.loads(data)) for n, kind, step, us, data in rows]
+
     _RECORD = (
         f"SELECT execution_id, flow, status, {_EPOCH_US.format(col='created_at')}, "
         f"{_EPOCH_US.format(col='updated_at')} FROM executions"

@@ -96,6 +96,16 @@ class BatchedLookup(Protocol):
         ...
 
 
+@runtime_checkable
+class TailReader(Protocol):
+    """A store that reads an execution's events after a given ``seq`` (a follower catches up on
+    what was committed since it last looked, not the whole run again)."""
+
+    def read_after(self, execution_id: str, seq: int) -> list[Event]:
+        """The execution's events with ``seq`` above ``seq``, in order."""
+        ...
+
+
 def projection_changes(events: Sequence[Event]) -> list[tuple[str, str, str | None, float]]:
     """Return ``(execution_id, status, flow_or_None, at)`` for each status-changing event, in order
     (ids and flow names as stored: ``storable_text``).
