@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from types import MappingProxyType
 from typing import Any, Generic, Literal, Unpack, overload
 
 from loom_nb.agent.batch import Batch, map_agent
@@ -233,6 +234,11 @@ class Agent(Generic[Deps, Out]):
     def model(self) -> ModelProvider | None:
         """The provider behind ``model``, if one was given."""
         return self._providers.get(self.config.model or "")
+
+    @property
+    def providers(self) -> Mapping[str, ModelProvider]:
+        """Every provider this agent registers, by model effect id (``model``, ``models=``)."""
+        return MappingProxyType(self._providers)
 
     def register(self, runtime: Runtime) -> None:
         """Register this agent's effects and flow on ``runtime`` (``start`` does it for you).

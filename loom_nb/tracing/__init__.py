@@ -93,7 +93,7 @@ class TraceExport:
         if self._done.setdefault((event.execution_id, event.seq), claim) is not claim:
             return
         events = [e for e in self.runtime.journal.read(event.execution_id) if e.seq <= event.seq]
-        self.traces.append((event.execution_id, _emit(self._tracer, events)))
+        self.traces.append((event.execution_id, _emit(self._tracer, events, self.runtime)))
 
 
 def export(
@@ -144,7 +144,7 @@ def export_execution(
             f"execution {execution_id!r} is not in the journal {rt.journal.location!r}: "
             "check the id (runtime.executions() or %loom runs lists them)"
         )
-    return _emit(tracer, events)
+    return _emit(tracer, events, rt)
 
 
 def _tracer(tracer_provider: TracerProvider | None) -> Tracer:
@@ -166,10 +166,11 @@ def _tracer(tracer_provider: TracerProvider | None) -> Tracer:
     return provider.get_tracer("loom_nb", __version__)
 
 
-def _emit(tracer: Tracer, events: Sequence[Event]) -> str:
+def _emit(tracer: Tracer, events: Sequence[Event], runtime: Runtime) -> str:
+    from loom_nb.tracing.served_by import served_for
     from loom_nb.tracing.spans import emit, span_specs
 
-    return emit(tracer, span_specs(events))
+    return emit(tracer, span_specs(events, served_for(runtime.agents, events)))
 
 
 __all__ = ["INSTALL_HINT", "SETTLED", "TraceExport", "export", "export_execution"]

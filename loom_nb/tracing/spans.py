@@ -23,6 +23,7 @@ from opentelemetry.context import Context
 from opentelemetry.semconv._incubating.attributes import gen_ai_attributes as gen_ai
 from opentelemetry.semconv.attributes.error_attributes import ERROR_TYPE
 from opentelemetry.semconv.attributes.exception_attributes import EXCEPTION_MESSAGE, EXCEPTION_TYPE
+from opentelemetry.semconv.attributes.server_attributes import SERVER_ADDRESS, SERVER_PORT
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer
 from opentelemetry.util.types import AttributeValue
 from pydantic import ValidationError
@@ -34,6 +35,7 @@ from loom_nb.journal.canonical import canonical_json, digest_value
 from loom_nb.journal.events import Event, EventKind
 from loom_nb.journal.run_state import FAILED, GateState, RunState, StepState
 from loom_nb.messages import ModelResponse
+from loom_nb.tracing.served_by import ServedBy
 
 #: ``gen_ai.operation.name`` values (the GenAI semantic conventions' own words).
 INVOKE_AGENT: Final[str] = gen_ai.GenAiOperationNameValues.INVOKE_AGENT.value
@@ -132,11 +134,12 @@ class SpanSpec:
     error: str | None = None
 
 
-def span_specs(events: Iterable[Event]) -> list[SpanSpec]:
+def span_specs(events: Iterable[Event], served: Mapping[str, ServedBy] | None = None) -> list[SpanSpec]:
     """The spans of one execution's events: the execution, then its turns, steps and gates.
 
-    Parents always come before their children. Only what the events hold is used, so the same
-    events always give the same specs.
+    Parents always come before their children. Only what the events hold is used, and ``served``
+    (what serves each model effect: ``served_by.served_for``), so the same events and providers
+    always give the same specs.
     """
     ordered = sorted(events, key=lambda e: e.seq)
     if not ordered:
@@ -157,7 +160,7 @@ def span_specs(events: Iterable[Event]) -> list[SpanSpec]:
     first_at, last_at = ordered[0].at, max(e.at for e in ordered)
     execution = _execution_spec(state, first_at, last_at)
     execution.events[:0] = run_marks + [mark for turn, mark in decisions if turn is None]
-    steps = [_step_spec(state, s, marks.get(s.step_id, []), last_at) for s in state.steps.values()]
+    steps = [_step_spec(state, s, marks.get(s.step_id, []), last_at, served or {}) for s in state.steps.values()]
     gates = [_gate_spec(state, g, last_at) for g in state.gates.values()]
     turns = _turn_specs(state, steps + gates, decisions)
     return [execution, *turns, *steps, *gates]
@@ -293,7 +296,9 @@ def _mark_step(e: Event, marks: list[SpanEventSpec]) -> None:
         marks.append(SpanEventSpec(RESOLVED_EVENT, e.at, {LOOM_GATE_ID: str(d["resolved_by"])}))
 
 
-def _step_spec(state: RunState, step: StepState, marks: list[SpanEventSpec], last_at: float) -> SpanSpec:
+def _step_spec(
+    state: RunState, step: StepState, marks: list[SpanEventSpec], last_at: float, served: Mapping[str, ServedBy]
+) -> SpanSpec:
     attributes: Attributes = {
         LOOM_EXECUTION_ID: state.execution_id,
         LOOM_STEP_ID: step.step_id,
@@ -304,9 +309,13 @@ def _step_spec(state: RunState, step: StepState, marks: list[SpanEventSpec], las
     }
     attributes |= _attributes({LOOM_TURN: step.turn, LOOM_TOOL_INDEX: step.tool_index})
     if step.kind in (step_ids.MODEL_KIND, step_ids.COMPACTION_KIND):
-        model = _requested_model(step)
+        by = served.get(step.effect)
+        model = _requested_model(step) or (by.model if by is not None else step.effect)
         name, client = f"{CHAT} {model}", True
         attributes |= {gen_ai.GEN_AI_OPERATION_NAME: CHAT, gen_ai.GEN_AI_REQUEST_MODEL: model}
+        if by is not None:
+            found = {gen_ai.GEN_AI_PROVIDER_NAME: by.provider, SERVER_ADDRESS: by.address, SERVER_PORT: by.port}
+            attributes |= _attributes(found)
         attributes |= _model_attributes(step)
     elif step.kind == step_ids.TOOL_KIND:
         tool = step.tool or step.effect
@@ -326,11 +335,10 @@ def _step_spec(state: RunState, step: StepState, marks: list[SpanEventSpec], las
     return spec
 
 
-def _requested_model(step: StepState) -> str:
-    """The model the request names, else the model effect's id (the provider's default model is not
-    journaled)."""
+def _requested_model(step: StepState) -> str | None:
+    """The model the request names, if it names one (the provider's own is not journaled: ``served``)."""
     requested = step.input.get("model") if isinstance(step.input, dict) else None
-    return requested if isinstance(requested, str) and requested else step.effect
+    return requested if isinstance(requested, str) and requested else None
 
 
 def _model_attributes(step: StepState) -> Attributes:
