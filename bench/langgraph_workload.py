@@ -43,12 +43,17 @@ import time
 from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
-from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
-from langchain_core.tools import StructuredTool
-from langgraph.channels import DeltaChannel
-from langgraph.graph import START, StateGraph
-from langgraph.graph.message import _messages_delta_reducer
-from langgraph.prebuilt import ToolNode, tools_condition
+try:  # the bench extra; without it the module still imports (tests/test_meta.py imports every bench)
+    from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
+    from langchain_core.tools import StructuredTool
+    from langgraph.channels import DeltaChannel
+    from langgraph.graph import START, StateGraph
+    from langgraph.graph.message import _messages_delta_reducer
+    from langgraph.prebuilt import ToolNode, tools_condition
+except ImportError:
+    INSTALLED = False
+else:
+    INSTALLED = True
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from agent import ARG, TEXT, work_result  # bench/agent.py: the same turn
@@ -173,6 +178,8 @@ async def many_runs(path: Path, concurrency: int, turns: int) -> float:
 
 def main(argv: list[str]) -> None:
     """``one PATH TURNS [WARMUP]`` or ``many PATH CONCURRENCY TURNS [WARMUP]``: print the JSON line."""
+    if not INSTALLED:
+        raise SystemExit("LangGraph is not installed: pip install -c constraints.txt -e '.[bench]'")
     mode, path = argv[0], Path(argv[1])
     warm = path.with_name(path.stem + "-warmup.sqlite")
     if mode == "one":
