@@ -15,7 +15,8 @@ refreshes a second) and unthrottled (``interval=0``: one widget update per delta
 First cell: in each of ``--kernels`` fresh kernels, the time (``time.perf_counter`` in the kernel) of
 the first cell ``%load_ext loom_nb`` + ``import loom_nb`` on a new journal, beside the baseline in a
 fresh kernel of the same run: ``import duckdb, ipywidgets`` (what the cell cannot do without: the
-journal's database and the widgets of the views).
+journal's database and the widgets of the views). loom_nb's bytecode is compiled first, as an
+installed package's is (``first_cell``).
 
 Run: ``.venv/bin/python bench/notebook.py [--clicks 10] [--deltas 10000] [--kernels 5]``
 """
@@ -24,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import compileall
 import statistics
 import sys
 import tempfile
@@ -32,6 +34,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+import loom_nb
 from loom_nb.agent.run import Run
 from loom_nb.notebook.run_view import RunView
 from tests.notebook.support import KernelSession, kernel_button_ids, last_json, make_runtime
@@ -160,7 +163,13 @@ BASELINE_CELL = "import time as _t\n_t0 = _t.perf_counter()\nimport duckdb, ipyw
 
 
 def first_cell(kernels: int) -> tuple[list[float], list[float]]:
-    """(first-cell seconds, baseline seconds), one of each per fresh kernel, alternating."""
+    """(first-cell seconds, baseline seconds), one of each per fresh kernel, alternating.
+
+    loom_nb's bytecode is compiled first, as ``pip install`` compiles an installed package's (and
+    as an editable checkout's first import does, unless ``PYTHONDONTWRITEBYTECODE`` is set, as it
+    is on some machines: then every kernel would compile every module from source, which the
+    baseline's installed packages never do)."""
+    compileall.compile_dir(str(Path(loom_nb.__file__).parent), quiet=1)
     cells: list[float] = []
     baseline: list[float] = []
     for _ in range(kernels):
