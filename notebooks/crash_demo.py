@@ -31,14 +31,16 @@ def build_agent(calls_log: str, who: str) -> loom.Agent:
         with open(calls_log, "a", encoding="utf-8") as fh:
             fh.write(f"{who}: {line}\n")
 
+    # async, and awaiting nothing: turn 1's two calls run on the event loop in the order asked, so
+    # the calls log reads the same every time (sync tools run in worker threads, in either order)
     @loom.tool(idempotent=True)
-    def weather(city: str) -> str:
+    async def weather(city: str) -> str:
         """Today's weather in a city."""
         log(f"weather({city!r})")
         return {"Paris": "Paris: rain, 14C", "Rome": "Rome: sunny, 24C"}[city]
 
     @loom.tool(idempotent=True)
-    def convert(amount: float, currency: str) -> str:
+    async def convert(amount: float, currency: str) -> str:
         """Convert euros to another currency."""
         log(f"convert({amount}, {currency!r})")
         return f"{amount:g} EUR = {amount * 1.08:.2f} {currency}"
