@@ -431,17 +431,16 @@ class DuckDBJournal:
     # -- reads ----------------------------------------------------------------------------------
     def read(self, execution_id: str) -> list[Event]:
         """Return an execution's events in order."""
-        eid = journal_id(execution_id)
-        with self.reading(f"read execution {execution_id!r}"):
-            rows = self.connection.execute(
-                'SELECT seq, kind, step_id, epoch_us("at"), data FROM events WHERE execution_id = ? ORDER BY seq', [eid]
-            ).fetchall()
-        return [Event(eid, seq, kind, step, us / 1e6, json.loads(data)) for seq, kind, step, us, data in rows]
+        return self._events_after(execution_id, 0)  # seqs count from 1
 
     def read_after(self, execution_id: str, seq: int) -> list[Event]:
         """Return an execution's events after ``seq``, in order (``TailReader``)."""
+        return self._events_after(execution_id, seq)
+
+    def _events_after(self, execution_id: str, seq: int) -> list[Event]:
         eid = journal_id(execution_id)
-        with self.reading(f"read execution {execution_id!r} after event {seq}"):
+        after = f" after event {seq}" if seq else ""
+        with self.reading(f"read execution {execution_id!r}{after}"):
             rows = self.connection.execute(
                 'SELECT seq, kind, step_id, epoch_us("at"), data FROM events WHERE execution_id = ? AND seq > ? '
                 "ORDER BY seq",

@@ -283,20 +283,16 @@ class PostgresJournal:
     # -- reads ------------------------------------------------------------------------------------
     def read(self, execution_id: str) -> list[Event]:
         """Return an execution's events in order."""
-        eid = journal_id(execution_id)
-        rows = self._fetch(
-            f"read execution {execution_id!r}",
-            f"SELECT seq, kind, step_id, {_EPOCH_US.format(col='at')}, data FROM events "
-            "WHERE execution_id = %s ORDER BY seq",
-            [eid],
-        )
-        return [Event(eid, seq, kind, step, us / 1e6, json.loads(data)) for seq, kind, step, us, data in rows]
+        return self._events_after(execution_id, 0)  # seqs count from 1
 
     def read_after(self, execution_id: str, seq: int) -> list[Event]:
         """Return an execution's events after ``seq``, in order (``TailReader``)."""
+        return self._events_after(execution_id, seq)
+
+    def _events_after(self, execution_id: str, seq: int) -> list[Event]:
         eid = journal_id(execution_id)
         rows = self._fetch(
-            f"read execution {execution_id!r} after event {seq}",
+            f"read execution {execution_id!r}" + (f" after event {seq}" if seq else ""),
             f"SELECT seq, kind, step_id, {_EPOCH_US.format(col='at')}, data FROM events "
             "WHERE execution_id = %s AND seq > %s ORDER BY seq",
             [eid, seq],
