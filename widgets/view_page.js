@@ -14,7 +14,7 @@
 //   so the view would climb by all it grew, at the end of a stream too), the page scrolls back so
 //   the view's top stays where it was; not while the focus is in the view (the box being typed in
 //   stays put) nor when the view is out of sight (what the reader looks at stays put). A view
-//   drawn anew in the same output (the one update a settled view's display gets) keeps the top
+//   drawn anew in the same output (the update its display gets at its first gates and its end) keeps the top
 //   its predecessor had there, for two seconds or until the reader scrolls, clicks or types.
 // No JupyterLab extension is needed: the module ships with the widget.
 
