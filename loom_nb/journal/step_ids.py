@@ -9,6 +9,7 @@ construction. The grammar (``docs/design.md``, "Step ids")::
     #patched:<change>                 the marker ``ctx.patched(change)`` records in new runs
     <step>:in_doubt                   the gate of a step left in doubt (kind ``InDoubt``), attempt 1
     <step>:in_doubt:<n>               the same for attempt n > 1 (run again, then cut again)
+    <step>:ask:<n>                    the n-th question the step's effect asked a person mid-call
     #turn:<i>                         the agent loop's model call of turn i
     #turn:<i>:elevated:<k>            the same turn's model call after the k-th routed elevation
     #turn:<i>:tool:<j>                tool call j of turn i
@@ -58,6 +59,7 @@ RECALL: Final[Literal["recall"]] = "recall"
 ROUTE: Final[Literal["route"]] = "route"
 ROUTE_ELEVATE: Final = "route_elevate"
 IN_DOUBT: Final = "in_doubt"
+QUESTION: Final = "question"
 OTHER: Final = "other"
 
 _TOOL_EFFECT_PREFIX: Final = "tools."
@@ -70,6 +72,7 @@ BATCH_DIGEST_HEX: Final = 16
 _IN_DOUBT_SUFFIX: Final = ":in_doubt"
 _IN_DOUBT_AGAIN: Final = re.compile(r"(.+):in_doubt:(\d+)")
 _APPROVAL_SUFFIX: Final = ":approval"
+_QUESTION: Final = re.compile(r"(.+):ask:(\d+)")
 
 # Unanchored patterns, written in the regex subset Python's ``re`` and DuckDB's RE2 share.
 #: A turn's model node: ``#turn:<i>`` or ``#turn:<i>:elevated:<k>``.
@@ -118,6 +121,17 @@ PATCH_PREFIX: Final = "#patched:"
 def patch_marker_id(change: str) -> str:
     """The marker ``ctx.patched(change)`` records in a run that takes the new path: ``#patched:<change>``."""
     return PATCH_PREFIX + change
+
+
+def question_gate_id(step_id: str, number: int) -> str:
+    """The gate of the ``number``-th question (from 1) step ``step_id``'s effect asked a person
+    mid-call (``EffectContext.ask``, e.g. an MCP elicitation): ``<step>:ask:<n>``."""
+    return f"{step_id}:ask:{number}"
+
+
+def is_question_gate(gate_id: str) -> bool:
+    """True for a question gate (``question_gate_id``): answered inside its step's call, not by the body."""
+    return _QUESTION.fullmatch(gate_id) is not None
 
 
 def in_doubt_gate_id(step_id: str, attempt: int = 1) -> str:
@@ -223,13 +237,14 @@ class StepId:
     Attributes:
         raw: The id as journaled.
         kind: ``counter``, ``value``, ``model``, ``tool``, ``approval``, ``compaction``, ``skills``,
-            ``recall``, ``route``, ``route_elevate``, ``in_doubt`` or ``other``.
+            ``recall``, ``route``, ``route_elevate``, ``in_doubt``, ``question`` or ``other``.
         turn: The agent turn it belongs to (any id starting ``#turn:<i>``), else None.
         tool_index: The tool call it belongs to (any id starting ``#turn:<i>:tool:<j>``), else None.
         level: The elevation level (``elevated:<k>`` / ``route:elevate:<k>``); 0 for a turn's first
             model call; None otherwise.
-        number: The counter of a ``#<n>`` or ``#value:<n>`` id, or the attempt an in-doubt gate is for; else None.
-        subject: For an in-doubt gate, the step it belongs to; for an approval, its tool step.
+        number: The counter of a ``#<n>`` or ``#value:<n>`` id, the attempt an in-doubt gate is for, or a
+            question's number; else None.
+        subject: For an in-doubt or question gate, the step it belongs to; for an approval, its tool step.
     """
 
     raw: str
@@ -245,6 +260,8 @@ def parse_step_id(step_id: str) -> StepId:
     """Parse any journaled step, gate, decision or value id (``OTHER`` for an id of no known form)."""
     turn = _int_group(_TURN_PREFIX.match(step_id))
     tool_index = _int_group(_TOOL_INDEX_PREFIX.match(step_id))
+    if m := _QUESTION.fullmatch(step_id):
+        return StepId(step_id, QUESTION, turn, tool_index, number=int(m.group(2)), subject=m.group(1))
     if step_id.endswith(_IN_DOUBT_SUFFIX):
         return StepId(step_id, IN_DOUBT, turn, tool_index, number=1, subject=step_id.removesuffix(_IN_DOUBT_SUFFIX))
     if m := _IN_DOUBT_AGAIN.fullmatch(step_id):

@@ -1,5 +1,7 @@
 """Gate answers: check a payload against an open gate and record it (``gate_resolved``, and
-``execution_resumed`` when it was the last open gate) for ``Engine.answer``; nothing runs here."""
+``execution_resumed`` when it was the last open gate) for ``Engine.answer``; nothing runs here. A
+question a call of this process waits on (``kernel/questions.py``) is handed to that call instead,
+which records it."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ from loom_nb.kernel.gates import OpenGate, answer_text, validate_payload
 from loom_nb.kernel.history import History
 from loom_nb.kernel.leases import Leases
 from loom_nb.kernel.observers import Observers
+from loom_nb.kernel.questions import LiveQuestions
 from loom_nb.kernel.results import GateAnswer
 from loom_nb.kernel.sources import Clock
 
@@ -41,6 +44,11 @@ class AnswerHost(Protocol):
     @property
     def observers(self) -> Observers:
         """Who is shown the answer's events."""
+        ...
+
+    @property
+    def questions(self) -> LiveQuestions:
+        """The questions calls of this process wait on (answered here without running the body)."""
         ...
 
     def open_gates(self, execution_id: str | None = None) -> list[OpenGate]:
@@ -86,6 +94,10 @@ def record_answer(
     value = validate_payload(
         gate.schema, payload, execution_id=execution_id, gate_id=gate_id, gate_payload=gate.payload
     )
+    if host.questions.get(execution_id, gate_id) is not None:
+        # A call of this process waits on this question: it commits the answer and goes on.
+        host.questions.give(execution_id, gate_id, to_jsonable(value))
+        return GateAnswer(execution_id=execution_id, gate_id=gate_id, history=h, resumed=False, live=True)
     now = host.clock.now()
     seq = h.last_seq + 1
     events = [Event(execution_id, seq, EventKind.GATE_RESOLVED, gate_id, now, {"payload": to_jsonable(value)})]

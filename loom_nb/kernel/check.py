@@ -17,6 +17,7 @@ from typing import Protocol
 
 from loom_nb.errors import FlowNotFoundError, NonDeterminismError, ReplayDivergedError
 from loom_nb.journal.events import EventKind
+from loom_nb.journal.step_ids import is_question_gate
 from loom_nb.kernel.context import IN_DOUBT_GATE, ExecutionContext, ExecutionHost
 from loom_nb.kernel.gates import Suspend
 from loom_nb.kernel.history import History
@@ -38,7 +39,7 @@ def recorded_trace(history: History) -> list[tuple[str, str]]:
         if e.kind == EventKind.STEP_STARTED and sid not in seen:
             seen.add(sid)
             trace.append(("step", sid))
-        elif e.kind == EventKind.GATE_OPENED and e.data.get("kind") != IN_DOUBT_GATE:
+        elif e.kind == EventKind.GATE_OPENED and e.data.get("kind") != IN_DOUBT_GATE and not is_question_gate(sid):
             trace.append(("gate", sid))
         elif e.kind == EventKind.DECISION_RECORDED:
             trace.append(("decision", sid))

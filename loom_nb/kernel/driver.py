@@ -273,6 +273,8 @@ class Driver:
         """Drive the execution on after ``answer`` (``Engine.proceed``, under the execution's lock), or
         return the suspended result when gates are still open."""
         h = answer.history
+        if answer.live:  # the call waiting on it goes on (kernel/questions.py): nothing to run here
+            return self._host.result(h.execution_id)
         if not answer.resumed:
             gates = tuple(open_gate(h.execution_id, g) for g in h.open_gates())
             return ExecutionResult(execution_id=h.execution_id, status="suspended", gates=gates)

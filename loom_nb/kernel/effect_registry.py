@@ -116,6 +116,10 @@ class EffectContext:
         emit_delta: Send a streamed text delta (the cell shows every one; the journal keeps chunks).
         deps: What the run was given to hand its effects (``Engine.deps``: a database handle, a
             client...), never journaled; None when nothing was given in this process.
+        ask: ``await ask(kind, payload, schema)`` asks a person a question mid-call and returns the
+            answer (validated as ``schema``): a durable gate ``<step>:ask:<n>`` the run is suspended
+            on in the journal while the call waits; a question this step asked before with the same
+            payload gets its journaled answer at once (``kernel/questions.py``). None outside a run.
     """
 
     execution_id: str
@@ -126,6 +130,7 @@ class EffectContext:
     principal: Principal
     emit_delta: Callable[[str], None]
     deps: Any = None
+    ask: Callable[[str, Any, Any], Awaitable[Any]] | None = None
 
     @property
     def fencing_token(self) -> tuple[str, int]:

@@ -36,6 +36,7 @@ from loom_nb.kernel.history import History, known_history
 from loom_nb.kernel.journal_writer import JournalWriter
 from loom_nb.kernel.leases import Leases, dead_here
 from loom_nb.kernel.observers import Observers
+from loom_nb.kernel.questions import LiveQuestions
 from loom_nb.kernel.recovery import recover_executions
 from loom_nb.kernel.replay import replay_history
 from loom_nb.kernel.results import ExecutionResult, GateAnswer, ReplayReport, open_gate
@@ -117,8 +118,7 @@ class Engine:
         self.journal = journal
         #: The stream chunk policy set (None: the journal's, ``stream_policy``).
         self.stream_commits = stream_commits
-        #: Batches every execution's commits into one transaction (group commit).
-        self.writer = JournalWriter(journal)
+        self.writer = JournalWriter(journal)  #: Batches every execution's commits into one transaction.
         #: Which optional store protocols the journal implements (``_offers``).
         self.capabilities = StoreCapabilities()
         #: Runs waiting for their projection row (``_lookup``), read together on the loop's next turn.
@@ -137,10 +137,10 @@ class Engine:
         self.stops = BoundaryStops()
         #: Who watches committed events and streamed deltas (``observe`` subscribes here).
         self.observers = Observers()
-        #: ``observe(on_event, *, on_delta=None, execution_id=None)``: call ``on_event(event)`` after events
-        #: commit (stream chunks at once) and ``on_delta(execution_id, step_id, text)`` for every streamed
-        #: delta; returns an unsubscribe (``Observers.subscribe``).
+        #: ``observe(on_event, *, on_delta=None, execution_id=None)``: ``on_event(event)`` after events commit,
+        #: ``on_delta(execution_id, step_id, text)`` per streamed delta; returns an unsubscribe (``Observers``).
         self.observe = self.observers.subscribe
+        self.questions = LiveQuestions()  #: What calls here ask a person mid-call (``kernel/questions.py``).
         #: A flow layer's own checks of an unfinished execution, by flow name (``check`` runs them;
         #: an ``Agent`` adds one comparing the system prompt and tool schemas a run recorded).
         self.check_hooks: dict[str, CheckHook] = {}

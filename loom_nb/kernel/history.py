@@ -51,7 +51,9 @@ class History(RunState):
         resolved = sum(
             1
             for g in self.gates.values()
-            if g.resolved and not (g.kind == step_ids.IN_DOUBT_GATE and not self._in_doubt_consulted(g))
+            if g.resolved
+            and not (g.kind == step_ids.IN_DOUBT_GATE and not self._in_doubt_consulted(g))
+            and not step_ids.is_question_gate(g.gate_id)  # served to a call, not to the body
         )
         return settled + resolved + len(self.decisions) + len(self.values)
 

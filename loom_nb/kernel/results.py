@@ -80,12 +80,15 @@ class GateAnswer:
         gate_id: The gate answered.
         history: The execution's history with the answer applied (driving on reads nothing again).
         resumed: True when it was the last open gate (the body runs on), False when gates remain.
+        live: True when a call of this process waited on the gate (a question asked mid-call): the
+            answer went to that call, which records it and goes on; ``proceed`` has nothing to run.
     """
 
     execution_id: str
     gate_id: str
     history: History = field(repr=False)
     resumed: bool
+    live: bool = False
 
 
 def open_gate(execution_id: str, g: GateRecord) -> OpenGate:

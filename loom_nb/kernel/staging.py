@@ -13,7 +13,7 @@ import contextlib
 from collections.abc import Awaitable
 from dataclasses import fields, replace
 from functools import partial
-from typing import Any, Protocol, cast
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from pydantic import TypeAdapter
 
@@ -29,6 +29,9 @@ from loom_nb.kernel.observers import Observers
 from loom_nb.kernel.results import ExecutionResult, ReplayReport
 from loom_nb.kernel.sources import Clock, IdSource, RandomSource
 from loom_nb.kernel.stream_commits import StreamCommits
+
+if TYPE_CHECKING:
+    from loom_nb.kernel.questions import LiveQuestions
 
 #: Stream chunks staged (or held for one step) that start a commit in the background.
 STREAM_FLUSH_EVERY = 64
@@ -87,6 +90,11 @@ class ExecutionHost(Protocol):
     @property
     def deps(self) -> dict[str, Any]:
         """What each execution hands its effects (``EffectContext.deps``), by execution id."""
+        ...
+
+    @property
+    def questions(self) -> LiveQuestions:
+        """The questions calls of this process wait on (``kernel/questions.py``)."""
         ...
 
     def check_lease(self, execution_id: str) -> None:
@@ -217,6 +225,8 @@ class ContextCore:
         #: Steps the record holds as started but unsettled (cut in flight); the body re-reaches them.
         self._in_flight = sum(1 for s in history.steps.values() if not s.settled)
         self._new_gates: dict[str, GateRecord] = {}
+        #: The question gates each ``(step, attempt)`` was given the answer of (``InCallQuestions``).
+        self.question_uses: dict[tuple[str, int], set[str]] = {}
         self._patches: dict[str, bool] = {}
         self.waiting: list[str] = []
         #: ``(kind, id)`` of every step, gate, decision and value the body asked for, in order.

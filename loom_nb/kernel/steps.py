@@ -19,6 +19,7 @@ from loom_nb.kernel.errors_codec import error_from_data, error_to_data
 from loom_nb.kernel.history import StepRecord
 from loom_nb.kernel.in_doubt import RUN_AGAIN, InDoubtSteps, attempt_limit
 from loom_nb.kernel.live_attempt import LiveAttempt
+from loom_nb.kernel.questions import InCallQuestions
 from loom_nb.kernel.staging import convert
 from loom_nb.kernel.step_shapes import completed_payload, object_json, started_payload, with_attempt
 
@@ -27,7 +28,7 @@ _UNSET: Any = object()
 _RECENT_OUTPUTS = 8
 
 
-class StepExecution(InDoubtSteps):
+class StepExecution(InDoubtSteps, InCallQuestions):
     """The part of the context that runs effects as durable steps (``execute``)."""
 
     def _nondeterminism(self, sid: str, rec: StepRecord, effect_id: str, digest: str) -> NonDeterminismError:
@@ -182,6 +183,7 @@ class StepExecution(InDoubtSteps):
             principal=self.principal,
             emit_delta=emit_delta,
             deps=rt.deps.get(eid),
+            ask=partial(self._ask_live, live),
         )
         call = frozen_instance(
             EffectCall,
@@ -241,6 +243,10 @@ class StepExecution(InDoubtSteps):
         if rule is not Durability.DEFERRED:
             self._urge()
         return output
+
+    async def _ask_live(self, live: LiveAttempt, kind: str, payload: Any, schema: Any = None) -> Any:
+        """``EffectContext.ask`` of a live attempt: a question on its step (``InCallQuestions.ask_in_call``)."""
+        return await self.ask_in_call(live.sid, live.current, kind, payload, schema)
 
     async def _on_retry(self, live: LiveAttempt, error: BaseException, delay: float) -> int:
         """A live step's retry hook (``EffectCall.on_retry``): record the failed attempt, sleep
