@@ -1,6 +1,7 @@
 """``Gate``: the handle on one open gate of a run (approve, refuse, edit, resolve; in doubt:
-happened, run again, fail), and what answering one carries along: the live ancestors of a sub-agent's
-gate are driven on with it (``carry_along``).
+happened, run again, fail; an MCP server's question: answer, decline, cancel), and what
+answering one carries along: the live ancestors of a sub-agent's gate are driven on with it
+(``carry_along``).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from loom_nb.agent.config import (
     ApprovalDecision,
 )
 from loom_nb.agent.subagent_tool import AgentTool
+from loom_nb.effects.mcp_elicit import MCP_ELICITATION_GATE, ElicitationAnswer
 from loom_nb.errors import UsageError
 from loom_nb.journal.canonical import digest_value, to_jsonable
 from loom_nb.journal.events import Event, EventKind
@@ -150,6 +152,18 @@ class Gate:
         return dict(args) if isinstance(args, dict) else {}
 
     @property
+    def question(self) -> str | None:
+        """What an MCP server's elicitation (an ``McpElicitation`` gate) asks, else None."""
+        message = self.payload.get("message") if self.kind == MCP_ELICITATION_GATE else None
+        return str(message) if message is not None else None
+
+    @property
+    def requested_schema(self) -> dict[str, Any]:
+        """The form an elicitation asks to be filled in (JSON Schema: flat properties), else {}."""
+        schema = self.payload.get("schema") if self.kind == MCP_ELICITATION_GATE else None
+        return dict(schema) if isinstance(schema, dict) else {}
+
+    @property
     def agent(self) -> Agent[Any] | None:
         """The agent whose execution holds the gate: the run's own agent, or, for a sub-agent's
         gate, the child's (``Run.agent_of``). None when the run was attached without its agent."""
@@ -164,6 +178,9 @@ class Gate:
         if self.kind == APPROVAL_GATE:
             args = ", ".join(f"{k}={v!r}" for k, v in self.arguments.items())
             return f"<Gate {self.gate_id}: approve {self.tool}({args})?>"
+        if self.kind == MCP_ELICITATION_GATE:
+            fields = ", ".join(map(str, self.payload.get("fields") or ()))
+            return f"<Gate {self.gate_id}: {self.payload.get('server')} asks {self.question!r} ({fields})>"
         return f"<Gate {self.gate_id} ({self.kind})>"
 
     def resolve(self, payload: Any) -> Any:
@@ -245,6 +262,27 @@ class Gate:
         """In doubt: record the step as failed."""
         self._expect(IN_DOUBT_GATE)
         return self.resolve(InDoubtResolution(action="fail", reason=reason))
+
+    def answer(self, content: dict[str, Any]) -> Any:
+        """An MCP server's question: accept it with ``content`` (its fields by name); the server's
+        call goes on with it.
+
+        Raises:
+            ResumeValidationError: ``content`` does not fit the requested schema (the message names
+                the field; nothing recorded, the gate stays open).
+        """
+        self._expect(MCP_ELICITATION_GATE)
+        return self.resolve(ElicitationAnswer(action="accept", content=to_jsonable(dict(content))))
+
+    def decline(self) -> Any:
+        """An MCP server's question: decline to answer (the server is told ``decline``)."""
+        self._expect(MCP_ELICITATION_GATE)
+        return self.resolve(ElicitationAnswer(action="decline"))
+
+    def cancel(self) -> Any:
+        """An MCP server's question: dismiss it (the server is told ``cancel``)."""
+        self._expect(MCP_ELICITATION_GATE)
+        return self.resolve(ElicitationAnswer(action="cancel"))
 
     def _expect(self, kind: str) -> None:
         if self.kind != kind:

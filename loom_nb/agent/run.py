@@ -183,7 +183,10 @@ class Run(Generic[Out]):
 
     @property
     def gates(self) -> list[Gate]:
-        """The open gates (empty unless suspended)."""
+        """The open gates: a suspended run's, or the questions a call of a moving run waits on (an
+        MCP elicitation: ``kernel/questions.py``); else empty."""
+        if self.status == "running":
+            return [self._gate(g) for g in self.runtime.questions.open(self.id)]
         if self.status != "suspended" or self._state is None:
             return []
         return [self._gate(g) for g in self._state.gates]
@@ -306,7 +309,11 @@ class Run(Generic[Out]):
     def resume(self, gate_id: str, payload: Any) -> Any:
         """Answer the gate ``gate_id`` with ``payload`` and let the run go on (``Gate.resolve`` calls
         this). A wrong answer raises here and the run stays suspended; an answer given while the run
-        still moves is queued and checked in its turn."""
+        still moves is queued and checked in its turn. A question a call of this run waits on is
+        answered at once (checked here too): the call goes on; the run's driving is returned."""
+        if self.runtime.questions.get(self.id, gate_id) is not None:
+            self.runtime.answer(self.id, gate_id, payload)
+            return self._task if self._task is not None else self.runtime.result(self.id)
         if self.status != "running" and self.submitted:
             # A worker drives this run: record the answer (checked here) and let the NOTIFY of its
             # commit wake a worker, which runs it on; ``follow`` / ``wait`` see it move.

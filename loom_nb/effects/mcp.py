@@ -17,7 +17,9 @@ Defaults come from the server's tool annotations, with MCP's own defaults when a
   (60 s unless set); a non-idempotent call cut that way has an unknown outcome (``McpServerGone``
   is an ``OutcomeUnknownError``), so the kernel parks it on an ``InDoubt`` gate for a person to
   answer; a JSON-RPC error the server answers with is a tool error the model reads, never a restart;
-* every MCP tool is untrusted (``trusted=False``): its output is fenced for the model.
+* every MCP tool is untrusted (``trusted=False``): its output is fenced for the model;
+* a server's question during a call (an elicitation) parks the run on an ``McpElicitation`` gate,
+  answered from the notebook or code and kept across a restart (``mcp_elicit``).
 
 The model calls each tool by its server's name with the prefix, mapped to a name providers accept
 when it is not one (``mcp_names``); the server's own name is kept for the call. A call's arguments
@@ -39,6 +41,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Unpack
 
+from loom_nb.effects.mcp_elicit import MCP_ELICITATION_GATE, ElicitationAnswer, asker
 from loom_nb.effects.mcp_names import check_prefix, model_name
 from loom_nb.effects.mcp_results import DEFAULT_MAX_RESULT_BYTES, recorded_output
 from loom_nb.effects.mcp_session import DEFAULT_READ_TIMEOUT, McpServer, McpSession, definition, sdk
@@ -47,7 +50,7 @@ from loom_nb.effects.ring import EffectRing
 from loom_nb.effects.tool import Tool, ToolOptions
 from loom_nb.errors import McpError, ToolArgumentsError, UsageError
 from loom_nb.kernel.async_bridge import run_blocking
-from loom_nb.kernel.effect_registry import EffectInvoker, EffectResult, EffectSpec
+from loom_nb.kernel.effect_registry import EffectContext, EffectInvoker, EffectResult, EffectSpec
 from loom_nb.messages import ToolSpec
 
 if TYPE_CHECKING:
@@ -58,7 +61,9 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULT_MAX_RESULT_BYTES",
     "DEFAULT_READ_TIMEOUT",
+    "MCP_ELICITATION_GATE",
     "OVERRIDE_KEYS",
+    "ElicitationAnswer",
     "McpServer",
     "McpSession",
     "McpTool",
@@ -160,10 +165,11 @@ class McpTool(Tool):
         server, session, store = self.server, self.server.session_for(effects), effects.content_store
         remote, label, tainted, limit = self.remote_name, server.label, not self.trusted, self.max_result_bytes
 
-        async def invoke(arguments: dict[str, Any]) -> EffectResult:
+        async def invoke(arguments: dict[str, Any], context: EffectContext) -> EffectResult:
             # Checked again here: an answer at the approval gate may hold edited arguments.
             checked = self.validate(dict(arguments))
-            result = await session.call(remote, checked)
+            ask = asker(context, server=label, tool=remote, redact=server.redact) if server.elicitation else None
+            result = await session.call(remote, checked, ask)
             output = recorded_output(
                 result, store, tool=remote, server=label, tainted=tainted, max_bytes=limit, redact=server.redact
             )
@@ -202,6 +208,7 @@ def mcp_tools(
     headers: Mapping[str, str] | None = None,
     auth: Any = None,
     secret_headers: Iterable[str] = (),
+    elicitation: bool = True,
 ) -> list[Tool]:
     """The tools of an MCP server, as loom tools for ``loom.Agent(tools=[...])``.
 
@@ -232,6 +239,11 @@ def mcp_tools(
         secret_headers: More header names whose values are secrets, beside the credential pattern
             (``loom_nb.redact.is_credential_header``); their values are scrubbed from every error
             and result.
+        elicitation: Declare the elicitation capability: a server's question during a call
+            (``ctx.elicit``, form mode) parks the run on an ``McpElicitation`` gate whose answer
+            (``gate.answer({...})``, ``gate.decline()``, ``gate.cancel()``) goes back to the server;
+            the question survives a kernel restart (``mcp_elicit``). False: not declared (a server may
+            then offer fewer tools).
 
     Raises:
         UsageError: the MCP SDK is not installed, or an override or ``include`` names a tool the
@@ -245,7 +257,14 @@ def mcp_tools(
     # checkers' grammars are installed (Jupyter's own dependencies bring them): here, in the cell
     # that lists the tools, not hidden inside the first call before its step starts.
     sdk("jsonschema")
-    link = McpServer(server, read_timeout=read_timeout, headers=headers, auth=auth, secret_headers=secret_headers)
+    link = McpServer(
+        server,
+        read_timeout=read_timeout,
+        headers=headers,
+        auth=auth,
+        secret_headers=secret_headers,
+        elicitation=elicitation,
+    )
     check_prefix(prefix or "", link.label)
     try:
         definitions = run_blocking(link.read_tools())

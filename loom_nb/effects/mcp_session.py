@@ -23,15 +23,18 @@ from __future__ import annotations
 import asyncio
 import importlib
 import logging
+import math
 import os
 import sys
 import weakref
 from collections.abc import AsyncIterator, Iterable, Mapping
 from contextlib import asynccontextmanager, suppress
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TextIO
 
 from pydantic import ValidationError
 
+from loom_nb.effects.mcp_elicit import Asker
 from loom_nb.effects.ring import EffectRing
 from loom_nb.errors import McpError, McpServerGone, McpTimeout, McpToolsChangedError, UsageError
 from loom_nb.kernel.async_bridge import LoopThread
@@ -39,7 +42,8 @@ from loom_nb.redact import command_label, credentials_in, label_secrets, scrub, 
 
 if TYPE_CHECKING:
     from mcp import Client, StdioServerParameters
-    from mcp.types import CallToolResult
+    from mcp.client.session import ClientRequestContext
+    from mcp.types import CallToolResult, ElicitRequestParams, ElicitResult, ErrorData
     from mcp.types import Tool as McpDefinition
 
 log = logging.getLogger(__name__)
@@ -89,6 +93,29 @@ def quote(text: str) -> str:
     return text if len(text) <= QUOTE_CHARS else text[:QUOTE_CHARS] + f"… ({len(text):,} characters)"
 
 
+def refusal(message: str) -> ErrorData:
+    """The JSON-RPC error (invalid request) loom answers a server's request it cannot serve with."""
+    types = sdk("mcp.types")
+    error: ErrorData = types.ErrorData(code=types.INVALID_REQUEST, message=message)
+    return error
+
+
+async def no_elicitation(context: Any, params: Any) -> ErrorData:
+    """The elicitation callback of a connection that makes no call of a run (listing the tools)."""
+    return refusal("loom asks nothing while it lists the tools")
+
+
+@dataclass
+class InFlight:
+    """A call in flight on a session: its tool, how it asks a person (``mcp_elicit``), and loom's
+    clock of its ``read_timeout`` (stopped while a person answers)."""
+
+    tool: str
+    ask: Asker | None
+    clock: asyncio.Timeout
+    timeout: float | None
+
+
 class McpServer:
     """One MCP server as ``mcp_tools`` saw it: where it is, the tools it listed, one session per runtime.
 
@@ -98,6 +125,8 @@ class McpServer:
         headers: HTTP headers sent with every request (a URL target only).
         auth: An ``httpx2.Auth`` (the SDK's ``OAuthClientProvider`` is one) for every request.
         secret_headers: More header names whose values are secrets, beside the credential pattern.
+        elicitation: Declare the elicitation capability (form mode) to the server: its questions
+            during a run's call become ``McpElicitation`` gates (``mcp_elicit``).
 
     Attributes:
         label: How every message, span and view names the server (``loom_nb.redact``).
@@ -112,11 +141,13 @@ class McpServer:
         headers: Mapping[str, str] | None = None,
         auth: Any = None,
         secret_headers: Iterable[str] = (),
+        elicitation: bool = True,
     ) -> None:
         if read_timeout is not None and not read_timeout > 0:
             raise UsageError(f"read_timeout must be a positive number of seconds or None, got {read_timeout!r}")
         self.target = target
         self.read_timeout = read_timeout
+        self.elicitation = elicitation
         self.headers = dict(headers or {})
         self.auth = auth
         if isinstance(target, str):
@@ -184,8 +215,10 @@ class McpServer:
                 return tools
 
     async def read_tools(self) -> list[McpDefinition]:
-        """Start the server, list its tools, close it."""
-        async with self.client() as client:
+        """Start the server, list its tools, close it (declaring what a run's session declares, so
+        a server that offers some tools only to clients that answer elicitations lists them)."""
+        options = {"elicitation_callback": no_elicitation} if self.elicitation else {}
+        async with self.client(**options) as client:
             return await self.list_tools(client)
 
     def session_for(self, ring: EffectRing) -> McpSession:
@@ -221,9 +254,12 @@ class McpSession:
         self.stop: asyncio.Event | None = None
         self.owner: asyncio.Task[None] | None = None
         self.lock: asyncio.Lock | None = None
+        #: The calls in flight (on the session's loop), each with its asker and its timeout.
+        self.in_flight: dict[int, InFlight] = {}
 
-    async def call(self, name: str, arguments: dict[str, Any]) -> CallToolResult:
-        """Call the server's tool ``name`` (starting the server if needed).
+    async def call(self, name: str, arguments: dict[str, Any], ask: Asker | None = None) -> CallToolResult:
+        """Call the server's tool ``name`` (starting the server if needed); ``ask`` answers the
+        server's elicitations during the call (``mcp_elicit``; None: they are refused).
 
         Raises:
             McpTimeout: no answer within ``read_timeout`` (the session is closed).
@@ -237,19 +273,27 @@ class McpSession:
             raise UsageError(f"the MCP session with {self.server.label} is closed (its runtime was closed)")
         if self.thread is None:
             self.thread = LoopThread(f"loom-mcp {self.server.label}")
-        return await self.thread.run(self.on_thread(name, arguments))
+        return await self.thread.run(self.on_thread(name, arguments, ask))
 
-    async def on_thread(self, name: str, arguments: dict[str, Any]) -> CallToolResult:
+    async def on_thread(self, name: str, arguments: dict[str, Any], ask: Asker | None = None) -> CallToolResult:
         """``call``'s body, on the session's own loop."""
         client = await self.connected(name)
         mcp_error = sdk("mcp.shared.exceptions").MCPError
         label, timeout = self.server.label, self.server.read_timeout
         try:
-            async with asyncio.timeout(timeout):
+            async with asyncio.timeout(timeout) as clock:
                 # The SDK's own clock is a safety net behind loom's (its timeout error has a code a
-                # server may send too).
+                # server may send too); it cannot stop while a person answers an elicitation, so
+                # then there is none.
                 backstop = None if timeout is None else timeout + 5
-                result: CallToolResult = await client.call_tool(name, arguments, read_timeout_seconds=backstop)
+                if self.server.elicitation:
+                    backstop = math.inf
+                token = id(clock)
+                self.in_flight[token] = InFlight(name, ask, clock, timeout)
+                try:
+                    result: CallToolResult = await client.call_tool(name, arguments, read_timeout_seconds=backstop)
+                finally:
+                    self.in_flight.pop(token, None)
                 return result
         except TimeoutError:
             await self.drop()
@@ -347,7 +391,8 @@ class McpSession:
         """Enter the SDK client, hand it out, and hold it until ``stop`` is set (one task, as the
         SDK's task groups require)."""
         try:
-            async with self.server.client(message_handler=self.on_message) as client:
+            options = {"elicitation_callback": self.on_elicit} if self.server.elicitation else {}
+            async with self.server.client(message_handler=self.on_message, **options) as client:
                 ready.set_result(client)
                 await stop.wait()
         except Exception as exc:
@@ -360,6 +405,31 @@ class McpSession:
                 )
             else:
                 log.debug("the MCP session with %s ended with %s", self.server.label, self.server.failure(exc))
+
+    async def on_elicit(self, context: ClientRequestContext, params: ElicitRequestParams) -> ElicitResult | ErrorData:
+        """Answer the server's ``elicitation/create`` through the call in flight (its run's gate)."""
+        schema: Any = getattr(params, "requested_schema", None)
+        if schema is None:  # URL mode: the person would go to a page loom cannot follow
+            return refusal(f"loom answers form elicitations only, not URL ones (client of {self.server.label})")
+        calls = list(self.in_flight.values())
+        call = calls[0] if len(calls) == 1 else None
+        if call is None or call.ask is None:
+            why = (
+                f"{len(calls)} calls of this server are in flight at once, and an elicitation does not say which asks"
+                if len(calls) > 1
+                else "no call of a run is in flight to ask for"
+            )
+            return refusal(f"loom cannot put this question to a person: {why}")
+        call.clock.reschedule(None)  # a person answers: loom's read_timeout measures the server, not them
+        try:
+            if hasattr(schema, "model_dump"):
+                schema = schema.model_dump(mode="json", by_alias=True, exclude_none=True)
+            answer = await call.ask(params.message, dict(schema))
+        finally:
+            if call.timeout is not None:
+                call.clock.reschedule(asyncio.get_running_loop().time() + call.timeout)
+        result: ElicitResult = sdk("mcp.types").ElicitResult(action=answer.action, content=answer.content)
+        return result
 
     async def on_message(self, message: Any) -> None:
         """Mark the tool list stale on ``notifications/tools/list_changed``."""

@@ -15,8 +15,8 @@ from loom_nb.journal.store import JournalStore
 from loom_nb.kernel.gates import OpenGate, answer_text, validate_payload
 from loom_nb.kernel.history import History
 from loom_nb.kernel.leases import Leases
+from loom_nb.kernel.live_questions import LiveQuestions
 from loom_nb.kernel.observers import Observers
-from loom_nb.kernel.questions import LiveQuestions
 from loom_nb.kernel.results import GateAnswer
 from loom_nb.kernel.sources import Clock
 

@@ -35,8 +35,8 @@ from loom_nb.kernel.gates import OpenGate
 from loom_nb.kernel.history import History, known_history
 from loom_nb.kernel.journal_writer import JournalWriter
 from loom_nb.kernel.leases import Leases, dead_here
+from loom_nb.kernel.live_questions import LiveQuestions
 from loom_nb.kernel.observers import Observers
-from loom_nb.kernel.questions import LiveQuestions
 from loom_nb.kernel.recovery import recover_executions
 from loom_nb.kernel.replay import replay_history
 from loom_nb.kernel.results import ExecutionResult, GateAnswer, ReplayReport, open_gate

@@ -22,7 +22,14 @@ def answer_text(payload: Any) -> str:
         what = "approved" if data["approved"] else "refused"
         what += " with edited arguments" if data["approved"] and data.get("arguments") is not None else ""
     elif isinstance(data.get("action"), str):
-        actions = {"happened": "marked as happened", "run_again": "run again", "fail": "marked as failed"}
+        actions = {
+            "happened": "marked as happened",
+            "run_again": "run again",
+            "fail": "marked as failed",
+            "accept": "answered",
+            "decline": "declined",
+            "cancel": "cancelled",
+        }
         what = actions.get(data["action"], str(data["action"]))
     else:
         return "answered"

@@ -31,7 +31,7 @@ from loom_nb.kernel.sources import Clock, IdSource, RandomSource
 from loom_nb.kernel.stream_commits import StreamCommits
 
 if TYPE_CHECKING:
-    from loom_nb.kernel.questions import LiveQuestions
+    from loom_nb.kernel.live_questions import LiveQuestions
 
 #: Stream chunks staged (or held for one step) that start a commit in the background.
 STREAM_FLUSH_EVERY = 64

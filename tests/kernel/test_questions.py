@@ -12,7 +12,7 @@ import pytest
 
 from loom_nb.errors import UsageError
 from loom_nb.journal import EventKind, InMemoryJournal
-from loom_nb.kernel import Engine, EffectContext, ExecutionContext
+from loom_nb.kernel import EffectContext, Engine, ExecutionContext
 from tests.kernel.support import make_runtime
 
 
@@ -64,7 +64,9 @@ async def test_the_answer_goes_to_the_waiting_call_and_the_body_is_not_re_run() 
     assert kinds[opened + 1] == (EventKind.EXECUTION_SUSPENDED, None)
     resolved = kinds.index((EventKind.GATE_RESOLVED, "#1:ask:1"))
     assert kinds[resolved + 1] == (EventKind.EXECUTION_RESUMED, None)
-    assert kinds.index((EventKind.STEP_STARTED, "#1")) < opened < resolved < kinds.index((EventKind.STEP_COMPLETED, "#1"))
+    assert (
+        kinds.index((EventKind.STEP_STARTED, "#1")) < opened < resolved < kinds.index((EventKind.STEP_COMPLETED, "#1"))
+    )
     report = await rt.replay("b")
     assert report.reproduced, report.message
     assert (await rt.check()).ok

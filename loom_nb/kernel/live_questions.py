@@ -1,0 +1,59 @@
+"""The questions calls of this process wait on (``LiveQuestions``, ``Engine.questions``): how an
+answer reaches a call that asked a person mid-call (``kernel/questions.py``)."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from typing import Any
+
+from loom_nb.errors import UsageError
+from loom_nb.kernel.gates import OpenGate
+
+
+@dataclass
+class LiveQuestion:
+    """A question a call in this process waits on.
+
+    Attributes:
+        gate: The open gate (as ``run.gates`` shows it).
+        answer: Set to the validated answer (plain JSON) on the loop that waits.
+        loop: The loop the waiting call runs on.
+        given: True once an answer was handed over (the call commits it; a second one is refused).
+    """
+
+    gate: OpenGate
+    answer: asyncio.Future[Any]
+    loop: asyncio.AbstractEventLoop = field(repr=False)
+    given: bool = False
+
+
+class LiveQuestions:
+    """The questions calls of this engine wait on, by ``(execution_id, gate_id)``."""
+
+    def __init__(self) -> None:
+        self.waiting: dict[tuple[str, str], LiveQuestion] = {}
+
+    def get(self, execution_id: str, gate_id: str) -> LiveQuestion | None:
+        """The question gate ``gate_id`` of ``execution_id`` a call here waits on, else None."""
+        return self.waiting.get((execution_id, gate_id))
+
+    def open(self, execution_id: str) -> list[OpenGate]:
+        """The question gates of ``execution_id`` calls here wait on, in the order they opened."""
+        return [q.gate for (eid, _), q in self.waiting.items() if eid == execution_id]
+
+    def give(self, execution_id: str, gate_id: str, value: Any) -> None:
+        """Hand the checked answer ``value`` to the call waiting on the gate (thread-safe)."""
+        question = self.waiting.get((execution_id, gate_id))
+        if question is None or question.given:
+            raise UsageError(
+                f"gate {gate_id!r} of execution {execution_id!r} is already answered (its call is recording "
+                "the answer). A gate is answered once (run.gates lists the open ones)."
+            )
+        question.given = True
+
+        def settle() -> None:
+            if not question.answer.done():
+                question.answer.set_result(value)
+
+        question.loop.call_soon_threadsafe(settle)
