@@ -85,9 +85,9 @@ class InCallQuestions(ContextCore):
             opened_at=record.opened_at,
         )
         question = LiveQuestion(gate, loop.create_future(), loop)
-        await self.commit()
-        questions.waiting[(eid, gid)] = question
+        questions.waiting[(eid, gid)] = question  # before the commit: its observers show the question
         try:
+            await self.commit()
             value = await question.answer
             record.resolved, record.resolution = True, value
             self.stage(EventKind.GATE_RESOLVED, gid, {"payload": value})

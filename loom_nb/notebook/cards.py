@@ -21,10 +21,12 @@ import ipywidgets as widgets
 from loom_nb.agent.config import APPROVAL_GATE
 from loom_nb.agent.gate import Gate
 from loom_nb.agent.tool_calls import ran_arguments
+from loom_nb.effects.mcp_elicit import MCP_ELICITATION_GATE
 from loom_nb.kernel.context import IN_DOUBT_GATE
 from loom_nb.notebook.click_feedback import SCOPE_CLASS, ClickFeedback
 from loom_nb.notebook.confirm import NO_FEEDBACK, ConfirmBar
 from loom_nb.notebook.edit_form import ArgumentForm, ordered_arguments
+from loom_nb.notebook.elicitation_card import ElicitationCard
 from loom_nb.notebook.formatting import (
     TextForm,
     arguments_diff,
@@ -327,11 +329,14 @@ class FoldedCards:
 
 
 def card_for(gate: Gate, *, problem: str | None = None) -> GateCard:
-    """The card for ``gate``'s kind (approval, in doubt, or a generic JSON resume card)."""
+    """The card for ``gate``'s kind (approval, in doubt, an MCP server's question, or a generic JSON
+    resume card)."""
     if gate.kind == APPROVAL_GATE:
         return ApprovalCard(gate, problem=problem)
     if gate.kind == IN_DOUBT_GATE:
         return InDoubtCard(gate, problem=problem)
+    if gate.kind == MCP_ELICITATION_GATE:
+        return ElicitationCard(gate, problem=problem)
     return GateCard(gate, problem=problem)
 
 

@@ -19,6 +19,7 @@ import ipywidgets as widgets
 
 from loom_nb.agent.config import APPROVAL_GATE
 from loom_nb.agent.gate import Gate
+from loom_nb.effects.mcp_elicit import MCP_ELICITATION_GATE
 from loom_nb.kernel.async_bridge import in_running_loop
 from loom_nb.kernel.context import IN_DOUBT_GATE
 from loom_nb.notebook.click_feedback import SCOPE_CLASS, ClickFeedback
@@ -70,6 +71,10 @@ def _describe(kind: str, payload: Any) -> str:
         if action == "happened":
             return f"marked as happened (output {short_text(payload.get('output'), 60)}){why}"
         return {"run_again": "run again", "fail": "marked as failed"}.get(action, action) + why
+    if kind == MCP_ELICITATION_GATE and "action" in payload:
+        if payload["action"] == "accept":
+            return f"answered {short_text(payload.get('content'), 80)}"
+        return {"decline": "declined", "cancel": "cancelled"}.get(str(payload["action"]), str(payload["action"]))
     return f"resolved with {short_text(payload, 80)}"
 
 
@@ -191,7 +196,9 @@ class GateCard(TextForm, widgets.VBox):  # type: ignore[misc]
             return
         self.show_problem(None)
         run = self.gate.run
-        if run.status == "running" and in_running_loop():
+        # A question a call waits on (an MCP server's) is answered while the run moves: no waiting.
+        asked = run.runtime.questions.get(self.gate.execution_id, self.gate.gate_id) is not None
+        if run.status == "running" and in_running_loop() and not asked:
             self.status.value = "<i>waiting for the run to reach its gates…</i>"
 
             async def when_paused() -> None:

@@ -33,6 +33,9 @@ class ViewCards(ViewSteps):
                 if block is not None and block.approvals is not None:
                     block.approvals.refresh()
                 self._place()
+        if kind == EventKind.GATE_OPENED and step_ids.is_question_gate(gate.gate_id):
+            self._show_gates(self.run)  # a call asks while the run moves: its card shows now
+            self._place()
         is_approval = gate.kind == APPROVAL_GATE and step_ids.parse_step_id(gate.gate_id).kind == step_ids.APPROVAL
         if not is_approval or gate.subject is None:
             return
