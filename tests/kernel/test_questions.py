@@ -101,3 +101,20 @@ async def test_after_the_process_is_gone_the_answer_resumes_the_run_and_the_call
     assert calls == [("start", 2), ("answered", {"day": "friday"})]  # asked again, served: no new gate
     gates = [e.step_id for e in journal.read("b") if e.kind == EventKind.GATE_OPENED]
     assert gates == ["#1:ask:1"] + ([] if idempotent else ["#1:in_doubt"])
+
+
+async def test_a_run_waiting_on_a_question_checks_clean_and_cancels_with_its_call_in_doubt() -> None:
+    rt, calls = asking(idempotent=False)
+    task = asyncio.ensure_future(rt.start("booking", "a room", execution_id="b"))
+    await until_asked(rt, "b")
+    report = await rt.check(["b"])
+    assert report.ok and [c.execution_id for c in report.executions] == ["b"], report
+    cancelled = await rt.cancel("b", "changed my mind")
+    assert cancelled.status == "cancelled"
+    assert (await task).status == "cancelled"
+    assert not rt.questions.open("b")
+    kinds = [e.kind for e in rt.journal.read("b") if e.step_id == "#1"]
+    assert kinds == [EventKind.STEP_STARTED, EventKind.STEP_IN_DOUBT]  # it may have taken effect
+    assert calls == [("start", 1)]
+    with pytest.raises(UsageError, match="cancelled"):
+        rt.answer("b", "#1:ask:1", {"day": "monday"})
