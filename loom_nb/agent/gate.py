@@ -192,7 +192,9 @@ class Gate:
             )
         self.resolution = payload
         try:
-            if self.execution_id != self.run.id:
+            if self.run.runtime.questions.get(self.execution_id, self.gate_id) is not None:
+                outcome = self.run.answer_question(self.execution_id, self.gate_id, payload)
+            elif self.execution_id != self.run.id:
                 outcome = self._resolve_in_child(payload)
             else:
                 outcome = self.run.resume(self.gate_id, payload)

@@ -185,8 +185,8 @@ class Run(Generic[Out]):
     def gates(self) -> list[Gate]:
         """The open gates: a suspended run's, or the questions a call of a moving run waits on (an
         MCP elicitation: ``kernel/questions.py``); else empty."""
-        if self.status == "running":
-            return [self._gate(g) for g in self.runtime.questions.open(self.id)]
+        if self.status == "running":  # a sub-agent's call's questions too (answered in the child)
+            return [self._gate(g) for g in self.runtime.questions.open(self.id, children=True)]
         if self.status != "suspended" or self._state is None:
             return []
         return [self._gate(g) for g in self._state.gates]
@@ -310,10 +310,9 @@ class Run(Generic[Out]):
         """Answer the gate ``gate_id`` with ``payload`` and let the run go on (``Gate.resolve`` calls
         this). A wrong answer raises here and the run stays suspended; an answer given while the run
         still moves is queued and checked in its turn. A question a call of this run waits on is
-        answered at once (checked here too): the call goes on; the run's driving is returned."""
+        answered at once (``answer_question``)."""
         if self.runtime.questions.get(self.id, gate_id) is not None:
-            self.runtime.answer(self.id, gate_id, payload)
-            return self._task if self._task is not None else self.runtime.result(self.id)
+            return self.answer_question(self.id, gate_id, payload)
         if self.status != "running" and self.submitted:
             # A worker drives this run: record the answer (checked here) and let the NOTIFY of its
             # commit wake a worker, which runs it on; ``follow`` / ``wait`` see it move.
@@ -344,6 +343,13 @@ class Run(Generic[Out]):
             return await self._bounded(lambda: self.runtime.proceed(answer))
 
         return self.drive(in_turn())
+
+    def answer_question(self, execution_id: str, gate_id: str, payload: Any) -> Any:
+        """Answer a question a call of this run (or of one of its sub-agents, ``execution_id``)
+        waits on (``kernel/questions.py``): checked here, then handed to the call, which records it
+        and goes on. Returns the run's driving (await it: the run's next pause), or its result."""
+        self.runtime.answer(execution_id, gate_id, payload)
+        return self._task if self._task is not None else self.runtime.result(self.id)
 
     def _bounded(
         self, make: Callable[[], Coroutine[Any, Any, ExecutionResult]]

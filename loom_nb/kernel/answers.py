@@ -94,6 +94,16 @@ def record_answer(
     value = validate_payload(
         gate.schema, payload, execution_id=execution_id, gate_id=gate_id, gate_payload=gate.payload
     )
+    if (
+        execution_id in active
+        and step_ids.is_question_gate(gate_id)
+        and host.questions.get(execution_id, gate_id) is None
+    ):
+        # The call that asked is recording its question (or stopped asking): never write past it.
+        raise UsageError(
+            f"gate {gate_id!r} of execution {execution_id!r} is a question a call of this process is still "
+            "asking (or has stopped asking): answer it again in a moment (run.gates lists the open ones)"
+        )
     if host.questions.get(execution_id, gate_id) is not None:
         # A call of this process waits on this question: it commits the answer and goes on.
         host.questions.give(execution_id, gate_id, to_jsonable(value))

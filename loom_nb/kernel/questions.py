@@ -85,9 +85,9 @@ class InCallQuestions(ContextCore):
             opened_at=record.opened_at,
         )
         question = LiveQuestion(gate, loop.create_future(), loop)
-        questions.waiting[(eid, gid)] = question  # before the commit: its observers show the question
         try:
             await self.commit()
+            questions.add(question)  # journaled: it may be answered now (Engine.answer finds it)
             value = await question.answer
             record.resolved, record.resolution = True, value
             self.stage(EventKind.GATE_RESOLVED, gid, {"payload": value})
@@ -95,7 +95,7 @@ class InCallQuestions(ContextCore):
                 self.stage(EventKind.EXECUTION_RESUMED, None, {"gate_id": gid})
             await self.commit()  # the answer is durable before the effect acts on it
         finally:
-            questions.waiting.pop((eid, gid), None)
+            questions.remove(eid, gid)
         return self._answer_as(record, value)
 
     def _answer_as(self, record: GateRecord, value: Any) -> Any:

@@ -34,14 +34,18 @@ class ViewCards(ViewSteps):
                     block.approvals.refresh()
                 self._place()
         if kind == EventKind.GATE_OPENED and step_ids.is_question_gate(gate.gate_id):
-            self._show_gates(self.run)  # a call asks while the run moves: its card shows now
-            self._place()
+            # A call asks while the run moves: its card shows once the call waits on it.
+            self.run.runtime.questions.when_open(self.run.id, gate.gate_id, self._question_asked)
         is_approval = gate.kind == APPROVAL_GATE and step_ids.parse_step_id(gate.gate_id).kind == step_ids.APPROVAL
         if not is_approval or gate.subject is None:
             return
         if kind == EventKind.GATE_OPENED and isinstance(gate.payload, dict):
             self._row(gate.subject, str(gate.payload.get("tool")), gate.payload.get("arguments"))
         self._refresh_row(gate.subject)
+
+    def _question_asked(self) -> None:
+        self._show_gates(self.run)
+        self._place()
 
     def _fold(self, gate_id: str) -> bool:
         """Fold a decided approval card into its tool row (``FoldedCards``): the card is taken out

@@ -171,3 +171,21 @@ def test_an_idempotent_tool_is_called_again_at_once_after_the_answer(tmp_path: P
     assert server_calls(tmp_path) == ["ask 12", "ask 12", "ask 12", "answered 12 tuesday"]
     assert [e.step_id for e in events(rt, run.id, EventKind.GATE_OPENED)] == [f"{TOOL_STEP}:ask:1"]
     rt.close()
+
+
+@pytest.mark.slow
+async def test_a_sub_agents_question_shows_on_the_parent_run_and_is_answered_in_the_child(tmp_path: Path) -> None:
+    rt = mcp_runtime()
+    child_model = loom.ScriptedModel([calls(("book", {"room": "5"})), loom.ModelResponse.text("booked it")])
+    booker = loom.Agent(model=child_model, tools=booking_tools(tmp_path, "book"), name="booker")
+    lead_model = loom.ScriptedModel([calls(("booker", {"input": "book room 5"})), loom.ModelResponse.text("ok")])
+    lead = loom.Agent(model=lead_model, tools=[booker.as_tool(name="booker")], name="lead")
+    run = lead.start("get me room 5", runtime=rt)
+    gate = await question_of(run)
+    assert gate.execution_id == f"{run.id}/{TOOL_STEP}" and gate.question == "Which day for 5?"
+    await gate.answer({"day": "saturday"})
+    async with asyncio.timeout(60):
+        await run
+    assert run.status == "completed"
+    assert server_calls(tmp_path) == ["ask 5", "ask 5", "answered 5 saturday"]
+    rt.close()
