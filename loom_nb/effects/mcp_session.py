@@ -13,6 +13,10 @@ What a call's failure means:
 * no answer within ``read_timeout`` (``DEFAULT_READ_TIMEOUT`` unless set): ``McpTimeout``, a
   ``McpServerGone`` naming the server and the tool.
 
+A server's elicitation during a call (``on_elicit``) is put to the person through the run of the
+one call in flight on the session (``mcp_elicit``); while they answer, loom's ``read_timeout`` clock
+of that call stops (a session that declares elicitation gives the SDK's own clock no limit).
+
 Every message names the server by its label (``loom_nb.redact``: a URL without userinfo or query
 values, a program's name without its arguments), and every text from the server or the SDK is
 scrubbed of the server's secrets (URL password and query values, credential arguments and headers).
