@@ -107,18 +107,21 @@ class ReasoningBlock(BaseModel):
 
     Attributes:
         type: ``thinking`` (Anthropic: readable reasoning and its signature), ``redacted_thinking``
-            (Anthropic: encrypted reasoning, in ``data``) or ``reasoning_item`` (OpenAI Responses: the
-            item, in ``item``).
+            (Anthropic: encrypted reasoning, in ``data``), ``reasoning_item`` (OpenAI Responses: the
+            item, in ``item``) or ``chat_reasoning`` (an OpenAI-compatible chat server: the assistant
+            message's reasoning fields, ``reasoning_content``, ``reasoning``, ``reasoning_details``
+            or ``thinking_blocks``, by name in ``item``, as the server sent them).
         text: The readable reasoning (a thinking block's text, a reasoning item's summary); empty when
             the provider shows none.
         signature: The provider's signature over the block (``thinking`` blocks).
         data: The encrypted reasoning (``redacted_thinking`` blocks).
-        item: The reasoning item as the API accepts it back (``reasoning_item`` blocks).
+        item: The reasoning item as the API accepts it back (``reasoning_item`` blocks), or the
+            message's reasoning fields (``chat_reasoning`` blocks).
     """
 
     model_config = ConfigDict(frozen=True)
 
-    type: Literal["thinking", "redacted_thinking", "reasoning_item"] = "thinking"
+    type: Literal["thinking", "redacted_thinking", "reasoning_item", "chat_reasoning"] = "thinking"
     text: str = ""
     signature: str = ""
     data: str = ""
@@ -284,6 +287,8 @@ class ModelResponse(BaseModel):
         finish_reason: Why the model stopped (``stop``, ``tool_calls``, ``length``, ``refusal``...), if
             known; ``refusal`` when the model declined (its words are in ``message.refusal``).
         response_id: The provider's id of the response, if any.
+        model: The model the server says answered (``gpt-4o-mini-2024-07-18``), if it says; left out
+            of every dump while None, so responses without it are journaled exactly as before.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -292,6 +297,7 @@ class ModelResponse(BaseModel):
     usage: Usage = Field(default_factory=Usage)
     finish_reason: str | None = None
     response_id: str | None = None
+    model: str | None = Field(default=None, exclude_if=_empty)
 
     @classmethod
     def text(cls, text: str, *, usage: Usage | None = None) -> ModelResponse:

@@ -15,6 +15,7 @@ from loom_nb.providers.http import (
     error_status,
     excerpt,
     parse_arguments,
+    text_or_none,
     token_count,
 )
 from loom_nb.providers.sse import SSEEvent, loads
@@ -139,7 +140,8 @@ class AnthropicMessages(HTTPProvider):
             message=Message(role="assistant", text="".join(texts), tool_calls=tuple(calls), reasoning=tuple(reasoning)),
             usage=_usage(data.get("usage") or {}),
             finish_reason=_stop(data.get("stop_reason")),
-            response_id=data.get("id") if isinstance(data.get("id"), str) else None,
+            response_id=text_or_none(data.get("id")),
+            model=text_or_none(data.get("model")),
         )
 
 
@@ -274,7 +276,7 @@ class _Block:
 class _AnthropicStream:
     """Assembles messages-API events: content blocks by index, usage, stop reason."""
 
-    __slots__ = ("blocks", "done", "response_id", "stop_reason", "usage")
+    __slots__ = ("blocks", "done", "model", "response_id", "stop_reason", "usage")
 
     def __init__(self) -> None:
         self.done = False
@@ -282,6 +284,7 @@ class _AnthropicStream:
         self.usage: dict[str, Any] = {}
         self.stop_reason: str | None = None
         self.response_id: str | None = None
+        self.model: str | None = None
 
     def feed(self, event: SSEEvent) -> str | None:
         data = loads(event.data)
@@ -312,7 +315,8 @@ class _AnthropicStream:
             self.blocks[data["index"]] = _Block(data["content_block"])
         elif kind == "message_start":
             message = data["message"]
-            self.response_id = message.get("id")
+            self.response_id = text_or_none(message.get("id"))
+            self.model = text_or_none(message.get("model"))
             self.usage = dict(message.get("usage") or {})
         elif kind == "message_delta":
             reason = (data.get("delta") or {}).get("stop_reason")
@@ -364,5 +368,6 @@ class _AnthropicStream:
             message=Message(role="assistant", text="".join(texts), tool_calls=tuple(calls), reasoning=tuple(reasoning)),
             usage=_usage(self.usage),
             finish_reason=_stop(self.stop_reason),
-            response_id=self.response_id if isinstance(self.response_id, str) else None,
+            response_id=self.response_id,
+            model=self.model,
         )

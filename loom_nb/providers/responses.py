@@ -8,7 +8,15 @@ from typing import Any
 
 from loom_nb.errors import ProviderHTTPError, ProviderProtocolError
 from loom_nb.messages import Message, ModelRequest, ModelResponse, ReasoningBlock, ToolCall, Usage
-from loom_nb.providers.http import HTTPProvider, error_detail, error_status, excerpt, parse_arguments, token_count
+from loom_nb.providers.http import (
+    HTTPProvider,
+    error_detail,
+    error_status,
+    excerpt,
+    parse_arguments,
+    text_or_none,
+    token_count,
+)
 from loom_nb.providers.sse import SSEEvent, loads
 
 # Why an incomplete response stopped, in the vocabulary of ``ModelResponse.finish_reason``.
@@ -190,7 +198,8 @@ def assemble(response: dict[str, Any], output: Iterable[dict[str, Any]]) -> Mode
             reasoning_tokens=token_count((usage.get("output_tokens_details") or {}).get("reasoning_tokens")),
         ),
         finish_reason="refusal" if refusals and not texts and not calls else _finish(response, calls),
-        response_id=response.get("id") if isinstance(response.get("id"), str) else None,
+        response_id=text_or_none(response.get("id")),
+        model=text_or_none(response.get("model")),
     )
 
 
