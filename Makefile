@@ -4,7 +4,8 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: venv servers demo test check fmt lint pytest lab bench browser clean notebooks binder-check screens postgres
+# (test-proxies, litellm: see below)
+.PHONY: venv servers litellm test-proxies demo test check fmt lint pytest lab bench browser clean notebooks binder-check screens postgres
 
 $(STAMP): pyproject.toml constraints.txt
 	python3 -m venv $(VENV)
@@ -20,7 +21,21 @@ $(SERVERS_STAMP): tests/servers/package.json tests/servers/package-lock.json
 	npm ci --prefix tests/servers --no-audit --no-fund
 	touch $(SERVERS_STAMP)
 
+# LiteLLM's proxy (tests/providers/test_litellm_reasoning.py): its own venv, every package pinned.
+LITELLM_VENV := tests/servers/litellm/.venv
+LITELLM_STAMP := $(LITELLM_VENV)/.installed
+$(LITELLM_STAMP): tests/servers/litellm-requirements.txt
+	rm -rf $(LITELLM_VENV) && python3 -m venv $(LITELLM_VENV)
+	$(LITELLM_VENV)/bin/pip install -q --no-deps -r tests/servers/litellm-requirements.txt
+	touch $(LITELLM_STAMP)
+
 servers: $(SERVERS_STAMP)
+
+# The tests against LiteLLM's proxy (marked proxy): left out of `make test`, whose 20-minute budget
+# cannot hold the proxy's install (~700 MB, 2-3 minutes) and start-up (20-60 s).
+litellm: $(LITELLM_STAMP)
+test-proxies: venv litellm
+	$(VENV)/bin/pytest -m proxy tests
 
 demo: venv
 	$(VENV)/bin/loom-nb demo $$([ -t 0 ] || echo --yes)
@@ -79,4 +94,4 @@ bench: venv
 	for b in bench/*.py; do case $$b in *_workload.py) continue;; esac; echo "== $$b"; $(PY) $$b || exit 1; done
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache tests/servers/node_modules
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache tests/servers/node_modules tests/servers/litellm

@@ -128,6 +128,27 @@ class ReasoningBlock(BaseModel):
     item: dict[str, Any] | None = Field(default=None, exclude_if=_empty)
 
 
+class ImageRef(BaseModel):
+    """An image a tool gave (an MCP image block), by reference: its bytes stay in the content store
+    and reach a provider that takes images as image content when a request is sent
+    (``effects/images.py``), never inlined in the journal.
+
+    Attributes:
+        ref: The content store's digest of the bytes.
+        mime_type: ``image/png``, ``image/jpeg``...
+        size: The bytes' length.
+        data: The bytes, filled in for the request being sent only (never dumped or journaled);
+            None when they were not looked up or the store no longer holds them.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    ref: str
+    mime_type: str
+    size: int = 0
+    data: bytes | None = Field(default=None, exclude=True, repr=False)
+
+
 class Message(BaseModel):
     """One message of a transcript.
 
@@ -138,6 +159,8 @@ class Message(BaseModel):
         reasoning: The model's reasoning blocks, in the order received (assistant messages only).
             Left out of every dump while empty, so messages without reasoning serialize (and are
             journaled, digested and counted) exactly as before the field existed.
+        images: Images a tool's result carried (tool messages only), by reference; left out of
+            every dump while empty.
         trusted_prefix: How many characters at the start of a tainted ``text`` are loom's own (the
             note that a person edited the call): the prompt guard fences only the rest. Never
             dumped (not journaled, digested or counted); a message read back from JSON has 0, and
@@ -155,6 +178,7 @@ class Message(BaseModel):
     tainted: bool = False
     refusal: str | None = Field(default=None, exclude_if=_empty)
     reasoning: tuple[ReasoningBlock, ...] = Field(default=(), exclude_if=_empty)
+    images: tuple[ImageRef, ...] = Field(default=(), exclude_if=_empty)
     trusted_prefix: int = Field(default=0, exclude=True)
 
     @classmethod

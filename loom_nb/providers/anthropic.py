@@ -18,6 +18,7 @@ from loom_nb.providers.http import (
     text_or_none,
     token_count,
 )
+from loom_nb.providers.image_parts import anthropic_part
 from loom_nb.providers.sse import SSEEvent, loads
 
 API_VERSION = "2023-06-01"
@@ -187,7 +188,7 @@ def _messages(messages: tuple[Message, ...]) -> list[dict[str, Any]]:
             block: dict[str, Any] = {
                 "type": "tool_result",
                 "tool_use_id": m.tool_call_id or "",
-                "content": m.text,
+                "content": _tool_result_content(m),
             }
             if m.is_error:
                 block["is_error"] = True
@@ -209,6 +210,14 @@ def _messages(messages: tuple[Message, ...]) -> list[dict[str, Any]]:
         else:
             out.append({"role": m.role, "content": m.text})
     return out
+
+
+def _tool_result_content(m: Message) -> str | list[dict[str, Any]]:
+    """A tool result's content: its text, and its images as image blocks when it has any."""
+    if not m.images:
+        return m.text
+    text = [{"type": "text", "text": m.text}] if m.text else []
+    return text + [anthropic_part(image) for image in m.images]
 
 
 def _assistant_content(m: Message) -> str | list[dict[str, Any]]:

@@ -18,6 +18,7 @@ from loom_nb.providers.http import (
     text_or_none,
     token_count,
 )
+from loom_nb.providers.image_parts import chat_part
 from loom_nb.providers.sse import SSEEvent, loads
 
 _FINISH = {"function_call": "tool_calls"}
@@ -102,7 +103,7 @@ class OpenAIChat(HTTPProvider):
         body: dict[str, Any] = {
             "model": request.model or self.model,
             "messages": [_message(m) for m in request.messages if m.role == "system"]
-            + [_message(m) for m in request.messages if m.role != "system"],
+            + _conversation([m for m in request.messages if m.role != "system"]),
         }
         if request.tools:
             body["tools"] = [
@@ -200,6 +201,24 @@ def _response(
         response_id=text_or_none(response_id),
         model=text_or_none(model),
     )
+
+
+def _conversation(messages: list[Message]) -> list[dict[str, Any]]:
+    """The non-system messages; the images of a run of tool results follow the run as one user
+    message (a tool message's content is text only, and tool messages must follow their call)."""
+    out: list[dict[str, Any]] = []
+    images: list[dict[str, Any]] = []
+    for m in messages:
+        if m.role != "tool" and images:
+            out.append({"role": "user", "content": images})
+            images = []
+        out.append(_message(m))
+        if m.role == "tool" and m.images:
+            images.append({"type": "text", "text": f"The images the tool call {m.tool_call_id} ({m.name}) returned:"})
+            images += [chat_part(image) for image in m.images]
+    if images:
+        out.append({"role": "user", "content": images})
+    return out
 
 
 def _message(m: Message) -> dict[str, Any]:

@@ -17,6 +17,7 @@ from loom_nb.providers.http import (
     text_or_none,
     token_count,
 )
+from loom_nb.providers.image_parts import responses_part
 from loom_nb.providers.sse import SSEEvent, loads
 
 # Why an incomplete response stopped, in the vocabulary of ``ModelResponse.finish_reason``.
@@ -110,7 +111,10 @@ def input_items(messages: Iterable[Message]) -> list[dict[str, Any]]:
         if m.role == "system":
             continue
         if m.role == "tool":
-            items.append({"type": "function_call_output", "call_id": m.tool_call_id or "", "output": m.text})
+            output: str | list[dict[str, Any]] = m.text
+            if m.images:  # text, then each image as an input_image part
+                output = [{"type": "input_text", "text": m.text}] + [responses_part(i) for i in m.images]
+            items.append({"type": "function_call_output", "call_id": m.tool_call_id or "", "output": output})
         elif m.role == "assistant":
             items.extend(b.item for b in m.reasoning if b.type == "reasoning_item" and b.item is not None)
             if m.text or not m.tool_calls:
