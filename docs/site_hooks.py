@@ -7,6 +7,10 @@ site keeps the same layout, so every such link resolves in the site exactly as i
 - ``on_files`` places ``docs/*`` at ``docs/...`` (not at the site's root), and adds README.md (the
   home page), CONTRIBUTING.md, CHANGELOG.md and ``notebooks/*.ipynb`` from the repository root,
   read in place (no copy that could drift).
+- A tutorial is rendered without its saved widget state (``metadata.widgets``, read from a copy
+  made for the build and removed after it): each live view and card then shows the text form every
+  loom widget output stores beside it (``text/plain``), where the state alone would need the
+  widgets' JavaScript from a CDN, and loom's own, to show anything.
 - A link to a file of the repository that is not a page of the site (``loom_nb/...``,
   ``tests/README.md``) becomes a link to that file in the repository (``repo_url``), when the file
   exists; a link to anything that exists neither in the site nor in the repository is left as
@@ -15,7 +19,9 @@ site keeps the same layout, so every such link resolves in the site exactly as i
 
 from __future__ import annotations
 
+import json
 import posixpath
+import tempfile
 import xml.etree.ElementTree as etree
 from pathlib import Path
 from typing import Any
@@ -32,7 +38,15 @@ REPO = Path(__file__).resolve().parent.parent
 ROOT_PAGES = ("README.md", "CONTRIBUTING.md", "CHANGELOG.md")
 #: Where the tutorials are, relative to the repository root.
 NOTEBOOKS = "notebooks"
-_SITE: dict[str, Any] = {"page": None, "files": None, "repo_url": ""}
+_SITE: dict[str, Any] = {"page": None, "files": None, "repo_url": "", "scratch": None}
+
+
+def _without_widget_state(notebook: Path, copy: Path) -> None:
+    """Writes ``notebook`` to ``copy`` without ``metadata.widgets``."""
+    data = json.loads(notebook.read_text(encoding="utf-8"))
+    data.get("metadata", {}).pop("widgets", None)
+    copy.parent.mkdir(parents=True, exist_ok=True)
+    copy.write_text(json.dumps(data), encoding="utf-8")
 
 
 @event_priority(100)  # before mkdocs-jupyter's on_files, so that it sees the tutorials
@@ -47,12 +61,21 @@ def on_files(files: Files, config: MkDocsConfig) -> Files:
         for file in files
     ]
     placed += [File(name, str(REPO), site_dir, urls) for name in ROOT_PAGES]
-    placed += [
-        File(f"{NOTEBOOKS}/{nb.name}", str(REPO), site_dir, urls) for nb in sorted((REPO / NOTEBOOKS).glob("*.ipynb"))
-    ]
+    scratch = tempfile.TemporaryDirectory(prefix="loom-docs-")
+    _SITE["scratch"] = scratch
+    for nb in sorted((REPO / NOTEBOOKS).glob("*.ipynb")):
+        _without_widget_state(nb, Path(scratch.name) / NOTEBOOKS / nb.name)
+        placed.append(File(f"{NOTEBOOKS}/{nb.name}", scratch.name, site_dir, urls))
     _SITE["files"] = {file.src_uri for file in placed}
     _SITE["repo_url"] = (config.repo_url or "").rstrip("/")
     return Files(placed)
+
+
+def on_post_build(config: MkDocsConfig) -> None:
+    """Removes the tutorials' copies made for the build."""
+    if _SITE["scratch"] is not None:
+        _SITE["scratch"].cleanup()
+        _SITE["scratch"] = None
 
 
 def on_page_markdown(markdown: str, page: Page, **kwargs: Any) -> str:

@@ -1,8 +1,8 @@
 """The documentation site builds with ``mkdocs build --strict`` (mkdocs.yml): a broken link between
 pages, a link to a file that exists neither in the site nor in the repository, a docstring griffe
 cannot read (an Args entry the signature does not have) or an unresolved cross-reference fails it.
-The site holds the README as its home page, the guides, every tutorial with its stored outputs,
-and the API reference of each ``__all__``."""
+The site holds the README as its home page, the guides, every tutorial with its stored outputs
+(a live view as its text form), and the API reference of each ``__all__``."""
 
 from __future__ import annotations
 
@@ -59,6 +59,10 @@ def test_the_site_builds_strict_with_every_page(tmp_path: Path) -> None:
     for notebook in sorted((REPO / "notebooks").glob("*.ipynb")):
         page = (site / "notebooks" / notebook.stem / "index.html").read_text()
         assert "jp-OutputArea" in page, notebook.name  # rendered with its stored outputs
+        # a live view shows its text form, not a widget that needs JavaScript from a CDN
+        assert "widget-view+json" not in page and "unpkg.com" not in page, notebook.name
+    quickstart = (site / "notebooks" / "01-quickstart" / "index.html").read_text()
+    assert "loom run quickstart-1 (agent:tidy): completed" in quickstart
     # A repository file that is not a page links to the repository.
     assert "/blob/main/tests/README.md" in (site / "CONTRIBUTING" / "index.html").read_text()
 
