@@ -171,7 +171,8 @@ def test_every_given_and_check_names_a_block_of_a_guide() -> None:
     assert len(keys) == len(set(keys)), "two blocks share a first line: name them apart in key()"
     assert set(GIVEN) <= set(keys), set(GIVEN) - set(keys)
     assert set(CHECK) <= set(keys), set(CHECK) - set(keys)
-    assert set(guide_blocks()) == {"docs/effects.md", "docs/analysis.md"}, set(guide_blocks())
+    assert {"docs/effects.md", "docs/analysis.md"} <= set(guide_blocks()), set(guide_blocks())  # the reader finds them
+    assert len(keys) >= 8, keys
 
 
 @pytest.mark.slow
