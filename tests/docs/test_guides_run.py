@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import jupytext
 import pytest
 
 from tests.notebook.support import REPO, KernelSession
-from tests.notebook.test_readme_runs import python_blocks
 
 #: Run before every block: a folder of its own, and the import every guide's first block shows.
 BEFORE_EACH = """\
@@ -149,6 +149,12 @@ assert est.n == 4 and est.excluded_no_propensity == 0, est
 assert abs(est.ips - 0.75 * 0.5 / 0.7) < 1e-9, est  # mean(w r): w = 0.5 / 0.7 for every "a"
 """,
 }
+
+
+def python_blocks(path: Path) -> list[str]:
+    """The Python blocks of a Markdown file, in order (jupytext's Markdown reader, as for the README)."""
+    notebook = jupytext.read(path, fmt="md")
+    return [c.source for c in notebook.cells if c.cell_type == "code" and not c.source.startswith("%%")]
 
 
 def guide_blocks() -> dict[str, list[str]]:
