@@ -9,6 +9,7 @@ it runs (with no given names unless it is listed here), so the guides cannot dri
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import jupytext
@@ -157,6 +158,7 @@ def python_blocks(path: Path) -> list[str]:
     return [c.source for c in notebook.cells if c.cell_type == "code" and not c.source.startswith("%%")]
 
 
+@functools.cache  # read once, at collection (the parameters) and by every test
 def guide_blocks() -> dict[str, list[str]]:
     """The Python blocks of each guide that has any (``docs/*.md``, by path from the repository)."""
     found = {}
