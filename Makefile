@@ -4,8 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-# (test-proxies, litellm: see below)
-.PHONY: venv servers litellm test-proxies demo test check fmt lint pytest lab bench browser clean notebooks binder-check screens postgres
+.PHONY: venv servers litellm test-proxies demo test check fmt lint pytest lab bench browser clean notebooks binder-check screens postgres docs
 
 $(STAMP): pyproject.toml constraints.txt
 	python3 -m venv $(VENV)
@@ -41,14 +40,14 @@ demo: venv
 	$(VENV)/bin/loom-nb demo $$([ -t 0 ] || echo --yes)
 
 lint: venv
-	$(VENV)/bin/ruff check loom_nb tests bench
-	$(VENV)/bin/ruff format --check loom_nb tests bench
+	$(VENV)/bin/ruff check loom_nb tests bench docs/site_hooks.py
+	$(VENV)/bin/ruff format --check loom_nb tests bench docs/site_hooks.py
 	$(VENV)/bin/mypy
 
 # Format the code in place (make lint checks it is formatted).
 fmt: venv
-	$(VENV)/bin/ruff format loom_nb tests bench
-	$(VENV)/bin/ruff check --fix loom_nb tests bench
+	$(VENV)/bin/ruff format loom_nb tests bench docs/site_hooks.py
+	$(VENV)/bin/ruff check --fix loom_nb tests bench docs/site_hooks.py
 
 # The edit loop: lint and every test not marked slow or browser (no notebooks, no binder check).
 check: lint postgres
@@ -76,6 +75,12 @@ pytest: venv servers postgres
 
 test: lint browser servers postgres pytest binder-check
 
+# The documentation site (mkdocs.yml) into site/: the README, the guides (docs/*.md), the tutorials
+# with their stored outputs and the API reference from the docstrings; --strict fails on a broken
+# link or reference (make test builds it too: tests/test_docs_site.py).
+docs: venv
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
+
 lab: venv
 	$(VENV)/bin/jupyter lab notebooks
 
@@ -94,4 +99,4 @@ bench: venv
 	for b in bench/*.py; do case $$b in *_workload.py) continue;; esac; echo "== $$b"; $(PY) $$b || exit 1; done
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache tests/servers/node_modules tests/servers/litellm
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache tests/servers/node_modules tests/servers/litellm site

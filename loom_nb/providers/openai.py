@@ -48,17 +48,17 @@ class OpenAIChat(HTTPProvider):
 
     What differs from the official SDK on purpose is listed in ``docs/providers.md``.
 
+    The other keyword arguments are the ``HTTPProvider`` options: ``base_url`` (the API root, up to
+    and including ``/v1``), ``api_key`` (None reads ``OPENAI_API_KEY`` at the first call; ``""`` sends
+    no ``Authorization`` header), ``transport``, ``timeout``, ``extra_headers`` (e.g.
+    ``OpenAI-Organization``), ``stream`` and ``max_tokens`` (the default output cap;
+    ``ModelRequest.max_tokens`` overrides it).
+
     Args:
         model: The model name, e.g. ``"gpt-4o-mini"``.
         max_tokens_field: The request field the output cap is sent as: ``"max_completion_tokens"``
             (the default; what OpenAI's current models accept, reasoning models included) or
             ``"max_tokens"`` (the legacy field, for compatible servers that know only that one).
-        **options: The ``HTTPProvider`` options: ``base_url`` (the API root, up to and including
-            ``/v1``), ``api_key`` (None reads ``OPENAI_API_KEY`` at the first call; ``""`` sends no
-            ``Authorization`` header), ``transport``, ``timeout``, ``extra_headers`` (e.g.
-            ``OpenAI-Organization``), ``stream`` and ``max_tokens`` (the default output cap;
-            ``ModelRequest.max_tokens`` overrides it).
-
         reasoning_effort: Sent as the ``reasoning_effort`` field (``"low"``, ``"medium"``,
             ``"high"``...) for a reasoning model; None sends none.
 
