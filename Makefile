@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: venv servers demo test check fmt lint pytest lab bench browser clean notebooks binder-check screens postgres
+.PHONY: venv servers litellm test-proxies demo test check fmt lint pytest lab bench browser clean notebooks binder-check screens postgres docs
 
 $(STAMP): pyproject.toml constraints.txt
 	python3 -m venv $(VENV)
@@ -20,20 +20,34 @@ $(SERVERS_STAMP): tests/servers/package.json tests/servers/package-lock.json
 	npm ci --prefix tests/servers --no-audit --no-fund
 	touch $(SERVERS_STAMP)
 
+# LiteLLM's proxy (tests/providers/test_litellm_reasoning.py): its own venv, every package pinned.
+LITELLM_VENV := tests/servers/litellm/.venv
+LITELLM_STAMP := $(LITELLM_VENV)/.installed
+$(LITELLM_STAMP): tests/servers/litellm-requirements.txt
+	rm -rf $(LITELLM_VENV) && python3 -m venv $(LITELLM_VENV)
+	$(LITELLM_VENV)/bin/pip install -q --no-deps -r tests/servers/litellm-requirements.txt
+	touch $(LITELLM_STAMP)
+
 servers: $(SERVERS_STAMP)
+
+# The tests against LiteLLM's proxy (marked proxy): left out of `make test`, whose 20-minute budget
+# cannot hold the proxy's install (~700 MB, 2-3 minutes) and start-up (20-60 s).
+litellm: $(LITELLM_STAMP)
+test-proxies: venv litellm
+	$(VENV)/bin/pytest -m proxy tests
 
 demo: venv
 	$(VENV)/bin/loom-nb demo $$([ -t 0 ] || echo --yes)
 
 lint: venv
-	$(VENV)/bin/ruff check loom_nb tests bench
-	$(VENV)/bin/ruff format --check loom_nb tests bench
+	$(VENV)/bin/ruff check loom_nb tests bench docs/site_hooks.py
+	$(VENV)/bin/ruff format --check loom_nb tests bench docs/site_hooks.py
 	$(VENV)/bin/mypy
 
 # Format the code in place (make lint checks it is formatted).
 fmt: venv
-	$(VENV)/bin/ruff format loom_nb tests bench
-	$(VENV)/bin/ruff check --fix loom_nb tests bench
+	$(VENV)/bin/ruff format loom_nb tests bench docs/site_hooks.py
+	$(VENV)/bin/ruff check --fix loom_nb tests bench docs/site_hooks.py
 
 # The edit loop: lint and every test not marked slow or browser (no notebooks, no binder check).
 check: lint postgres
@@ -61,6 +75,12 @@ pytest: venv servers postgres
 
 test: lint browser servers postgres pytest binder-check
 
+# The documentation site (mkdocs.yml) into site/: the README, the guides (docs/*.md), the tutorials
+# with their stored outputs and the API reference from the docstrings; --strict fails on a broken
+# link or reference (make test builds it too: tests/test_docs_site.py).
+docs: venv
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
+
 lab: venv
 	$(VENV)/bin/jupyter lab notebooks
 
@@ -79,4 +99,4 @@ bench: venv
 	for b in bench/*.py; do case $$b in *_workload.py) continue;; esac; echo "== $$b"; $(PY) $$b || exit 1; done
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache tests/servers/node_modules
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache tests/servers/node_modules tests/servers/litellm site

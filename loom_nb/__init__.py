@@ -86,7 +86,7 @@ from loom_nb.kernel import (
     InDoubtResolution,
     flow,
 )
-from loom_nb.messages import Message, ModelRequest, ModelResponse, ReasoningBlock, ToolCall, Usage
+from loom_nb.messages import ImageRef, Message, ModelRequest, ModelResponse, ReasoningBlock, ToolCall, Usage
 from loom_nb.providers import LAZY as _LAZY_PROVIDERS
 from loom_nb.providers import ModelProvider, ScriptedModel
 from loom_nb.runtime import Runtime, default_runtime, set_default_runtime
@@ -180,6 +180,7 @@ __all__ = [
     "FlowNotFoundError",
     "Gate",
     "GateRequest",
+    "ImageRef",
     "InDoubtError",
     "InDoubtResolution",
     "InputIgnoredWarning",

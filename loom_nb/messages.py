@@ -107,22 +107,46 @@ class ReasoningBlock(BaseModel):
 
     Attributes:
         type: ``thinking`` (Anthropic: readable reasoning and its signature), ``redacted_thinking``
-            (Anthropic: encrypted reasoning, in ``data``) or ``reasoning_item`` (OpenAI Responses: the
-            item, in ``item``).
+            (Anthropic: encrypted reasoning, in ``data``), ``reasoning_item`` (OpenAI Responses: the
+            item, in ``item``) or ``chat_reasoning`` (an OpenAI-compatible chat server: the assistant
+            message's reasoning fields, ``reasoning_content``, ``reasoning``, ``reasoning_details``
+            or ``thinking_blocks``, by name in ``item``, as the server sent them).
         text: The readable reasoning (a thinking block's text, a reasoning item's summary); empty when
             the provider shows none.
         signature: The provider's signature over the block (``thinking`` blocks).
         data: The encrypted reasoning (``redacted_thinking`` blocks).
-        item: The reasoning item as the API accepts it back (``reasoning_item`` blocks).
+        item: The reasoning item as the API accepts it back (``reasoning_item`` blocks), or the
+            message's reasoning fields (``chat_reasoning`` blocks).
     """
 
     model_config = ConfigDict(frozen=True)
 
-    type: Literal["thinking", "redacted_thinking", "reasoning_item"] = "thinking"
+    type: Literal["thinking", "redacted_thinking", "reasoning_item", "chat_reasoning"] = "thinking"
     text: str = ""
     signature: str = ""
     data: str = ""
     item: dict[str, Any] | None = Field(default=None, exclude_if=_empty)
+
+
+class ImageRef(BaseModel):
+    """An image a tool gave (an MCP image block), by reference: its bytes stay in the content store
+    and reach a provider that takes images as image content when a request is sent
+    (``effects/images.py``), never inlined in the journal.
+
+    Attributes:
+        ref: The content store's digest of the bytes.
+        mime_type: ``image/png``, ``image/jpeg``...
+        size: The bytes' length.
+        data: The bytes, filled in for the request being sent only (never dumped or journaled);
+            None when they were not looked up or the store no longer holds them.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    ref: str
+    mime_type: str
+    size: int = 0
+    data: bytes | None = Field(default=None, exclude=True, repr=False)
 
 
 class Message(BaseModel):
@@ -135,6 +159,8 @@ class Message(BaseModel):
         reasoning: The model's reasoning blocks, in the order received (assistant messages only).
             Left out of every dump while empty, so messages without reasoning serialize (and are
             journaled, digested and counted) exactly as before the field existed.
+        images: Images a tool's result carried (tool messages only), by reference; left out of
+            every dump while empty.
         trusted_prefix: How many characters at the start of a tainted ``text`` are loom's own (the
             note that a person edited the call): the prompt guard fences only the rest. Never
             dumped (not journaled, digested or counted); a message read back from JSON has 0, and
@@ -152,6 +178,7 @@ class Message(BaseModel):
     tainted: bool = False
     refusal: str | None = Field(default=None, exclude_if=_empty)
     reasoning: tuple[ReasoningBlock, ...] = Field(default=(), exclude_if=_empty)
+    images: tuple[ImageRef, ...] = Field(default=(), exclude_if=_empty)
     trusted_prefix: int = Field(default=0, exclude=True)
 
     @classmethod
@@ -284,6 +311,8 @@ class ModelResponse(BaseModel):
         finish_reason: Why the model stopped (``stop``, ``tool_calls``, ``length``, ``refusal``...), if
             known; ``refusal`` when the model declined (its words are in ``message.refusal``).
         response_id: The provider's id of the response, if any.
+        model: The model the server says answered (``gpt-4o-mini-2024-07-18``), if it says; left out
+            of every dump while None, so responses without it are journaled exactly as before.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -292,6 +321,7 @@ class ModelResponse(BaseModel):
     usage: Usage = Field(default_factory=Usage)
     finish_reason: str | None = None
     response_id: str | None = None
+    model: str | None = Field(default=None, exclude_if=_empty)
 
     @classmethod
     def text(cls, text: str, *, usage: Usage | None = None) -> ModelResponse:

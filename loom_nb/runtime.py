@@ -36,7 +36,8 @@ class Runtime(Engine):
     """Durable executions over a journal, every effect call through the protection ring.
 
     Open one with ``Runtime.open("loom.duckdb")`` (or ``":memory:"``); use it as a context manager
-    to close it.
+    to close it. The kernel's keyword options pass through to ``Engine`` (``EngineOptions``):
+    ``clock``, ``ids``, ``random``, ``flows``, ``principal``, ``stream_commits``.
 
     Args:
         journal: The journal.
@@ -44,8 +45,6 @@ class Runtime(Engine):
         principal_quota: Limits for each principal.
         default_retry: Retry policy for effects registered without one.
         effects: The effect ring (by default a new one with the quotas and retry policy above).
-        **options: ``clock``, ``ids``, ``random``, ``flows``, ``principal``, ``stream_commits``
-            (``EngineOptions``).
     """
 
     #: The effect ring (the bare kernel ``Engine`` only knows an ``EffectInvoker``).

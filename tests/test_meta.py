@@ -230,6 +230,7 @@ EXPECTED_ALL = sorted(
         "FlowNotFoundError",
         "Gate",
         "GateRequest",
+        "ImageRef",
         "InDoubtError",
         "InDoubtResolution",
         "JournalCorruptError",

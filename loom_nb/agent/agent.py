@@ -69,6 +69,11 @@ class Agent(Generic[Deps, Out]):
     and answers with an ``Out`` (``str`` unless ``output_type=`` says otherwise), so
     ``(await agent.start(...)).output`` is typed for mypy and editors.
 
+    The other keyword arguments are ``AgentConfig`` fields, documented there (``AgentOptions``):
+    ``system``, ``max_turns``, ``compaction``, ``claim_check``, ``needs_approval``, ``refusal_text``,
+    ``skill_selector``, ``memory``, ``recall_limit``, ``stream``, ``chunk_min_chars``,
+    ``parallel_tools``, ``tool_timeout``, ``max_tool_calls``, ``max_answer_chars``, ``when_cut``.
+
     Args:
         model: A ``ModelProvider`` (e.g. ``ScriptedModel``, ``OpenAIChat``) or a registered model
             effect id.
@@ -88,10 +93,6 @@ class Agent(Generic[Deps, Out]):
         output_mode: ``auto`` (native structured output where the provider has it, else a
             ``final_result`` tool), ``native`` or ``tool``.
         output_retries: Failed validations sent back to the model before ``OutputValidationError``.
-        **options: The other ``AgentConfig`` fields, documented there (``AgentOptions``): ``system``,
-            ``max_turns``, ``compaction``, ``claim_check``, ``needs_approval``, ``refusal_text``,
-            ``skill_selector``, ``memory``, ``recall_limit``, ``stream``, ``chunk_min_chars``,
-            ``parallel_tools``, ``tool_timeout``, ``max_tool_calls``, ``max_answer_chars``, ``when_cut``.
     """
 
     @overload

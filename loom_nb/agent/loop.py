@@ -30,6 +30,7 @@ from loom_nb.agent.cut_answers import GO_ON, answer_cut, cut_reason
 from loom_nb.agent.output import TypedAnswers
 from loom_nb.agent.transcript import (
     fold,
+    result_images,
     summary_message,
     system_prefix_len,
     tool_message,
@@ -475,7 +476,8 @@ async def _run_one(
         return
     if note:
         text = note + tool_result_text(output)
-        outcomes[j] = ("message", Message.tool(call, text, tainted=not tool.trusted, trusted_prefix=len(note)))
+        edited_message = Message.tool(call, text, tainted=not tool.trusted, trusted_prefix=len(note))
+        outcomes[j] = ("message", edited_message.model_copy(update={"images": result_images(output)}))
         return
     outcomes[j] = ("tool", output)
 

@@ -26,7 +26,7 @@ from loom_nb.errors import UsageError
 from loom_nb.journal import step_ids
 from loom_nb.journal.canonical import canonical_json
 from loom_nb.journal.events import Event, EventKind
-from loom_nb.messages import Message, ModelResponse, ToolCall, ToolSpec
+from loom_nb.messages import ImageRef, Message, ModelResponse, ToolCall, ToolSpec
 
 SUMMARY_PREFIX = "[Summary of the earlier conversation]\n"
 
@@ -37,8 +37,28 @@ def tool_result_text(output: Any) -> str:
 
 
 def tool_message(call: ToolCall, output: Any, *, tainted: bool) -> Message:
-    """The tool message for a successful call."""
-    return Message.tool(call, tool_result_text(output), tainted=tainted)
+    """The tool message for a successful call: its output as text, and the images it holds by
+    reference (``result_images``), which a provider that takes images sends as image content."""
+    message = Message.tool(call, tool_result_text(output), tainted=tainted)
+    images = result_images(output)
+    return message.model_copy(update={"images": images}) if images else message
+
+
+def result_images(output: Any) -> tuple[ImageRef, ...]:
+    """The images in a tool's output: each ``{"type": "image", "mime_type": "image/...", "ref",
+    "size"}`` block of its ``content`` list (the shape an MCP image block is recorded in)."""
+    content = output.get("content") if isinstance(output, dict) else None
+    if not isinstance(content, list):
+        return ()
+    return tuple(
+        ImageRef(ref=block["ref"], mime_type=block["mime_type"], size=int(block.get("size") or 0))
+        for block in content
+        if isinstance(block, dict)
+        and block.get("type") == "image"
+        and isinstance(block.get("ref"), str)
+        and isinstance(block.get("mime_type"), str)
+        and block["mime_type"].startswith("image/")
+    )
 
 
 def summary_message(summary: ModelResponse, *, tainted: bool = False) -> Message:

@@ -13,73 +13,18 @@ guarded one.
 from __future__ import annotations
 
 import re
-import weakref
-from functools import partial
 from operator import attrgetter
-from typing import Any, NamedTuple
+from typing import Any
 
+from loom_nb.effects.prefix_scan import PrefixScan
 from loom_nb.errors import PromptIntegrityError
 from loom_nb.kernel.effect_registry import EffectCall, EffectResult, EffectSpec, Next
 from loom_nb.messages import Message, ModelRequest
 
-_TAINTED = attrgetter("tainted")
-#: The cap on conversations ``_CHECKED`` remembers; the oldest is forgotten first.
-_CHECKED_MAX = 256
-#: Messages past a conversation's recorded prefix that are checked again at each request before
-#: the entry is brought up to date (an agent turn adds two).
-_REFRESH_AFTER = 16
-
-
-class _Checked(NamedTuple):
-    """What ``_any_tainted`` knows of one conversation: its first message (weakly), the messages
-    after it that were checked, and whether any checked message was tainted."""
-
-    first: weakref.ref[Message]
-    rest: tuple[Message, ...]
-    tainted: bool
-
-
-#: The last messages checked per conversation, keyed by the id of its first message: a loop's next
-#: request holds the previous one's messages plus a few, so only those few are checked again. An
-#: entry holds its first message weakly and is dropped when that message goes, so a finished
-#: conversation's transcript is not kept alive here (nor walked by every full garbage collection).
-_CHECKED: dict[int, _Checked] = {}
-
-
-def _forget(key: int, ref: weakref.ref[Message]) -> None:
-    """Drop the entry of a conversation whose first message is gone (a weak-reference callback)."""
-    entry = _CHECKED.get(key)
-    if entry is not None and entry.first is ref:
-        del _CHECKED[key]
-
-
-def _any_tainted(messages: tuple[Message, ...]) -> bool:
-    """Whether any message is tainted, in time proportional to the messages not seen in the
-    conversation's previous request (a prefix compared in C: identity first, then by value, so an
-    equal copy is never taken for what it is not).
-
-    The entry is brought up to date only once ``_REFRESH_AFTER`` unrecorded messages follow its
-    prefix (copying the messages is O(n)): until then each request checks those few again."""
-    if not messages:
-        return False
-    first = messages[0]
-    key = id(first)
-    seen = _CHECKED.get(key)
-    if seen is not None and seen.first() is first:
-        checked = len(seen.rest) + 1  # the first message and the rest recorded with it
-        if checked <= len(messages) and messages[1:checked] == seen.rest:
-            tainted = seen.tainted or any(map(_TAINTED, messages[checked:]))
-            if len(messages) - checked > _REFRESH_AFTER:
-                _CHECKED[key] = _Checked(seen.first, messages[1:], tainted)
-            return tainted
-        ref = seen.first  # the same conversation, changed before its end: checked whole again
-    else:
-        if len(_CHECKED) >= _CHECKED_MAX:
-            del _CHECKED[next(iter(_CHECKED))]
-        ref = weakref.ref(first, partial(_forget, key))
-    tainted = any(map(_TAINTED, messages))
-    _CHECKED[key] = _Checked(ref, messages[1:], tainted)
-    return tainted
+#: Whether any message of a request is tainted, in time proportional to the messages its
+#: conversation's previous request did not have (``prefix_scan``).
+_any_tainted = PrefixScan(attrgetter("tainted"))
+_CHECKED = _any_tainted.checked
 
 
 FENCE_OPEN = "<<<untrusted-content>>>"

@@ -1,7 +1,8 @@
 """``EffectRing``: the registry plus the interceptor ring every model and tool call passes.
 
 Ring order (outermost first): authorization -> quota and metering -> retry -> guard -> timeout ->
-claim-check (one link per ``ClaimCheck`` configuration) -> the effect. The idempotency key
+images (a model call's image bytes read from the content store) -> claim-check (one link per
+``ClaimCheck`` configuration) -> the effect. The idempotency key
 (``<execution_id>:<step_id>``) is derived by the kernel and handed to the effect in its
 ``EffectContext``; it is stable across retries and recovery.
 """
@@ -14,6 +15,7 @@ from collections.abc import Callable, Mapping
 from loom_nb.effects.authz import Authorization
 from loom_nb.effects.claimcheck import ClaimCheck, ClaimCheckInterceptor, ContentStore
 from loom_nb.effects.guard import PromptGuard
+from loom_nb.effects.images import ImageContent
 from loom_nb.effects.quota import Metering, Quota, UsageTotals
 from loom_nb.effects.retry import Retry, RetryPolicy
 from loom_nb.effects.timeout import Timeout
@@ -50,7 +52,8 @@ class EffectRing(EffectRegistry):
         self.retry = Retry(default_retry)
         self.guard = PromptGuard()
         self.timeout = Timeout()
-        super().__init__([self.authorization, self.metering, self.retry, self.guard, self.timeout])
+        self.images = ImageContent(lambda: self.content_store)
+        super().__init__([self.authorization, self.metering, self.retry, self.guard, self.timeout, self.images])
         self._claim_checks: list[tuple[ClaimCheck, str | None]] = []
         self.content_store: ContentStore | None = None
         self._on_close: list[Callable[[], None]] = []

@@ -15,8 +15,10 @@ from loom_nb.providers.http import (
     error_status,
     excerpt,
     parse_arguments,
+    text_or_none,
     token_count,
 )
+from loom_nb.providers.image_parts import anthropic_part
 from loom_nb.providers.sse import SSEEvent, loads
 
 API_VERSION = "2023-06-01"
@@ -139,7 +141,8 @@ class AnthropicMessages(HTTPProvider):
             message=Message(role="assistant", text="".join(texts), tool_calls=tuple(calls), reasoning=tuple(reasoning)),
             usage=_usage(data.get("usage") or {}),
             finish_reason=_stop(data.get("stop_reason")),
-            response_id=data.get("id") if isinstance(data.get("id"), str) else None,
+            response_id=text_or_none(data.get("id")),
+            model=text_or_none(data.get("model")),
         )
 
 
@@ -185,7 +188,7 @@ def _messages(messages: tuple[Message, ...]) -> list[dict[str, Any]]:
             block: dict[str, Any] = {
                 "type": "tool_result",
                 "tool_use_id": m.tool_call_id or "",
-                "content": m.text,
+                "content": _tool_result_content(m),
             }
             if m.is_error:
                 block["is_error"] = True
@@ -207,6 +210,14 @@ def _messages(messages: tuple[Message, ...]) -> list[dict[str, Any]]:
         else:
             out.append({"role": m.role, "content": m.text})
     return out
+
+
+def _tool_result_content(m: Message) -> str | list[dict[str, Any]]:
+    """A tool result's content: its text, and its images as image blocks when it has any."""
+    if not m.images:
+        return m.text
+    text = [{"type": "text", "text": m.text}] if m.text else []
+    return text + [anthropic_part(image) for image in m.images]
 
 
 def _assistant_content(m: Message) -> str | list[dict[str, Any]]:
@@ -274,7 +285,7 @@ class _Block:
 class _AnthropicStream:
     """Assembles messages-API events: content blocks by index, usage, stop reason."""
 
-    __slots__ = ("blocks", "done", "response_id", "stop_reason", "usage")
+    __slots__ = ("blocks", "done", "model", "response_id", "stop_reason", "usage")
 
     def __init__(self) -> None:
         self.done = False
@@ -282,6 +293,7 @@ class _AnthropicStream:
         self.usage: dict[str, Any] = {}
         self.stop_reason: str | None = None
         self.response_id: str | None = None
+        self.model: str | None = None
 
     def feed(self, event: SSEEvent) -> str | None:
         data = loads(event.data)
@@ -312,7 +324,8 @@ class _AnthropicStream:
             self.blocks[data["index"]] = _Block(data["content_block"])
         elif kind == "message_start":
             message = data["message"]
-            self.response_id = message.get("id")
+            self.response_id = text_or_none(message.get("id"))
+            self.model = text_or_none(message.get("model"))
             self.usage = dict(message.get("usage") or {})
         elif kind == "message_delta":
             reason = (data.get("delta") or {}).get("stop_reason")
@@ -364,5 +377,6 @@ class _AnthropicStream:
             message=Message(role="assistant", text="".join(texts), tool_calls=tuple(calls), reasoning=tuple(reasoning)),
             usage=_usage(self.usage),
             finish_reason=_stop(self.stop_reason),
-            response_id=self.response_id if isinstance(self.response_id, str) else None,
+            response_id=self.response_id,
+            model=self.model,
         )

@@ -221,6 +221,11 @@ def token_count(value: Any) -> int:
     return value if isinstance(value, int) and value >= 0 else 0
 
 
+def text_or_none(value: Any) -> str | None:
+    """``value`` when it is a non-empty string (an id or a model name a server sent), else None."""
+    return value if isinstance(value, str) and value else None
+
+
 def excerpt(text: str, limit: int = 160) -> str:
     """``text`` cut to ``limit`` characters, with an ellipsis when it was longer."""
     return text if len(text) <= limit else text[: limit - 1] + "…"

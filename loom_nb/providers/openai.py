@@ -6,7 +6,8 @@ import json
 from typing import Any, Literal, Unpack, get_args
 
 from loom_nb.errors import ProviderHTTPError, ProviderProtocolError, UsageError
-from loom_nb.messages import Message, ModelRequest, ModelResponse, ToolCall, Usage
+from loom_nb.messages import Message, ModelRequest, ModelResponse, ReasoningBlock, ToolCall, Usage
+from loom_nb.providers.chat_reasoning import ReasoningStream, fields_sent_back, reasoning_block
 from loom_nb.providers.http import (
     HTTPOptions,
     HTTPProvider,
@@ -14,8 +15,10 @@ from loom_nb.providers.http import (
     error_status,
     excerpt,
     parse_arguments,
+    text_or_none,
     token_count,
 )
+from loom_nb.providers.image_parts import chat_part
 from loom_nb.providers.sse import SSEEvent, loads
 
 _FINISH = {"function_call": "tool_calls"}
@@ -37,22 +40,25 @@ class OpenAIChat(HTTPProvider):
     ``stream_options.include_usage`` so the last chunk carries the token usage. A refusal comes back
     in ``Message.refusal`` with ``finish_reason="refusal"`` and goes back in the assistant
     message's ``refusal`` field. A typed answer (``ModelRequest.output``) is asked for as
-    ``response_format`` with a strict JSON schema. Local servers (llama.cpp, vLLM, Ollama) take
+    ``response_format`` with a strict JSON schema. Reasoning a compatible server puts on the
+    assistant message (``reasoning_content``, ``reasoning``, ``reasoning_details``, LiteLLM's
+    ``thinking_blocks``) is kept in ``Message.reasoning`` and sent back as it came
+    (``providers/chat_reasoning.py``). Local servers (llama.cpp, vLLM, Ollama) take
     ``base_url="http://127.0.0.1:8000/v1"`` and, when they need no key, ``api_key=""``.
 
     What differs from the official SDK on purpose is listed in ``docs/providers.md``.
+
+    The other keyword arguments are the ``HTTPProvider`` options: ``base_url`` (the API root, up to
+    and including ``/v1``), ``api_key`` (None reads ``OPENAI_API_KEY`` at the first call; ``""`` sends
+    no ``Authorization`` header), ``transport``, ``timeout``, ``extra_headers`` (e.g.
+    ``OpenAI-Organization``), ``stream`` and ``max_tokens`` (the default output cap;
+    ``ModelRequest.max_tokens`` overrides it).
 
     Args:
         model: The model name, e.g. ``"gpt-4o-mini"``.
         max_tokens_field: The request field the output cap is sent as: ``"max_completion_tokens"``
             (the default; what OpenAI's current models accept, reasoning models included) or
             ``"max_tokens"`` (the legacy field, for compatible servers that know only that one).
-        **options: The ``HTTPProvider`` options: ``base_url`` (the API root, up to and including
-            ``/v1``), ``api_key`` (None reads ``OPENAI_API_KEY`` at the first call; ``""`` sends no
-            ``Authorization`` header), ``transport``, ``timeout``, ``extra_headers`` (e.g.
-            ``OpenAI-Organization``), ``stream`` and ``max_tokens`` (the default output cap;
-            ``ModelRequest.max_tokens`` overrides it).
-
         reasoning_effort: Sent as the ``reasoning_effort`` field (``"low"``, ``"medium"``,
             ``"high"``...) for a reasoning model; None sends none.
 
@@ -97,7 +103,7 @@ class OpenAIChat(HTTPProvider):
         body: dict[str, Any] = {
             "model": request.model or self.model,
             "messages": [_message(m) for m in request.messages if m.role == "system"]
-            + [_message(m) for m in request.messages if m.role != "system"],
+            + _conversation([m for m in request.messages if m.role != "system"]),
         }
         if request.tools:
             body["tools"] = [
@@ -154,6 +160,8 @@ class OpenAIChat(HTTPProvider):
             usage=data.get("usage"),
             reason=choice.get("finish_reason"),
             response_id=data.get("id"),
+            model=data.get("model"),
+            reasoning=reasoning_block(message),
         )
 
 
@@ -165,7 +173,15 @@ def _tool_call(call_id: str, fn: dict[str, Any]) -> ToolCall:
 
 
 def _response(
-    *, text: str, refusal: str | None, calls: list[ToolCall], usage: Any, reason: Any, response_id: Any
+    *,
+    text: str,
+    refusal: str | None,
+    calls: list[ToolCall],
+    usage: Any,
+    reason: Any,
+    response_id: Any,
+    model: Any,
+    reasoning: ReasoningBlock | None,
 ) -> ModelResponse:
     """The response, with the finish reason in loom's vocabulary: ``function_call`` is ``tool_calls``,
     and a refusal (which the API ends with ``stop``) is ``refusal``."""
@@ -173,18 +189,44 @@ def _response(
     if refusal is not None and not calls:
         finish = "refusal"
     return ModelResponse(
-        message=Message(role="assistant", text=text, tool_calls=tuple(calls), refusal=refusal),
+        message=Message(
+            role="assistant",
+            text=text,
+            tool_calls=tuple(calls),
+            refusal=refusal,
+            reasoning=(reasoning,) if reasoning is not None else (),
+        ),
         usage=_usage(usage),
         finish_reason=finish,
-        response_id=response_id if isinstance(response_id, str) else None,
+        response_id=text_or_none(response_id),
+        model=text_or_none(model),
     )
+
+
+def _conversation(messages: list[Message]) -> list[dict[str, Any]]:
+    """The non-system messages; the images of a run of tool results follow the run as one user
+    message (a tool message's content is text only, and tool messages must follow their call)."""
+    out: list[dict[str, Any]] = []
+    images: list[dict[str, Any]] = []
+    for m in messages:
+        if m.role != "tool" and images:
+            out.append({"role": "user", "content": images})
+            images = []
+        out.append(_message(m))
+        if m.role == "tool" and m.images:
+            images.append({"type": "text", "text": f"The images the tool call {m.tool_call_id} ({m.name}) returned:"})
+            images += [chat_part(image) for image in m.images]
+    if images:
+        out.append({"role": "user", "content": images})
+    return out
 
 
 def _message(m: Message) -> dict[str, Any]:
     if m.role == "tool":
         return {"role": "tool", "tool_call_id": m.tool_call_id or "", "content": _tool_result_text(m)}
-    if m.role == "assistant" and (m.tool_calls or m.refusal is not None):
-        out: dict[str, Any] = {"role": "assistant", "content": m.text or None}
+    reasoning = fields_sent_back(m) if m.role == "assistant" else {}
+    if m.role == "assistant" and (m.tool_calls or m.refusal is not None or reasoning):
+        out: dict[str, Any] = {"role": "assistant", "content": m.text or None, **reasoning}
         if m.refusal is not None:
             out["refusal"] = m.refusal
         if m.tool_calls:
@@ -265,7 +307,7 @@ class _OpenAIStream:
     """Assembles ``chat.completion.chunk`` events: text, refusal, tool calls by index (a legacy
     ``function_call`` as call 0), usage, finish reason."""
 
-    __slots__ = ("calls", "done", "finish", "legacy", "refusal", "response_id", "text", "usage")
+    __slots__ = ("calls", "done", "finish", "legacy", "model", "reasoning", "refusal", "response_id", "text", "usage")
 
     def __init__(self) -> None:
         self.done = False
@@ -276,6 +318,8 @@ class _OpenAIStream:
         self.usage: Any = None
         self.finish: str | None = None
         self.response_id: str | None = None
+        self.model: str | None = None
+        self.reasoning = ReasoningStream()
 
     def feed(self, event: SSEEvent) -> str | None:
         data = event.data
@@ -287,6 +331,8 @@ class _OpenAIStream:
             raise _in_body_error(chunk, data)
         if self.response_id is None and isinstance(chunk.get("id"), str):
             self.response_id = chunk["id"]
+        if self.model is None:
+            self.model = text_or_none(chunk.get("model"))
         usage = chunk.get("usage")
         if usage:
             self.usage = usage
@@ -300,6 +346,7 @@ class _OpenAIStream:
             delta = choice.get("delta")
             if not delta:
                 continue
+            self.reasoning.feed(delta)
             tool_calls = delta.get("tool_calls")
             if tool_calls:
                 self._feed_calls(tool_calls)
@@ -351,4 +398,6 @@ class _OpenAIStream:
             usage=self.usage,
             reason=self.finish,
             response_id=self.response_id,
+            model=self.model,
+            reasoning=self.reasoning.block(),
         )

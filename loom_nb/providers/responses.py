@@ -8,7 +8,16 @@ from typing import Any
 
 from loom_nb.errors import ProviderHTTPError, ProviderProtocolError
 from loom_nb.messages import Message, ModelRequest, ModelResponse, ReasoningBlock, ToolCall, Usage
-from loom_nb.providers.http import HTTPProvider, error_detail, error_status, excerpt, parse_arguments, token_count
+from loom_nb.providers.http import (
+    HTTPProvider,
+    error_detail,
+    error_status,
+    excerpt,
+    parse_arguments,
+    text_or_none,
+    token_count,
+)
+from loom_nb.providers.image_parts import responses_part
 from loom_nb.providers.sse import SSEEvent, loads
 
 # Why an incomplete response stopped, in the vocabulary of ``ModelResponse.finish_reason``.
@@ -102,7 +111,10 @@ def input_items(messages: Iterable[Message]) -> list[dict[str, Any]]:
         if m.role == "system":
             continue
         if m.role == "tool":
-            items.append({"type": "function_call_output", "call_id": m.tool_call_id or "", "output": m.text})
+            output: str | list[dict[str, Any]] = m.text
+            if m.images:  # text, then each image as an input_image part
+                output = [{"type": "input_text", "text": m.text}] + [responses_part(i) for i in m.images]
+            items.append({"type": "function_call_output", "call_id": m.tool_call_id or "", "output": output})
         elif m.role == "assistant":
             items.extend(b.item for b in m.reasoning if b.type == "reasoning_item" and b.item is not None)
             if m.text or not m.tool_calls:
@@ -190,7 +202,8 @@ def assemble(response: dict[str, Any], output: Iterable[dict[str, Any]]) -> Mode
             reasoning_tokens=token_count((usage.get("output_tokens_details") or {}).get("reasoning_tokens")),
         ),
         finish_reason="refusal" if refusals and not texts and not calls else _finish(response, calls),
-        response_id=response.get("id") if isinstance(response.get("id"), str) else None,
+        response_id=text_or_none(response.get("id")),
+        model=text_or_none(response.get("model")),
     )
 
 

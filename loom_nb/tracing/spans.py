@@ -358,6 +358,8 @@ def _model_attributes(step: StepState) -> Attributes:
             attributes[gen_ai.GEN_AI_RESPONSE_FINISH_REASONS] = (response.finish_reason,)
         if response.response_id:
             attributes[gen_ai.GEN_AI_RESPONSE_ID] = response.response_id
+        if response.model:
+            attributes[gen_ai.GEN_AI_RESPONSE_MODEL] = response.model
     return attributes
 
 

@@ -248,7 +248,7 @@ def test_the_builtin_links_say_when_they_act() -> None:
     plain = ring.register("tools.plain", lambda x: x, kind="tool")
     assert acting(ring, plain) == ["Metering"]
     full = ring.register("model.full", lambda x: x, kind="model", scopes={"read"}, retry=RetryPolicy(), timeout=5.0)
-    assert acting(ring, full) == ["Authorization", "Metering", "Retry", "PromptGuard", "Timeout"]
+    assert acting(ring, full) == ["Authorization", "Metering", "Retry", "PromptGuard", "Timeout", "ImageContent"]
     assert acting(EffectRing(default_retry=RetryPolicy()), plain) == ["Metering", "Retry"]
 
 

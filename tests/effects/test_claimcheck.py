@@ -216,7 +216,7 @@ def test_a_claim_check_configuration_is_installed_once() -> None:
     effects.add_claim_check(config)
     effects.add_claim_check(config)
     assert [type(i).__name__ for i in effects.interceptors][-1] == "ClaimCheckInterceptor"
-    assert len(effects.interceptors) == 6
+    assert len(effects.interceptors) == 7
 
 
 def test_resolve_refuses_what_is_not_an_envelope_and_names_a_missing_ref() -> None:

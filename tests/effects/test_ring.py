@@ -103,7 +103,7 @@ def test_registering_a_non_callable_or_an_empty_id_is_a_usage_error() -> None:
 def test_the_assembled_runtime_installs_the_ring_and_a_journal_content_store(rt: Runtime) -> None:
     assert isinstance(rt.effects, EffectRing)
     names = [type(i).__name__ for i in rt.effects.interceptors]
-    assert names == ["Authorization", "Metering", "Retry", "PromptGuard", "Timeout"]
+    assert names == ["Authorization", "Metering", "Retry", "PromptGuard", "Timeout", "ImageContent"]
     assert isinstance(rt.effects.content_store, JournalContentStore)
 
 

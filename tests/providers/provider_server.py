@@ -47,6 +47,12 @@ class Reply:
     usage: tuple[int, int] = (21, 13)
     finish: str | None = None
     id: str = "resp_123"
+    #: The model the server says answered (a dated name, as real servers send).
+    model: str = "m-2026-01-01"
+    #: Chat wire: fields put on the assistant message (non-streamed), and deltas streamed before the
+    #: text (e.g. the reasoning shapes of compatible servers: ``reasoning_content``, ``thinking_blocks``).
+    message_fields: dict[str, Any] = field(default_factory=dict)
+    extra_deltas: list[dict[str, Any]] = field(default_factory=list)
     chunk_size: int | None = None
     crlf: bool = False
 
@@ -139,12 +145,13 @@ def _sse(data: Any, event: str | None = None) -> str:
 
 def openai_events(reply: Reply, *, include_usage: bool) -> list[str]:
     """The SSE events of ``reply`` as chat.completion.chunk objects (tool-call fragments interleaved)."""
-    base = {"id": reply.id, "object": "chat.completion.chunk", "created": 1, "model": "m"}
+    base = {"id": reply.id, "object": "chat.completion.chunk", "created": 1, "model": reply.model}
 
     def chunk(delta: dict[str, Any], finish: str | None = None) -> str:
         return _sse({**base, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
 
     events = [chunk({"role": "assistant", "content": ""}), ": keep-alive\n\n"]
+    events += [chunk(d) for d in reply.extra_deltas]
     events += [chunk({"content": t}) for t in reply.text]
     for i, c in enumerate(reply.calls):
         head = {"index": i, "id": c.id, "type": "function", "function": {"name": c.name, "arguments": ""}}
@@ -164,7 +171,7 @@ def openai_events(reply: Reply, *, include_usage: bool) -> list[str]:
 
 def openai_body(reply: Reply) -> dict[str, Any]:
     """``reply`` as a non-streamed chat.completion."""
-    message: dict[str, Any] = {"role": "assistant", "content": "".join(reply.text) or None}
+    message: dict[str, Any] = {"role": "assistant", "content": "".join(reply.text) or None, **reply.message_fields}
     if reply.calls:
         message["tool_calls"] = [
             {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": "".join(c.fragments)}}
@@ -174,7 +181,7 @@ def openai_body(reply: Reply) -> dict[str, Any]:
     return {
         "id": reply.id,
         "object": "chat.completion",
-        "model": "m",
+        "model": reply.model,
         "choices": [{"index": 0, "message": message, "finish_reason": reply.finish_reason}],
         "usage": {"prompt_tokens": pin, "completion_tokens": pout, "total_tokens": pin + pout},
     }
@@ -187,7 +194,7 @@ def anthropic_events(reply: Reply) -> list[str]:
         "id": reply.id,
         "type": "message",
         "role": "assistant",
-        "model": "m",
+        "model": reply.model,
         "content": [],
         "stop_reason": None,
         "stop_sequence": None,
@@ -231,7 +238,7 @@ def anthropic_body(reply: Reply) -> dict[str, Any]:
         "id": reply.id,
         "type": "message",
         "role": "assistant",
-        "model": "m",
+        "model": reply.model,
         "content": content,
         "stop_reason": _TO_ANTHROPIC_STOP.get(reply.finish_reason, reply.finish_reason),
         "stop_sequence": None,
@@ -259,7 +266,7 @@ def responses_body(reply: Reply) -> dict[str, Any]:
     return {
         "id": reply.id,
         "object": "response",
-        "model": "m",
+        "model": reply.model,
         "status": "incomplete" if length else "completed",
         "incomplete_details": {"reason": "max_output_tokens"} if length else None,
         "output": [done for _, done, _ in _responses_items(reply)],

@@ -696,6 +696,7 @@ async def test_text_answer(server: ProviderServer, wire: str, stream: bool) -> N
         usage=Usage(input_tokens=17, output_tokens=41),
         finish_reason="stop",
         response_id="resp_text",
+        model="m-2026-01-01",
     )
     assert seen == (deltas if stream else ["".join(deltas)])
     [req] = server.requests

@@ -1,8 +1,9 @@
 """A model span names the provider's model and server, as the GenAI semantic conventions ask
 (``tracing/served_by.py``): a run through ``OpenAIChat`` against a local OpenAI-shaped server is
-``chat gpt-4o-mini`` with ``gen_ai.request.model``, ``gen_ai.provider.name``, ``server.address``
-and ``server.port`` (the conventions package's own constants), exported live and afterwards; a
-runtime that has no such agent registered still names the effect, as before."""
+``chat gpt-4o-mini`` with ``gen_ai.request.model``, ``gen_ai.response.model`` (the server's own
+word, journaled with the step), ``gen_ai.provider.name``, ``server.address`` and ``server.port``
+(the conventions package's own constants), exported live and afterwards; a runtime that has no
+such agent registered still names the effect, as before."""
 
 from __future__ import annotations
 
@@ -46,6 +47,7 @@ def test_a_model_span_names_the_providers_model_and_server(server: ProviderServe
         gen_ai.GEN_AI_PROVIDER_NAME: gen_ai.GenAiProviderNameValues.OPENAI.value,
     }
     assert (live[SERVER_ADDRESS], live[SERVER_PORT]) == ("127.0.0.1", port)
+    assert live[gen_ai.GEN_AI_RESPONSE_MODEL] == "m-2026-01-01"  # the model the server says answered
     recorder.clear()
     loom.tracing.export_execution(run.id, rt, recorder.provider)  # afterwards, from the journal
     assert chat_spans(recorder) == [live]
