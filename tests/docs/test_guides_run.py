@@ -49,6 +49,26 @@ run = in_doubt_run(rt, "pay-1")
 await run.wait(until="paused", timeout=20)
 """
 
+#: A scripted agent whose one call, of an MCP server's tool (``tests/effects/mcp_elicit_server.py``),
+#: asks the user which day: the run waits on the server's question (docs/effects.md).
+ELICITING_RUN = """\
+import asyncio, os, sys
+from mcp import StdioServerParameters
+
+served = os.path.join(os.path.dirname(loom.__file__), "..", "tests", "effects", "mcp_elicit_server.py")
+tools = loom.mcp_tools(StdioServerParameters(command=sys.executable, args=[served, os.getcwd()]), include=["book"])
+model = loom.ScriptedModel([
+    loom.ModelResponse.tool_calls([("book", {"room": "12"})]),
+    loom.ModelResponse.text("Booked."),
+])
+rt = loom.Runtime.open("loom.duckdb")
+run = loom.Agent(model=model, tools=tools, name="hotel").start("Book room 12", runtime=rt, view=False)
+for _ in range(600):
+    if run.gates:
+        break
+    await asyncio.sleep(0.05)
+"""
+
 #: Per block (its first line): the names its guide's prose takes as given.
 GIVEN: dict[str, str] = {
     # docs/effects.md
@@ -68,6 +88,7 @@ async def call_model(request):
     return {"text": "hello"}
 """,
     'gate = run.gates[0]            # kind "InDoubt"; payload: effect, step_id, input, attempt, cause': IN_DOUBT_RUN,
+    'gate = run.gates[0]                 # kind "McpElicitation", while the server\'s call waits': ELICITING_RUN,
     'agent = loom.Agent(model=..., tools=[fetch_page], claim_check=loom.ClaimCheck(tool_ids=["fetch_page"]))': """\
 @loom.tool
 def fetch_page(url: str) -> dict:
@@ -143,6 +164,13 @@ await failed.wait(timeout=20)
 release.set()
 step = loom.frames(rt).steps("pay-3").set_index("step_id").loc["#turn:0:tool:0"]
 assert (step["status"], step["error_type"]) == ("failed", "loom_nb.errors:InDoubtError"), step
+""",
+    'gate = run.gates[0]                 # kind "McpElicitation", while the server\'s call waits': """\
+assert (await run).output == "Booked." and run.status == "completed"
+(booked,) = [e.data["output"] for e in rt.journal.read(run.id)
+             if e.kind == "step_completed" and e.step_id == "#turn:0:tool:0"]
+assert "booked 12 on monday" in str(booked), booked
+rt.close()
 """,
     "f = loom.frames(rt)              # loom.frames() uses the default (notebook) runtime": "",
     "from loom_nb.analysis import estimate_policy_value": """\
