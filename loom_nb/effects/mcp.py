@@ -38,7 +38,8 @@ the runtime (``Runtime.close()`` through the ring's close callbacks).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import asyncio
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Unpack
 
 from loom_nb.effects.mcp_elicit import MCP_ELICITATION_GATE, ElicitationAnswer, asker
@@ -55,6 +56,7 @@ from loom_nb.messages import ToolSpec
 
 if TYPE_CHECKING:
     from mcp import StdioServerParameters
+    from mcp.shared.dispatcher import ProgressFnT
     from mcp.types import CallToolResult
     from mcp.types import Tool as McpDefinition
 
@@ -169,7 +171,7 @@ class McpTool(Tool):
             # Checked again here: an answer at the approval gate may hold edited arguments.
             checked = self.validate(dict(arguments))
             ask = asker(context, server=label, tool=remote, redact=server.redact) if server.elicitation else None
-            result = await session.call(remote, checked, ask)
+            result = await session.call(remote, checked, ask, progress=on_the_loop(context.report_progress))
             output = recorded_output(
                 result, store, tool=remote, server=label, tainted=tainted, max_bytes=limit, redact=server.redact
             )
@@ -178,6 +180,17 @@ class McpTool(Tool):
         return self.register_effect(
             effects, invoke, timeout=default_timeout, owner=owner, mcp_server=label, mcp_tool=remote
         )
+
+
+def on_the_loop(report: Callable[[float, float | None, str | None], None]) -> ProgressFnT:
+    """The SDK's progress callback for one call: it runs on the session's own loop, so each report
+    is handed to ``report`` on the loop of the run that made the call (its watchers live there)."""
+    loop = asyncio.get_running_loop()
+
+    async def progress(progress: float, total: float | None, message: str | None) -> None:
+        loop.call_soon_threadsafe(report, progress, total, message)
+
+    return progress
 
 
 def defaults(annotations: Mapping[str, Any] | None) -> dict[str, Any]:

@@ -47,6 +47,7 @@ from loom_nb.redact import command_label, credentials_in, label_secrets, scrub, 
 if TYPE_CHECKING:
     from mcp import Client, StdioServerParameters
     from mcp.client.session import ClientRequestContext
+    from mcp.shared.dispatcher import ProgressFnT
     from mcp.types import CallToolResult, ElicitRequestParams, ElicitResult, ErrorData
     from mcp.types import Tool as McpDefinition
 
@@ -261,9 +262,12 @@ class McpSession:
         #: The calls in flight (on the session's loop), each with its asker and its timeout.
         self.in_flight: dict[int, InFlight] = {}
 
-    async def call(self, name: str, arguments: dict[str, Any], ask: Asker | None = None) -> CallToolResult:
+    async def call(
+        self, name: str, arguments: dict[str, Any], ask: Asker | None = None, *, progress: ProgressFnT | None = None
+    ) -> CallToolResult:
         """Call the server's tool ``name`` (starting the server if needed); ``ask`` answers the
-        server's elicitations during the call (``mcp_elicit``; None: they are refused).
+        server's elicitations during the call (``mcp_elicit``; None: they are refused);
+        ``progress`` is called with each progress notification the server sends for the call.
 
         Raises:
             McpTimeout: no answer within ``read_timeout`` (the session is closed).
@@ -277,9 +281,11 @@ class McpSession:
             raise UsageError(f"the MCP session with {self.server.label} is closed (its runtime was closed)")
         if self.thread is None:
             self.thread = LoopThread(f"loom-mcp {self.server.label}")
-        return await self.thread.run(self.on_thread(name, arguments, ask))
+        return await self.thread.run(self.on_thread(name, arguments, ask, progress))
 
-    async def on_thread(self, name: str, arguments: dict[str, Any], ask: Asker | None = None) -> CallToolResult:
+    async def on_thread(
+        self, name: str, arguments: dict[str, Any], ask: Asker | None = None, progress: ProgressFnT | None = None
+    ) -> CallToolResult:
         """``call``'s body, on the session's own loop."""
         client = await self.connected(name)
         mcp_error = sdk("mcp.shared.exceptions").MCPError
@@ -295,7 +301,9 @@ class McpSession:
                 token = id(clock)
                 self.in_flight[token] = InFlight(name, ask, clock, timeout)
                 try:
-                    result: CallToolResult = await client.call_tool(name, arguments, read_timeout_seconds=backstop)
+                    result: CallToolResult = await client.call_tool(
+                        name, arguments, read_timeout_seconds=backstop, progress_callback=progress
+                    )
                 finally:
                     self.in_flight.pop(token, None)
                 return result

@@ -306,13 +306,16 @@ def tool(fn: Callable[..., Any] | None = None, /, **options: Any) -> Tool | Call
 
 
 def _threadsafe_context(effect_context: EffectContext) -> EffectContext:
-    """``effect_context`` for a synchronous tool on a worker thread: its deltas are handed back to
-    the event loop, where the observers live. (A function of its own: in ``Tool.invoke`` the
-    closure would make its captured locals cells at every call, async tools' too.)"""
+    """``effect_context`` for a synchronous tool on a worker thread: its deltas and progress
+    reports are handed back to the event loop, where the observers live. (A function of its own: in
+    ``Tool.invoke`` the closure would make its captured locals cells at every call, async tools' too.)"""
     loop = asyncio.get_running_loop()
-    emit = effect_context.emit_delta
+    emit, report = effect_context.emit_delta, effect_context.report_progress
 
     def threadsafe(text: str) -> None:
         loop.call_soon_threadsafe(emit, text)
 
-    return replace(effect_context, emit_delta=threadsafe)
+    def progress(done: float, total: float | None = None, message: str | None = None) -> None:
+        loop.call_soon_threadsafe(report, done, total, message)
+
+    return replace(effect_context, emit_delta=threadsafe, report_progress=progress)

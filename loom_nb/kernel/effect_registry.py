@@ -102,6 +102,10 @@ class EffectSpec:
         return Durability.AFTER if self.idempotent else Durability.BEFORE
 
 
+def no_progress(progress: float, total: float | None = None, message: str | None = None) -> None:
+    """``EffectContext.report_progress`` where nobody can watch (outside a run): does nothing."""
+
+
 @dataclass(frozen=True, kw_only=True)
 class EffectContext:
     """What an effect may ask for by declaring a parameter annotated ``EffectContext``.
@@ -120,6 +124,9 @@ class EffectContext:
             answer (validated as ``schema``): a durable gate ``<step>:ask:<n>`` the run is suspended
             on in the journal while the call waits; a question this step asked before with the same
             payload gets its journaled answer at once (``kernel/questions.py``). None outside a run.
+        report_progress: ``report_progress(progress, total=None, message=None)`` tells whoever watches the
+            run how far a long call has got (the live view's tool row); never journaled. Does
+            nothing outside a run or when nobody watches.
     """
 
     execution_id: str
@@ -131,6 +138,7 @@ class EffectContext:
     emit_delta: Callable[[str], None]
     deps: Any = None
     ask: Callable[[str, Any, Any], Awaitable[Any]] | None = None
+    report_progress: Callable[..., None] = no_progress
 
     @property
     def fencing_token(self) -> tuple[str, int]:

@@ -184,6 +184,7 @@ class StepExecution(InDoubtSteps, InCallQuestions):
             emit_delta=emit_delta,
             deps=rt.deps.get(eid),
             ask=partial(self._ask_live, live),
+            report_progress=rt.observers.reporter(eid, sid),
         )
         call = frozen_instance(
             EffectCall,

@@ -13,6 +13,7 @@ from loom_nb.agent.output import FINAL_RESULT_TOOL, AnswerAttempt
 from loom_nb.agent.tool_calls import ToolCallRecord
 from loom_nb.journal.events import EventKind
 from loom_nb.journal.run_state import GateState, StepState
+from loom_nb.kernel.observers import Progress
 from loom_nb.notebook.cards import describe_resolution
 from loom_nb.notebook.edit_form import ordered_arguments
 from loom_nb.notebook.formatting import (
@@ -38,6 +39,8 @@ class ToolRow:
         status: ``awaiting approval``, ``approved``, ``refused``, ``running``, ``retrying``,
             ``done``, ``failed``, ``in doubt`` or ``invalid`` (arguments rejected before it could run).
         waited: Seconds its step waited at an in-doubt gate for a person (not counted in ``duration``).
+        progress: How far the call has got while it runs, as its tool last reported it (``3/10 ·
+            copying``; an MCP server's progress notifications), else ``""``.
         widget: The HTML row (class ``loom-tool-row``).
     """
 
@@ -52,6 +55,7 @@ class ToolRow:
         self.started: float | None = None
         self.ended: float | None = None
         self.preview = ""
+        self.progress = ""
         #: The approval of the call, once decided, without its time (``approved (reason)``,
         #: ``approved with edited arguments``, ``refused (reason)``); its card folds into the row.
         self.decision: str | None = None
@@ -66,6 +70,12 @@ class ToolRow:
         if self.started is None or self.ended is None:
             return None
         return max(self.ended - self.started - self.waited, 0.0)
+
+    def progressed(self, progress: Progress) -> None:
+        """Take a progress report of the running call (``progress``: ``3/10 · copying``)."""
+        done = f"{progress.progress:g}" + (f"/{progress.total:g}" if progress.total else "")
+        said = visible(short_text(one_line(progress.message), 80)) if progress.message else ""
+        self.progress = f"{done} · {said}" if said else done
 
     def edit(self) -> str:
         """What a person changed in the model's arguments (``path: 'a' → 'b'``), or ``""``."""
@@ -84,6 +94,8 @@ class ToolRow:
             parts.append(f"[edited: {self.edit()}]")
         if self.attempt > 1:
             parts.append(f"attempt {self.attempt}")
+        if self.progress and self.ended is None:
+            parts.append(f"[{self.progress}]")
         if self.preview:
             parts.append(f"-> {self.preview}")
         return " ".join(parts)
@@ -140,6 +152,8 @@ class ToolRow:
         if self.status in ("running", "retrying") and self.ended is None:
             since = f" {max(now - self.started, 0.0):.0f} s" if now is not None and self.started is not None else ""
             dur = f" <span class='loom-spinner'></span><span class='loom-elapsed'>{since}</span>"
+            if self.progress:
+                dur += f" <span class='loom-progress'>{html.escape(self.progress)}</span>"
         preview = f" → <code>{html.escape(self.preview)}</code>" if self.preview else ""
         badge = f"<span class='loom-tool-status loom-tool-{state}'>{html.escape(self.status)}</span>"
         decided = ""

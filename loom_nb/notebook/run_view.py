@@ -219,7 +219,7 @@ class RunView(ViewCards, TextForm, widgets.VBox):  # type: ignore[misc]
                 row.render()
             self._render_progress()
             self._render_usage()
-        self._unsubscribe = runtime.observe(self._on_event, on_delta=self.on_delta, execution_id=run.id)
+        self._unsubscribe = self._observe(runtime, run.id, self._on_event, self.on_delta)
         if self._has_sub_agents():  # a child's events: every execution's, kept when under this run
             self._unsubscribe_children = runtime.observe(self._on_child_event)
         run.on_change(self._on_change)

@@ -6,6 +6,7 @@ their tool rows.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from loom_nb.agent.output import FINAL_RESULT_TOOL, answer_attempts
@@ -13,6 +14,7 @@ from loom_nb.agent.tool_calls import tool_call, tool_calls
 from loom_nb.journal import step_ids
 from loom_nb.journal.events import Event, EventKind
 from loom_nb.journal.run_state import StepState
+from loom_nb.kernel.observers import Progress
 from loom_nb.notebook.cards import run_tool_schema
 from loom_nb.notebook.child_panel import ChildPanel, direct_child
 from loom_nb.notebook.edit_form import ordered_arguments
@@ -95,6 +97,26 @@ class ViewSteps(ViewRender):
                 row.update(self.state.steps.get(call.step_id), gate, call)
                 if not every:
                     row.render(self._clock())
+
+    def _observe(
+        self,
+        runtime: Any,
+        execution_id: str,
+        on_event: Callable[[Event], None],
+        on_delta: Callable[[str, str, str], None],
+    ) -> Callable[[], None]:
+        """Watch the run's events, streamed deltas and progress reports; returns the unsubscribe."""
+        return runtime.observe(  # type: ignore[no-any-return]
+            on_event, on_delta=on_delta, on_progress=self.on_progress, execution_id=execution_id
+        )
+
+    def on_progress(self, execution_id: str, step_id: str, progress: Progress) -> None:
+        """A running call's progress report (never journaled): shown on its tool row until it ends."""
+        row = self.tool_rows.get(step_id)
+        if row is not None and row.ended is None:
+            row.progressed(progress)
+            if not self._loading:
+                row.render(self._clock())
 
     def _refresh_row(self, sid: str) -> None:
         row = self.tool_rows.get(sid)
