@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
@@ -18,12 +19,27 @@ def rt() -> loom.Runtime:
     return make_runtime()
 
 
+@pytest.fixture(scope="session")
+def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
+    """The JupyterLab server (light theme) shared by every browser test of what the view does:
+    clicks, keys, restarts and layout do not depend on the theme."""
+    with _running_lab("light", tmp_path_factory) as running:
+        yield running
+
+
 @pytest.fixture(scope="session", params=["light", "dark"])
-def lab(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
-    """A JupyterLab server per theme, shared by every browser test: each browser test runs in the
-    light and the dark theme (pytest runs all the tests of one theme, then the other, so there are
-    two servers in all)."""
-    theme = str(request.param)
+def themed_lab(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
+    """A JupyterLab server per theme, for the tests of how the view looks (contrast): each runs in
+    the light theme (on ``lab``'s server) and in the dark one (a second server, started once)."""
+    if request.param == "light":
+        yield request.getfixturevalue("lab")
+        return
+    with _running_lab(str(request.param), tmp_path_factory) as running:
+        yield running
+
+
+@contextmanager
+def _running_lab(theme: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
     root = tmp_path_factory.mktemp(f"lab-root-{theme}")
     with jupyter_lab(root, tmp_path_factory.mktemp(f"lab-scratch-{theme}"), theme) as url:
         yield Lab(url, root, theme)

@@ -117,10 +117,10 @@ PROBE = """
 """
 
 
-def test_every_text_and_button_of_the_view_has_aa_contrast(lab: Lab, browser: Any, tmp_path: Path) -> None:
+def test_every_text_and_button_of_the_view_has_aa_contrast(themed_lab: Lab, browser: Any, tmp_path: Path) -> None:
     from playwright.sync_api import expect
 
-    url, root, theme = lab
+    url, root, theme = themed_lab
     extra = ("await run.wait(until='paused')", IN_DOUBT_CELL, "%loom recover", OTHER_RUNS_CELL)
     name = mail_notebook(root, "contrast-all.ipynb", tmp_path / "contrast-all.duckdb", calls=2, extra=extra)
     page = new_page(browser)

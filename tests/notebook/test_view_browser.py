@@ -201,12 +201,12 @@ def measured(page: Any) -> dict[str, float]:
     return {what: round(contrast_ratio(fg, bg), 2) for what, (fg, bg) in colours.items()}
 
 
-def test_every_status_colour_has_aa_contrast_in_the_theme(lab: Lab, browser: Any, tmp_path: Path) -> None:
+def test_every_status_colour_has_aa_contrast_in_the_theme(themed_lab: Lab, browser: Any, tmp_path: Path) -> None:
     """Every palette colour, the badge, the tool status, usage, card description and timeline
     ticks, measured as the browser resolved them, in the lab's theme (this test runs once per theme)."""
     from playwright.sync_api import expect
 
-    url, root, theme = lab
+    url, root, theme = themed_lab
     extra = ("await run.wait(until='paused')\nrun.gates[0].approve()\nawait run", "loom.timeline(run.id)")
     name = mail_notebook(root, "contrast.ipynb", tmp_path / "contrast.duckdb", extra=extra)
     page = new_page(browser)
