@@ -114,8 +114,9 @@ class ViewSteps(ViewRender):
         """A running call's progress report (never journaled): shown on its tool row until it ends."""
         row = self.tool_rows.get(step_id)
         if row is not None and row.ended is None:
+            shown = row.progress
             row.progressed(progress)
-            if not self._loading:
+            if row.progress != shown and not self._loading:  # a report that changes nothing shown: no redraw
                 row.render(self._clock())
 
     def _refresh_row(self, sid: str) -> None:

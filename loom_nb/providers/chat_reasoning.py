@@ -102,8 +102,13 @@ class ReasoningStream:
         for position, piece in enumerate(pieces):
             if not isinstance(piece, Mapping):
                 continue
-            index = piece.get("index")
-            key = index if isinstance(index, int) else len(blocks) if position else max(blocks, default=0)
+            index, last = piece.get("index"), max(blocks, default=None)
+            if isinstance(index, int):
+                key = index
+            elif position == 0 and last is not None:
+                key = last  # a chunk's first piece without an index continues the block being streamed
+            else:
+                key = 0 if last is None else last + 1  # any further piece starts a block
             block = blocks.setdefault(key, {})
             for name, value in piece.items():
                 if name in _JOINED and isinstance(value, str):

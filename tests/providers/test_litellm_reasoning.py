@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -140,8 +141,6 @@ def proxy(backend: ProviderServer, tmp_path_factory: pytest.TempPathFactory) -> 
 
 
 def _wait_until_up(url: str, process: subprocess.Popen[bytes], log: Path) -> None:
-    import time
-
     deadline = time.monotonic() + STARTUP_SECONDS
     while time.monotonic() < deadline:
         if process.poll() is not None:
